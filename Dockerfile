@@ -1,0 +1,13 @@
+# Multi-stage build: a release binary on a small, non-root runtime image.
+FROM rust:1-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+RUN cargo build --release --locked --bin farm-apiserver
+
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /src/target/release/farm-apiserver /usr/local/bin/farm-apiserver
+USER 65532:65532
+EXPOSE 8443
+ENTRYPOINT ["/usr/local/bin/farm-apiserver"]
+CMD ["serve"]

@@ -1,0 +1,149 @@
+//! Every setting, as a command-line flag with an environment variable and a default.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(name = "farm-apiserver", version, about = "Kubernetes aggregated API server for farm.example.com", args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// `serve` is the default subcommand: its flags work without naming it.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve the API (the default).
+    Serve(ServeArgs),
+    /// Write a CA, a serving certificate and the APIService caBundle for a Service.
+    Certs(CertsArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Authentication {
+    /// Trust every caller. Development only: refused on a non-loopback address.
+    None,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StorageBackend {
+    /// One replica, in memory.
+    Memory,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "FARM_BIND", default_value = "127.0.0.1:8443")]
+    pub bind: SocketAddr,
+
+    /// Serving certificate (PEM). Without it, a development CA and certificate are made in --cert-dir.
+    #[arg(long, env = "FARM_TLS_CERT_FILE", requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// Private key of the serving certificate (PEM).
+    #[arg(long, env = "FARM_TLS_PRIVATE_KEY_FILE", requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+
+    /// Where development certificates are made and reused (ca.crt is the CA to trust).
+    #[arg(long, env = "FARM_CERT_DIR", default_value = "certs")]
+    pub cert_dir: PathBuf,
+
+    /// Service name the serving certificate is valid for (<service>.<namespace>.svc).
+    #[arg(long, env = "FARM_SERVICE_NAME", default_value = "farm-apiserver")]
+    pub service_name: String,
+
+    /// Namespace of that Service.
+    #[arg(long, env = "FARM_SERVICE_NAMESPACE", default_value = "farm-system")]
+    pub service_namespace: String,
+
+    /// How callers are authenticated.
+    #[arg(long, env = "FARM_AUTHENTICATION", value_enum, default_value_t = Authentication::None)]
+    pub authentication: Authentication,
+
+    /// Where Llamas are stored.
+    #[arg(long, env = "FARM_STORAGE", value_enum, default_value_t = StorageBackend::Memory)]
+    pub storage: StorageBackend,
+
+    /// Kubeconfig of the cluster whose Pods FarmPods show. Default: $KUBECONFIG or
+    /// ~/.kube/config, else the in-cluster service account. Without any, the server
+    /// still serves Llamas and FarmPod requests get 503.
+    #[arg(long, env = "FARM_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Namespaces whose Pods are watched (comma-separated). Default: all.
+    #[arg(long, env = "FARM_POD_NAMESPACES", value_delimiter = ',')]
+    pub pod_namespaces: Vec<String>,
+
+    /// Events kept per kind for watch resumption and consistent paging; older
+    /// resourceVersions and continue tokens get 410 Expired.
+    #[arg(long, env = "FARM_WATCH_HISTORY", default_value_t = 10_000)]
+    pub watch_history: usize,
+
+    /// Events a watcher may lag behind before it is closed (it then resumes or re-lists).
+    #[arg(long, env = "FARM_WATCH_BUFFER", default_value_t = 4096)]
+    pub watch_buffer: usize,
+
+    /// Seconds between BOOKMARK events on watches that allow them.
+    #[arg(long, env = "FARM_BOOKMARK_INTERVAL", default_value = "60", value_parser = parse_seconds)]
+    pub bookmark_interval: Duration,
+
+    /// Watches without timeoutSeconds end after a random time between this and twice this.
+    #[arg(long, env = "FARM_MIN_REQUEST_TIMEOUT", default_value = "1800", value_parser = parse_seconds)]
+    pub min_request_timeout: Duration,
+
+    /// Largest accepted request body in bytes (413 beyond).
+    #[arg(long, env = "FARM_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// On SIGTERM, how long in-flight requests may take to finish.
+    #[arg(long, env = "FARM_SHUTDOWN_GRACE", default_value = "30", value_parser = parse_seconds)]
+    pub shutdown_grace: Duration,
+
+    /// How often certificate files are checked for changes.
+    #[arg(long, env = "FARM_CERT_RELOAD_INTERVAL", default_value = "10", value_parser = parse_seconds)]
+    pub cert_reload_interval: Duration,
+
+    /// Log format.
+    #[arg(long, env = "FARM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Log filter (tracing-subscriber EnvFilter syntax).
+    #[arg(long, env = "FARM_LOG", default_value = "info")]
+    pub log: String,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CertsArgs {
+    /// Directory to write ca.crt, ca.key, tls.crt, tls.key and cabundle.b64 into.
+    #[arg(long, env = "FARM_CERTS_OUT", default_value = "certs")]
+    pub out: PathBuf,
+
+    /// Service name the certificate is for.
+    #[arg(long, env = "FARM_SERVICE_NAME", default_value = "farm-apiserver")]
+    pub service_name: String,
+
+    /// Namespace of the Service.
+    #[arg(long, env = "FARM_SERVICE_NAMESPACE", default_value = "farm-system")]
+    pub service_namespace: String,
+}
+
+/// Seconds as an integer or a decimal ("0.5").
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s.trim_end_matches('s').parse().map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("{s:?} is not a number of seconds"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}

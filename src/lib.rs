@@ -1,0 +1,12 @@
+//! farm-apiserver: a Kubernetes aggregated API server for farm.example.com.
+//!
+//! The library exposes the kinds' Rust types (for kube-rs clients and tests)
+//! and the server itself; `main.rs` is only the command line.
+
+pub mod config;
+pub mod machinery;
+pub mod ops;
+pub mod resources;
+pub mod server;
+pub mod storage;
+pub mod tls;

@@ -1,0 +1,370 @@
+//! The HTTP face of the registries: turns a classified request into a registry
+//! call and encodes the answer in the negotiated representation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use chrono::Utc;
+use http::{header, HeaderMap, HeaderValue, StatusCode};
+use rand::Rng;
+use tokio_util::sync::CancellationToken;
+
+use super::encode::{self, IncludeObject, ListMeta};
+use super::negotiation::{self, BodyType, Output, Shape};
+use super::patch::Patch;
+use super::query::{ListOptions, Query, WriteOptions};
+use super::registry::{DeleteOptions, DeleteOutcome, Part, Registry, WatchStart, WriteOutcome};
+use super::request_info::RequestInfo;
+use super::resource::Verb;
+use super::status::{ApiError, ApiResult, Target};
+use super::watch::{self, WatchJob};
+use crate::storage::StoredObject;
+
+/// Server-wide knobs of the resource handlers.
+#[derive(Debug, Clone)]
+pub struct ApiSettings {
+    pub bookmark_interval: Duration,
+    pub max_body_bytes: usize,
+    /// Watches without timeoutSeconds end after a random time in [t, 2t), like
+    /// kube-apiserver's --min-request-timeout, so clients spread their re-watches.
+    pub min_request_timeout: Duration,
+}
+
+impl Default for ApiSettings {
+    fn default() -> Self {
+        Self {
+            bookmark_interval: Duration::from_secs(60),
+            max_body_bytes: 3 * 1024 * 1024,
+            min_request_timeout: Duration::from_secs(1800),
+        }
+    }
+}
+
+/// Counts open watches per resource (implemented by the metrics module).
+pub trait WatchGauge: Send + Sync {
+    fn opened(&self, resource: &'static str);
+    fn closed(&self, resource: &'static str);
+}
+
+/// The served kinds and what their handlers share.
+pub struct Resources {
+    pub registries: Vec<Arc<Registry>>,
+    pub settings: ApiSettings,
+    pub shutdown: CancellationToken,
+    pub watches: Arc<dyn WatchGauge>,
+}
+
+impl Resources {
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<Registry>> {
+        self.registries.iter().find(|r| {
+            let n = r.kind.names();
+            n.group == group && n.version == version && n.plural == plural
+        })
+    }
+
+    pub fn serves_group_version(&self, group: &str, version: &str) -> bool {
+        self.registries.iter().any(|r| r.kind.names().group == group && r.kind.names().version == version)
+    }
+}
+
+/// A `Warning` header value (RFC 7234 form, as kube-apiserver sends).
+fn warning_header(text: &str) -> Option<HeaderValue> {
+    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+    HeaderValue::from_str(&format!("299 - \"{escaped}\"")).ok()
+}
+
+fn respond(code: u16, body: Bytes, content_type: &str, warnings: &[String]) -> Response {
+    let mut resp = Response::new(Body::from(body));
+    *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_str(content_type).unwrap_or(HeaderValue::from_static("application/json")));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    for w in warnings {
+        if let Some(v) = warning_header(w) {
+            h.append(header::WARNING, v);
+        }
+    }
+    resp
+}
+
+fn content_type(output: Output) -> String {
+    match output {
+        Output::Json => "application/json".into(),
+        Output::Table(v) => format!("application/json;as=Table;v={v};g=meta.k8s.io"),
+        Output::Metadata(v) => format!("application/json;as=PartialObjectMetadata;v={v};g=meta.k8s.io"),
+    }
+}
+
+fn write_response(out: WriteOutcome) -> Response {
+    respond(out.code, out.body, "application/json", &out.warnings)
+}
+
+/// Reads the body up to the size limit: 413 beyond it.
+async fn read_body(body: Body, limit: usize) -> ApiResult<Bytes> {
+    match axum::body::to_bytes(body, limit).await {
+        Ok(b) => Ok(b),
+        Err(e) => {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&e);
+            while let Some(s) = source {
+                if s.is::<http_body_util::LengthLimitError>() {
+                    return Err(ApiError::too_large());
+                }
+                source = s.source();
+            }
+            Err(ApiError::bad_request(format!("error reading request body: {e}")))
+        }
+    }
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: header::HeaderName) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Serves a request already classified as a resource request.
+pub async fn serve(res: Arc<Resources>, info: RequestInfo, req: http::Request<Body>) -> Response {
+    match dispatch(res, info, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Body>) -> ApiResult<Response> {
+    let Some(reg) = res.find(&info.api_group, &info.api_version, &info.resource).cloned() else {
+        return Err(ApiError::path_not_found());
+    };
+    let kind = reg.kind.clone();
+    let names = kind.names();
+    let target = Target { group: names.group, kind: names.kind, resource: names.plural, name: &info.name };
+    // Shape checks: what kube-apiserver would not have routed at all is a 404.
+    let part = match info.subresource.as_str() {
+        "" => Part::Main,
+        "status" if kind.has_status_subresource() && !info.name.is_empty() => Part::Status,
+        _ => return Err(ApiError::path_not_found()),
+    };
+    if info.extra_segments || (!kind.namespaced() && !info.namespace.is_empty()) {
+        return Err(ApiError::path_not_found());
+    }
+    let all_namespaces = kind.namespaced() && info.namespace.is_empty();
+    if all_namespaces && !info.name.is_empty() {
+        return Err(ApiError::path_not_found());
+    }
+    let verb = match info.verb.as_str() {
+        "get" => Verb::Get,
+        "list" => Verb::List,
+        "watch" => Verb::Watch,
+        "create" if !all_namespaces => Verb::Create,
+        "update" => Verb::Update,
+        "patch" => Verb::Patch,
+        "delete" => Verb::Delete,
+        "deletecollection" if !all_namespaces => Verb::DeleteCollection,
+        other => return Err(ApiError::method_not_allowed(target, other)),
+    };
+    if part == Part::Status && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
+        return Err(ApiError::method_not_allowed(target, verb.as_str()));
+    }
+    if !kind.supports(verb) {
+        return Err(ApiError::method_not_allowed(target, verb.as_str()));
+    }
+    if let Some(why) = kind.unavailable() {
+        return Err(ApiError::service_unavailable(why));
+    }
+    let query = Query::parse(req.uri().query())?;
+    let ns = info.namespace.as_str();
+    let name = info.name.as_str();
+    let (parts, body) = req.into_parts();
+    let accept = header_str(&parts.headers, header::ACCEPT);
+    match verb {
+        Verb::Get => {
+            let output = negotiation::negotiate(accept, Shape::Object)?;
+            let obj = reg.get(ns, name).await?;
+            let include = IncludeObject::parse(query.get("includeObject"))?;
+            Ok(one_object(&reg, output, &obj, include))
+        }
+        Verb::List => {
+            let output = negotiation::negotiate(accept, Shape::List)?;
+            let opts = ListOptions::from_query(&query)?;
+            let include = IncludeObject::parse(query.get("includeObject"))?;
+            let (meta, items) = reg.list((!all_namespaces).then_some(ns), &opts).await?;
+            Ok(list_response(&reg, output, &meta, &items, include))
+        }
+        Verb::Watch => {
+            let output = negotiation::negotiate(accept, Shape::Watch)?;
+            let mut opts = ListOptions::from_query(&query)?;
+            opts.watch = true;
+            if !name.is_empty() {
+                // A watch on a single object is a watch with metadata.name=<name>.
+                opts.field_selector = match opts.field_selector.as_str() {
+                    "" => format!("metadata.name={name}"),
+                    other => format!("{other},metadata.name={name}"),
+                };
+            }
+            start_watch(&res, reg, (!all_namespaces).then_some(ns), opts, output).await
+        }
+        Verb::Create => {
+            let wopts = WriteOptions::from_query(&query)?;
+            require_json_body(&parts.headers)?;
+            let body = read_body(body, res.settings.max_body_bytes).await?;
+            Ok(write_response(reg.create(ns, &body, &wopts).await?))
+        }
+        Verb::Update => {
+            let wopts = WriteOptions::from_query(&query)?;
+            require_json_body(&parts.headers)?;
+            let body = read_body(body, res.settings.max_body_bytes).await?;
+            Ok(write_response(reg.update(ns, name, part, &body, &wopts).await?))
+        }
+        Verb::Patch => {
+            let wopts = WriteOptions::from_query(&query)?;
+            let body_type = negotiation::body_type(header_str(&parts.headers, header::CONTENT_TYPE));
+            let body = read_body(body, res.settings.max_body_bytes).await?;
+            let patch = Patch::parse(body_type, &body)?;
+            Ok(write_response(reg.patch(ns, name, part, &patch, &wopts).await?))
+        }
+        Verb::Delete => {
+            let body = read_body(body, res.settings.max_body_bytes).await?;
+            let opts = delete_options(&body, &query)?;
+            match reg.delete(ns, name, &opts).await? {
+                DeleteOutcome::Deleted(status) => {
+                    Ok(respond(200, Bytes::from(serde_json::to_vec(&status).unwrap_or_default()), "application/json", &[]))
+                }
+                DeleteOutcome::Pending(obj) => Ok(respond(200, obj, "application/json", &[])),
+            }
+        }
+        Verb::DeleteCollection => {
+            let body = read_body(body, res.settings.max_body_bytes).await?;
+            let opts = delete_options(&body, &query)?;
+            let list = ListOptions::from_query(&query)?;
+            let (meta, items) = reg.delete_collection(ns, &list, &opts).await?;
+            Ok(respond(200, deleted_list(&reg, &meta, &items), "application/json", &[]))
+        }
+    }
+}
+
+fn require_json_body(headers: &HeaderMap) -> ApiResult<()> {
+    match negotiation::body_type(header_str(headers, header::CONTENT_TYPE)) {
+        Some(BodyType::Json) => Ok(()),
+        _ => Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json (got {})",
+            header_str(headers, header::CONTENT_TYPE).unwrap_or("")
+        ))),
+    }
+}
+
+fn delete_options(body: &[u8], query: &Query) -> ApiResult<DeleteOptions> {
+    let mut opts = DeleteOptions::from_body(body)?;
+    if let Some(p) = query.get("propagationPolicy") {
+        opts.propagation = Some(p.to_string());
+    }
+    if let Some(o) = query.bool("orphanDependents")? {
+        opts.orphan_dependents = Some(o);
+    }
+    opts.dry_run |= super::query::dry_run(query)?;
+    Ok(opts)
+}
+
+fn one_object(reg: &Registry, output: Output, obj: &StoredObject, include: IncludeObject) -> Response {
+    let body = match output {
+        Output::Json => obj.bytes.clone(),
+        Output::Metadata(v) => encode::partial_object(v, obj),
+        Output::Table(v) => encode::table(
+            v,
+            &reg.columns,
+            &ListMeta { resource_version: obj.rv, ..Default::default() },
+            std::slice::from_ref(obj),
+            include,
+            Utc::now(),
+        ),
+    };
+    respond(200, body, &content_type(output), &[])
+}
+
+fn list_response(reg: &Registry, output: Output, meta: &ListMeta, items: &[StoredObject], include: IncludeObject) -> Response {
+    let body = match output {
+        Output::Json => encode::object_list(reg.kind.names(), meta, items),
+        Output::Metadata(v) => encode::partial_list(v, meta, items),
+        Output::Table(v) => encode::table(v, &reg.columns, meta, items, include, Utc::now()),
+    };
+    let ct = match output {
+        Output::Metadata(v) => format!("application/json;as=PartialObjectMetadataList;v={v};g=meta.k8s.io"),
+        other => content_type(other),
+    };
+    respond(200, body, &ct, &[])
+}
+
+/// The list deletecollection answers with.
+fn deleted_list(reg: &Registry, meta: &ListMeta, items: &[Bytes]) -> Bytes {
+    let names = reg.kind.names();
+    let mut out = Vec::with_capacity(items.iter().map(|i| i.len() + 1).sum::<usize>() + 128);
+    out.extend_from_slice(
+        format!(
+            "{{\"apiVersion\":\"{}\",\"kind\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
+            names.api_version(),
+            names.list_kind,
+            meta.resource_version
+        )
+        .as_bytes(),
+    );
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item);
+    }
+    out.extend_from_slice(b"]}");
+    Bytes::from(out)
+}
+
+async fn start_watch(
+    res: &Arc<Resources>,
+    reg: Arc<Registry>,
+    ns: Option<&str>,
+    opts: ListOptions,
+    output: Output,
+) -> ApiResult<Response> {
+    let filter = reg.filter(&opts)?;
+    let timeout = match opts.timeout_seconds {
+        Some(s) => Duration::from_secs(s),
+        None => {
+            let base = res.settings.min_request_timeout.as_secs_f64();
+            Duration::from_secs_f64(base * rand::rng().random_range(1.0..2.0))
+        }
+    };
+    let ct = match output {
+        Output::Json => "application/json".to_string(),
+        other => content_type(other),
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    match reg.watch(ns, &opts).await? {
+        WatchStart::Expired(err) => {
+            // kube-apiserver answers 200 and sends the 410 as an ERROR event, so
+            // clients re-list rather than retry the same resourceVersion.
+            let _ = tx.send(watch::error_line(&err)).await;
+            drop(tx);
+        }
+        WatchStart::Stream(plan) => {
+            let resource = reg.kind.names().plural;
+            res.watches.opened(resource);
+            let gauge = res.watches.clone();
+            let job = WatchJob {
+                registry: reg.clone(),
+                plan: *plan,
+                filter,
+                output,
+                bookmarks: opts.allow_bookmarks,
+                bookmark_interval: res.settings.bookmark_interval,
+                timeout,
+                shutdown: res.shutdown.clone(),
+                on_end: Some(Box::new(move || gauge.closed(resource))),
+            };
+            tokio::spawn(watch::run(job, tx));
+        }
+    }
+    let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>);
+    let mut resp = respond(200, Bytes::new(), &ct, &[]);
+    *resp.body_mut() = Body::from_stream(stream);
+    Ok(resp)
+}
+
+use futures::StreamExt as _;

@@ -1,0 +1,18 @@
+//! The generic Kubernetes API machinery: routing, query parsing, selectors,
+//! paging, watch framing, patching, Status errors, Table, content negotiation,
+//! discovery and OpenAPI. It knows no particular kind.
+
+pub mod discovery;
+pub mod encode;
+pub mod handlers;
+pub mod negotiation;
+pub mod openapi;
+pub mod patch;
+pub mod query;
+pub mod registry;
+pub mod request_info;
+pub mod resource;
+pub mod selector;
+pub mod status;
+pub mod validation;
+pub mod watch;

@@ -1,0 +1,804 @@
+//! The generic registry: Kubernetes REST semantics (metadata, resourceVersion,
+//! generation, finalizers, preconditions, status subresource, dry run, paging,
+//! selectors) for any [`Kind`] over any [`Store`]. The HTTP layer only parses
+//! requests and encodes answers around it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use bytes::Bytes;
+use chrono::{SecondsFormat, Utc};
+use serde_json::{json, Map, Value};
+
+use super::encode::{column_definitions, ListMeta};
+use super::query::{FieldValidation, ListOptions, Rv, RvMatch, WriteOptions};
+use super::resource::Kind;
+use super::selector::{FieldSelector, LabelSelector};
+use super::status::{ApiError, ApiResult, FieldError, Reason, Target};
+use super::validation;
+use crate::storage::{ListRequest, ObjectKey, Store, StoreError, StoredObject, WatchStream};
+
+/// How long a read naming a future resourceVersion waits for it, as the watch cache does.
+const RV_WAIT: Duration = Duration::from_secs(3);
+/// How often a write racing other writers is retried before giving up with 409.
+const WRITE_RETRIES: usize = 8;
+
+/// One kind served from one store.
+pub struct Registry {
+    pub kind: Arc<dyn Kind>,
+    pub store: Arc<dyn Store>,
+    /// Table column definitions, computed once.
+    pub columns: Value,
+    schema: Value,
+}
+
+/// The body of a successful write and the warnings to send with it.
+pub struct WriteOutcome {
+    pub code: u16,
+    pub body: Bytes,
+    pub warnings: Vec<String>,
+}
+
+/// Which part of the object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Main,
+    Status,
+}
+
+/// metav1.DeleteOptions, from the body and the query.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    pub precondition_uid: Option<String>,
+    pub precondition_rv: Option<String>,
+    pub propagation: Option<String>,
+    pub orphan_dependents: Option<bool>,
+    pub dry_run: bool,
+}
+
+impl DeleteOptions {
+    pub fn from_body(body: &[u8]) -> ApiResult<Self> {
+        let mut o = DeleteOptions::default();
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(o);
+        }
+        let v: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?;
+        let s = |v: &Value| v.as_str().map(str::to_string);
+        o.precondition_uid = v.pointer("/preconditions/uid").and_then(s);
+        o.precondition_rv = v.pointer("/preconditions/resourceVersion").and_then(s);
+        o.propagation = v.get("propagationPolicy").and_then(s);
+        o.orphan_dependents = v.get("orphanDependents").and_then(Value::as_bool);
+        if let Some(dry) = v.get("dryRun").and_then(Value::as_array) {
+            for d in dry {
+                match d.as_str() {
+                    Some("All") => o.dry_run = true,
+                    other => {
+                        return Err(ApiError::bad_request(format!(
+                            "Invalid dry run value: {}: supported values: \"All\"",
+                            other.unwrap_or("")
+                        )))
+                    }
+                }
+            }
+        }
+        Ok(o)
+    }
+
+    /// The finalizer a propagation policy asks for, as kube-apiserver adds it.
+    fn finalizer(&self) -> ApiResult<Option<&'static str>> {
+        match (self.propagation.as_deref(), self.orphan_dependents) {
+            (Some(_), Some(_)) => Err(ApiError::invalid(
+                "meta.k8s.io",
+                "DeleteOptions",
+                "",
+                &[FieldError::invalid(
+                    "orphanDependents",
+                    &json!(self.orphan_dependents),
+                    "orphanDependents and deletionPropagation cannot be both set",
+                )],
+            )),
+            (Some("Orphan"), _) | (None, Some(true)) => Ok(Some("orphan")),
+            (Some("Foreground"), _) => Ok(Some("foregroundDeletion")),
+            (Some("Background") | None, _) => Ok(None),
+            (Some(other), _) => Err(ApiError::invalid(
+                "meta.k8s.io",
+                "DeleteOptions",
+                "",
+                &[FieldError::new(
+                    super::status::FieldErrorKind::NotSupported,
+                    "propagationPolicy",
+                    "supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"",
+                )
+                .with_value(&json!(other))],
+            )),
+        }
+    }
+}
+
+/// What a delete did.
+pub enum DeleteOutcome {
+    /// Gone; the Status body kube-apiserver answers with.
+    Deleted(Value),
+    /// Still there, waiting for finalizers: the object.
+    Pending(Bytes),
+}
+
+/// Where a watch starts.
+pub struct WatchPlan {
+    pub initial: Vec<StoredObject>,
+    pub stream: WatchStream,
+    /// Send the `k8s.io/initial-events-end` bookmark after `initial`, at this revision.
+    pub initial_events_end: Option<u64>,
+}
+
+/// The outcome of starting a watch: a stream, or the 410 to send as an ERROR event.
+pub enum WatchStart {
+    Stream(Box<WatchPlan>),
+    Expired(ApiError),
+}
+
+/// A compiled selector pair.
+pub struct Filter {
+    labels: LabelSelector,
+    fields: FieldSelector,
+    /// For each field the selector uses: where to read it.
+    field_slots: Vec<(String, FieldSlot)>,
+}
+
+enum FieldSlot {
+    Name,
+    Namespace,
+    Index(usize),
+}
+
+impl Filter {
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
+    }
+
+    pub fn matches(&self, o: &StoredObject) -> bool {
+        self.labels.matches(&o.index.labels)
+            && self.fields.matches(|f| {
+                self.field_slots.iter().find(|(name, _)| name == f).map(|(_, slot)| match slot {
+                    FieldSlot::Name => o.key.name.clone(),
+                    FieldSlot::Namespace => o.key.namespace.clone(),
+                    FieldSlot::Index(i) => o.index.fields.get(*i).cloned().unwrap_or_default(),
+                })
+            })
+    }
+}
+
+/// The opaque continue token: the snapshot revision and the last key served.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    v: String,
+    rv: u64,
+    ns: String,
+    name: String,
+}
+
+fn encode_continue(rv: u64, key: &ObjectKey) -> String {
+    let t = ContinueToken { v: "meta.k8s.io/v1".into(), rv, ns: key.namespace.clone(), name: key.name.clone() };
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(&t).unwrap_or_default())
+}
+
+fn decode_continue(token: &str) -> ApiResult<(u64, ObjectKey)> {
+    let bad = || ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token.trim_end_matches('=')).map_err(|_| bad())?;
+    let t: ContinueToken = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    if t.v != "meta.k8s.io/v1" || t.rv == 0 {
+        return Err(bad());
+    }
+    Ok((t.rv, ObjectKey::new(t.ns, t.name)))
+}
+
+fn now_rfc3339() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// kube-apiserver's generateName suffix: 5 characters from a consonant/digit alphabet.
+fn generate_suffix() -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+}
+
+fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    obj.get("metadata")?.get(field)?.as_str()
+}
+
+fn meta_mut(obj: &mut Value) -> ApiResult<&mut Map<String, Value>> {
+    obj.get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| ApiError::bad_request("metadata must be an object"))
+}
+
+fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+/// Everything but metadata and status: a change here bumps `generation`.
+fn spec_changed(old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| -> Map<String, Value> {
+        v.as_object()
+            .map(|m| m.iter().filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status")).map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default()
+    };
+    strip(old) != strip(new)
+}
+
+fn encode_value(v: &Value) -> ApiResult<Bytes> {
+    serde_json::to_vec(v).map(Bytes::from).map_err(ApiError::internal_error)
+}
+
+impl Registry {
+    pub fn new(kind: Arc<dyn Kind>, store: Arc<dyn Store>) -> Self {
+        let columns = column_definitions(kind.as_ref());
+        let schema = kind.schema();
+        Self { kind, store, columns, schema }
+    }
+
+    fn target<'a>(&'a self, name: &'a str) -> Target<'a> {
+        let n = self.kind.names();
+        Target { group: n.group, kind: n.kind, resource: n.plural, name }
+    }
+
+    fn store_error(&self, name: &str, e: StoreError) -> ApiError {
+        match e {
+            StoreError::NotFound => ApiError::not_found(self.target(name)),
+            StoreError::AlreadyExists => ApiError::already_exists(self.target(name)),
+            StoreError::Conflict => ApiError::conflict(self.target(name), StoreError::Conflict),
+            StoreError::Expired { .. } => ApiError::expired(e.to_string()),
+            StoreError::TooLarge { .. } => too_large_rv(&e),
+            StoreError::Internal(msg) => ApiError::internal_error(msg),
+        }
+    }
+
+    fn key(&self, ns: &str, name: &str) -> ObjectKey {
+        ObjectKey::new(if self.kind.namespaced() { ns } else { "" }, name)
+    }
+
+    pub async fn get(&self, ns: &str, name: &str) -> ApiResult<StoredObject> {
+        self.store
+            .get(&self.key(ns, name))
+            .await
+            .map_err(|e| self.store_error(name, e))?
+            .ok_or_else(|| ApiError::not_found(self.target(name)))
+    }
+
+    /// Compiles label and field selectors, rejecting fields the kind cannot select on.
+    pub fn filter(&self, opts: &ListOptions) -> ApiResult<Filter> {
+        let labels = LabelSelector::parse(&opts.label_selector).map_err(ApiError::bad_request)?;
+        let fields = FieldSelector::parse(&opts.field_selector).map_err(ApiError::bad_request)?;
+        let mut field_slots = Vec::new();
+        for f in fields.fields() {
+            let slot = match f {
+                "metadata.name" => FieldSlot::Name,
+                "metadata.namespace" => FieldSlot::Namespace,
+                other => match self.kind.selectable_fields().iter().position(|s| *s == other) {
+                    Some(i) => FieldSlot::Index(i),
+                    None => return Err(ApiError::bad_request(format!("field label not supported: {other}"))),
+                },
+            };
+            field_slots.push((f.to_string(), slot));
+        }
+        Ok(Filter { labels, fields, field_slots })
+    }
+
+    /// A list with kube-apiserver's resourceVersion, paging and selector rules.
+    pub async fn list(&self, ns: Option<&str>, opts: &ListOptions) -> ApiResult<(ListMeta, Vec<StoredObject>)> {
+        let filter = self.filter(opts)?;
+        let (at, start_after) = match &opts.continue_token {
+            Some(token) => {
+                let (rv, key) = decode_continue(token)?;
+                (Some(rv), Some(key))
+            }
+            None => (self.read_revision(opts.rv, opts.rv_match).await?, None),
+        };
+        let filter_fn = |o: &StoredObject| filter.matches(o);
+        let req = ListRequest {
+            namespace: ns,
+            at,
+            start_after: start_after.as_ref(),
+            limit: opts.limit,
+            filter: if filter.is_empty() { None } else { Some(&filter_fn) },
+        };
+        let page = match self.store.list(req).await {
+            Ok(p) => p,
+            Err(StoreError::Expired { .. }) if opts.continue_token.is_some() => return Err(expired_continue()),
+            Err(StoreError::Expired { .. }) => {
+                return Err(ApiError::expired("The resourceVersion for the provided list is too old."))
+            }
+            Err(e) => return Err(self.store_error("", e)),
+        };
+        let meta = ListMeta {
+            resource_version: page.rv,
+            continue_token: page.next_start_after.as_ref().map(|k| encode_continue(page.rv, k)),
+            remaining: page.remaining,
+        };
+        Ok((meta, page.items))
+    }
+
+    /// The revision a list reads at: None = latest.
+    async fn read_revision(&self, rv: Rv, rv_match: RvMatch) -> ApiResult<Option<u64>> {
+        match (rv, rv_match) {
+            (Rv::Unset | Rv::Any, _) => Ok(None),
+            (Rv::At(n), RvMatch::Exact) => {
+                self.store.wait_for_rv(n, RV_WAIT).await.map_err(|e| too_large_rv(&e))?;
+                Ok(Some(n))
+            }
+            (Rv::At(n), _) => {
+                self.store.wait_for_rv(n, RV_WAIT).await.map_err(|e| too_large_rv(&e))?;
+                Ok(None)
+            }
+        }
+    }
+
+    pub async fn watch(&self, ns: Option<&str>, opts: &ListOptions) -> ApiResult<WatchStart> {
+        // Selectors are checked before the stream starts so bad ones get a plain 400.
+        self.filter(opts)?;
+        let initial_events = match opts.send_initial_events {
+            Some(send) => send,
+            None => matches!(opts.rv, Rv::Unset | Rv::Any),
+        };
+        if let Rv::At(n) = opts.rv {
+            if opts.send_initial_events.is_some() || n > self.store.current_rv() {
+                self.store.wait_for_rv(n, RV_WAIT).await.map_err(|e| too_large_rv(&e))?;
+            }
+        }
+        let (initial, from) = if initial_events {
+            let (meta, items) =
+                self.list(ns, &ListOptions { limit: None, continue_token: None, rv: Rv::Unset, ..opts.clone() }).await?;
+            (items, meta.resource_version)
+        } else {
+            match opts.rv {
+                Rv::At(n) => (Vec::new(), n),
+                Rv::Unset | Rv::Any => (Vec::new(), self.store.current_rv()),
+            }
+        };
+        match self.store.watch(ns, from).await {
+            Ok(stream) => Ok(WatchStart::Stream(Box::new(WatchPlan {
+                initial,
+                stream,
+                initial_events_end: (opts.send_initial_events == Some(true)).then_some(from),
+            }))),
+            Err(e @ StoreError::Expired { .. }) => Ok(WatchStart::Expired(ApiError::expired(e.to_string()))),
+            Err(e) => Err(self.store_error("", e)),
+        }
+    }
+
+    /// Decodes a request body as an object of this kind, applying fieldValidation
+    /// (kube-apiserver's order: syntax, apiVersion/kind, metadata types, pruning).
+    fn decode_object(&self, body: &[u8], wopts: &WriteOptions, warnings: &mut Vec<String>) -> ApiResult<Value> {
+        let n = self.kind.names();
+        let wrap = |e: &str| ApiError::bad_request(validation::decode_error_message(e, body, n.kind, n.version));
+        let (mut obj, duplicates) = validation::decode_json(body).map_err(|e| wrap(&e))?;
+        self.check_type(&obj, body)?;
+        if let Some(meta) = obj.get("metadata") {
+            validation::check_object_meta_types(meta).map_err(|e| wrap(&e))?;
+        }
+        let unknown = validation::prune_unknown_fields(&mut obj, &self.schema);
+        match wopts.field_validation {
+            FieldValidation::Ignore => {}
+            FieldValidation::Warn => warnings.extend(validation::strict_warnings(&duplicates, &unknown)),
+            FieldValidation::Strict => {
+                if let Some(e) = validation::strict_decoding_error(&duplicates, &unknown) {
+                    return Err(wrap(&e));
+                }
+            }
+        }
+        Ok(obj)
+    }
+
+    /// The body must be an object of this group-version with a kind; a wrong
+    /// kind is a 422 like apiextensions' ValidateTypeMeta.
+    fn check_type(&self, obj: &Value, body: &[u8]) -> ApiResult<()> {
+        let names = self.kind.names();
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+        if kind.is_empty() {
+            let shown = String::from_utf8_lossy(body);
+            return Err(ApiError::bad_request(format!("Object 'Kind' is missing in '{}'", shown.trim())));
+        }
+        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        if api_version != names.api_version() {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({api_version}) does not match the expected API version ({})",
+                names.api_version()
+            )));
+        }
+        let errs = validation::validate_type_meta(obj, &names.api_version(), names.kind);
+        if !errs.is_empty() {
+            let name = meta_str(obj, "name").unwrap_or("");
+            return Err(ApiError::invalid(names.group, names.kind, name, &errs));
+        }
+        Ok(())
+    }
+
+    /// Schema, metadata and kind-specific validation; 422 with every cause.
+    fn validate(&self, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
+        let empty = json!({});
+        let meta = obj.get("metadata").unwrap_or(&empty);
+        let mut errs = validation::validate_object_meta(meta, self.kind.namespaced());
+        if let Some(old) = old {
+            errs.extend(validation::validate_object_meta_update(meta, old.get("metadata").unwrap_or(&empty)));
+        }
+        errs.extend(validation::validate_against_schema(obj, &self.schema));
+        if errs.is_empty() {
+            errs.extend(self.kind.validate(obj));
+        }
+        if errs.is_empty() {
+            return Ok(());
+        }
+        let name = meta_str(obj, "name").filter(|n| !n.is_empty()).or_else(|| meta_str(obj, "generateName")).unwrap_or("");
+        let n = self.kind.names();
+        Err(ApiError::invalid(n.group, n.kind, name, &errs))
+    }
+
+    /// Puts the URL's namespace into the object, refusing a different one.
+    fn settle_namespace(&self, obj: &mut Value, ns: &str) -> ApiResult<()> {
+        if !self.kind.namespaced() {
+            return Ok(());
+        }
+        let meta = meta_mut(obj)?;
+        match meta.get("namespace").and_then(Value::as_str) {
+            None | Some("") => {
+                meta.insert("namespace".into(), json!(ns));
+                Ok(())
+            }
+            Some(body_ns) if body_ns == ns => Ok(()),
+            Some(_) => Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            )),
+        }
+    }
+
+    pub async fn create(&self, ns: &str, body: &[u8], wopts: &WriteOptions) -> ApiResult<WriteOutcome> {
+        let mut warnings = Vec::new();
+        let mut obj = if body.is_empty() {
+            return Err(ApiError::bad_request("the body of the request was empty"));
+        } else {
+            self.decode_object(body, wopts, &mut warnings)?
+        };
+        if obj.get("metadata").is_none() {
+            obj["metadata"] = json!({});
+        }
+        self.settle_namespace(&mut obj, ns)?;
+        if meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
+            return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
+        }
+        {
+            let meta = meta_mut(&mut obj)?;
+            meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
+            meta.insert("generation".into(), json!(1));
+            for system in ["deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "managedFields", "resourceVersion"] {
+                meta.remove(system);
+            }
+        }
+        if self.kind.has_status_subresource() {
+            if let Some(m) = obj.as_object_mut() {
+                m.remove("status");
+            }
+        }
+        let generate = meta_str(&obj, "name").is_none_or(str::is_empty)
+            && meta_str(&obj, "generateName").is_some_and(|g| !g.is_empty());
+        for attempt in 0.. {
+            if generate {
+                let prefix = meta_str(&obj, "generateName").unwrap_or("").to_string();
+                meta_mut(&mut obj)?.insert("name".into(), json!(format!("{prefix}{}", generate_suffix())));
+            }
+            self.validate(&obj, None)?;
+            let name = meta_str(&obj, "name").unwrap_or("").to_string();
+            if wopts.dry_run {
+                if self.store.get(&self.key(ns, &name)).await.map_err(|e| self.store_error(&name, e))?.is_some() {
+                    return Err(ApiError::already_exists(self.target(&name)));
+                }
+                return Ok(WriteOutcome { code: 201, body: encode_value(&obj)?, warnings });
+            }
+            match self.store.create(&self.key(ns, &name), obj.clone()).await {
+                Ok(stored) => return Ok(WriteOutcome { code: 201, body: stored.bytes, warnings }),
+                Err(StoreError::AlreadyExists) if generate && attempt < WRITE_RETRIES => continue,
+                Err(e) => return Err(self.store_error(&name, e)),
+            }
+        }
+        Err(ApiError::internal("unreachable: create loop ended"))
+    }
+
+    /// PUT: a whole object with the resourceVersion it was read at.
+    pub async fn update(&self, ns: &str, name: &str, part: Part, body: &[u8], wopts: &WriteOptions) -> ApiResult<WriteOutcome> {
+        let mut warnings = Vec::new();
+        let mut obj = self.decode_object(body, wopts, &mut warnings)?;
+        if obj.get("metadata").is_none() {
+            obj["metadata"] = json!({});
+        }
+        self.settle_namespace(&mut obj, ns)?;
+        match meta_str(&obj, "name") {
+            Some(n) if n == name => {}
+            None | Some("") => {
+                meta_mut(&mut obj)?.insert("name".into(), json!(name));
+            }
+            Some(n) => {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )))
+            }
+        }
+        let current = self.get(ns, name).await?;
+        let requested_rv = meta_str(&obj, "resourceVersion").unwrap_or("").to_string();
+        if requested_rv.is_empty() {
+            let n = self.kind.names();
+            return Err(ApiError::invalid(
+                n.group,
+                n.kind,
+                name,
+                &[FieldError::invalid_raw("metadata.resourceVersion", "0x0", "must be specified for an update")],
+            ));
+        }
+        if requested_rv != current.rv.to_string() {
+            return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
+        }
+        let mut out = self.apply_update(ns, name, part, current, obj, wopts).await?;
+        out.warnings.splice(0..0, warnings);
+        Ok(out)
+    }
+
+    /// PATCH: applies the patch to the current object and writes the result,
+    /// retrying when another writer got there first (unless the patch pins a
+    /// resourceVersion).
+    pub async fn patch(
+        &self,
+        ns: &str,
+        name: &str,
+        part: Part,
+        patch: &super::patch::Patch,
+        wopts: &WriteOptions,
+    ) -> ApiResult<WriteOutcome> {
+        for _ in 0..WRITE_RETRIES {
+            let current = self.get(ns, name).await?;
+            let mut warnings = Vec::new();
+            let patched = patch.apply(current.value().map_err(|e| self.store_error(name, e))?)?;
+            let patched_bytes = serde_json::to_vec(&patched).map_err(ApiError::internal_error)?;
+            let mut obj = self.decode_object(&patched_bytes, wopts, &mut warnings)?;
+            if let Some(dups) = patch.duplicates() {
+                match wopts.field_validation {
+                    FieldValidation::Ignore => {}
+                    FieldValidation::Warn => warnings.extend(validation::strict_warnings(dups, &[])),
+                    FieldValidation::Strict => {
+                        if let Some(e) = validation::strict_decoding_error(dups, &[]) {
+                            return Err(ApiError::bad_request(e));
+                        }
+                    }
+                }
+            }
+            self.settle_namespace(&mut obj, ns)?;
+            let pinned = meta_str(&obj, "resourceVersion").map(str::to_string);
+            match pinned.as_deref() {
+                Some(rv) if rv != current.rv.to_string() => {
+                    return Err(ApiError::conflict(self.target(name), StoreError::Conflict))
+                }
+                _ => {}
+            }
+            if meta_str(&obj, "name") != Some(name) {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({}) does not match the name on the URL ({name})",
+                    meta_str(&obj, "name").unwrap_or("")
+                )));
+            }
+            let patch_pinned_rv = patch.pins_resource_version();
+            match self.apply_update(ns, name, part, current, obj, wopts).await {
+                Err(e) if e.reason == Reason::Conflict && !patch_pinned_rv => continue,
+                Err(e) => return Err(e),
+                Ok(mut out) => {
+                    out.warnings.splice(0..0, warnings);
+                    return Ok(out);
+                }
+            }
+        }
+        Err(ApiError::conflict(self.target(name), StoreError::Conflict))
+    }
+
+    /// The shared tail of update and patch: kube-apiserver's BeforeUpdate rules,
+    /// validation, no-op detection, finalizer completion, and the CAS write.
+    async fn apply_update(
+        &self,
+        ns: &str,
+        name: &str,
+        part: Part,
+        current: StoredObject,
+        new: Value,
+        wopts: &WriteOptions,
+    ) -> ApiResult<WriteOutcome> {
+        let old = current.value().map_err(|e| self.store_error(name, e))?;
+        let mut next = match part {
+            // /status changes status only: everything else stays as stored.
+            Part::Status => {
+                let mut next = old.clone();
+                match new.get("status") {
+                    Some(s) => next["status"] = s.clone(),
+                    None => {
+                        next.as_object_mut().map(|m| m.remove("status"));
+                    }
+                }
+                next
+            }
+            Part::Main => {
+                let mut next = new;
+                if self.kind.has_status_subresource() {
+                    match old.get("status") {
+                        Some(s) => next["status"] = s.clone(),
+                        None => {
+                            next.as_object_mut().map(|m| m.remove("status"));
+                        }
+                    }
+                }
+                next
+            }
+        };
+        {
+            let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
+            if let Some(meta) = next.get_mut("metadata") {
+                validation::prepare_meta_for_update(meta, &old_meta);
+            }
+            let meta = meta_mut(&mut next)?;
+            meta.remove("managedFields");
+            meta.remove("selfLink");
+            meta.insert("resourceVersion".into(), json!(current.rv.to_string()));
+        }
+        if part == Part::Main && spec_changed(&old, &next) {
+            let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
+            meta_mut(&mut next)?.insert("generation".into(), json!(generation));
+        }
+        let deleting = old.pointer("/metadata/deletionTimestamp").is_some();
+        if deleting {
+            let old_f = finalizers(&old);
+            let added: Vec<String> = finalizers(&next).into_iter().filter(|f| !old_f.contains(f)).collect();
+            if !added.is_empty() {
+                let n = self.kind.names();
+                return Err(ApiError::invalid(
+                    n.group,
+                    n.kind,
+                    name,
+                    &[FieldError::forbidden(
+                        "metadata.finalizers",
+                        format!("no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"),
+                    )],
+                ));
+            }
+        }
+        self.validate(&next, Some(&old))?;
+        if next == old {
+            return Ok(WriteOutcome { code: 200, body: current.bytes, warnings: Vec::new() });
+        }
+        let key = self.key(ns, name);
+        if deleting && finalizers(&next).is_empty() {
+            // The last finalizer is gone: the object is deleted now.
+            if wopts.dry_run {
+                return Ok(WriteOutcome { code: 200, body: encode_value(&next)?, warnings: Vec::new() });
+            }
+            let gone = self.store.delete(&key, Some(current.rv)).await.map_err(|e| self.store_error(name, e))?;
+            return Ok(WriteOutcome { code: 200, body: gone.bytes, warnings: Vec::new() });
+        }
+        if wopts.dry_run {
+            return Ok(WriteOutcome { code: 200, body: encode_value(&next)?, warnings: Vec::new() });
+        }
+        let stored = self.store.update(&key, next, current.rv).await.map_err(|e| self.store_error(name, e))?;
+        Ok(WriteOutcome { code: 200, body: stored.bytes, warnings: Vec::new() })
+    }
+
+    pub async fn delete(&self, ns: &str, name: &str, opts: &DeleteOptions) -> ApiResult<DeleteOutcome> {
+        let wanted_finalizer = opts.finalizer()?;
+        for _ in 0..WRITE_RETRIES {
+            let current = self.get(ns, name).await?;
+            let uid = current.index.uid.clone();
+            if let Some(want) = &opts.precondition_uid {
+                if *want != uid {
+                    return Err(ApiError::conflict(
+                        self.target(name),
+                        format!("Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"),
+                    ));
+                }
+            }
+            if let Some(want) = &opts.precondition_rv {
+                if *want != current.rv.to_string() {
+                    return Err(ApiError::conflict(
+                        self.target(name),
+                        format!(
+                            "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {}",
+                            current.rv
+                        ),
+                    ));
+                }
+            }
+            let mut obj = current.value().map_err(|e| self.store_error(name, e))?;
+            let mut fins = finalizers(&obj);
+            if let Some(f) = wanted_finalizer {
+                if !fins.iter().any(|x| x == f) {
+                    fins.push(f.to_string());
+                }
+                // Orphan and foreground exclude each other, as in kube-apiserver.
+                let other = if f == "orphan" { "foregroundDeletion" } else { "orphan" };
+                fins.retain(|x| x != other);
+            }
+            let key = self.key(ns, name);
+            if fins.is_empty() {
+                if !opts.dry_run {
+                    match self.store.delete(&key, Some(current.rv)).await {
+                        Err(StoreError::Conflict) => continue,
+                        Err(e) => return Err(self.store_error(name, e)),
+                        Ok(_) => {}
+                    }
+                }
+                let n = self.kind.names();
+                return Ok(DeleteOutcome::Deleted(json!({
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                    "details": {"name": name, "group": n.group, "kind": n.plural, "uid": uid},
+                })));
+            }
+            let already_deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
+            if already_deleting && fins == finalizers(&obj) {
+                return Ok(DeleteOutcome::Pending(current.bytes));
+            }
+            {
+                let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+                let meta = meta_mut(&mut obj)?;
+                meta.insert("finalizers".into(), json!(fins));
+                if !already_deleting {
+                    meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+                    meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+                    meta.insert("generation".into(), json!(generation + 1));
+                }
+            }
+            if opts.dry_run {
+                return Ok(DeleteOutcome::Pending(encode_value(&obj)?));
+            }
+            match self.store.update(&key, obj, current.rv).await {
+                Ok(stored) => return Ok(DeleteOutcome::Pending(stored.bytes)),
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(self.store_error(name, e)),
+            }
+        }
+        Err(ApiError::conflict(self.target(name), StoreError::Conflict))
+    }
+
+    /// DELETE on a collection: deletes every selected object as a single delete
+    /// would, and answers with the list of what was deleted or marked.
+    pub async fn delete_collection(
+        &self,
+        ns: &str,
+        list: &ListOptions,
+        opts: &DeleteOptions,
+    ) -> ApiResult<(ListMeta, Vec<Bytes>)> {
+        let (meta, items) = self.list(Some(ns).filter(|_| self.kind.namespaced()), list).await?;
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            match self.delete(&item.key.namespace, &item.key.name, opts).await {
+                Ok(DeleteOutcome::Pending(b)) => out.push(b),
+                Ok(DeleteOutcome::Deleted(_)) => out.push(item.bytes.clone()),
+                // Deleted by someone else meanwhile: fine.
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((meta, out))
+    }
+}
+
+/// 504 "Too large resource version", as kube-apiserver answers a read of a
+/// revision it has not reached.
+fn too_large_rv(e: &StoreError) -> ApiError {
+    let mut err = ApiError::new(504, Reason::Timeout, e.to_string()).with_details(json!({
+        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
+    }));
+    err.retry_after = Some(1);
+    err
+}
+
+fn expired_continue() -> ApiError {
+    ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+}

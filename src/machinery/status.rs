@@ -1,0 +1,407 @@
+//! Every failure leaves the server as a `metav1.Status` body with the code,
+//! reason and details kube-apiserver would use for the same situation.
+
+use axum::response::{IntoResponse, Response};
+use http::{header, HeaderValue, StatusCode};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// One invalid field, as a `metav1.StatusCause` of a 422 Invalid answer.
+///
+/// `kind` is the cause type kube-apiserver uses (`FieldValueInvalid`,
+/// `FieldValueRequired`, ...); `message` is the text after the field path.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FieldError {
+    pub kind: FieldErrorKind,
+    pub field: String,
+    /// The offending value rendered the way Go's `field.Error` renders it, when
+    /// the error type shows one (Invalid, NotSupported, Duplicate, TooLong...).
+    pub value: Option<String>,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum FieldErrorKind {
+    Invalid,
+    Required,
+    Forbidden,
+    Duplicate,
+    NotSupported,
+    TooLong,
+    TooMany,
+    TypeInvalid,
+}
+
+impl FieldErrorKind {
+    /// The `metav1.CauseType` string.
+    pub fn cause_type(self) -> &'static str {
+        match self {
+            Self::Invalid => "FieldValueInvalid",
+            Self::Required => "FieldValueRequired",
+            Self::Forbidden => "FieldValueForbidden",
+            Self::Duplicate => "FieldValueDuplicate",
+            Self::NotSupported => "FieldValueNotSupported",
+            Self::TooLong => "FieldValueTooLong",
+            Self::TooMany => "FieldValueTooMany",
+            Self::TypeInvalid => "FieldValueTypeInvalid",
+        }
+    }
+
+    fn summary(self) -> &'static str {
+        match self {
+            Self::Invalid => "Invalid value",
+            Self::Required => "Required value",
+            Self::Forbidden => "Forbidden",
+            Self::Duplicate => "Duplicate value",
+            Self::NotSupported => "Unsupported value",
+            Self::TooLong => "Too long",
+            Self::TooMany => "Too many",
+            Self::TypeInvalid => "Invalid value",
+        }
+    }
+}
+
+impl FieldError {
+    pub fn new(kind: FieldErrorKind, field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self { kind, field: field.into(), value: None, detail: detail.into() }
+    }
+
+    pub fn invalid(field: impl Into<String>, value: &Value, detail: impl Into<String>) -> Self {
+        Self {
+            kind: FieldErrorKind::Invalid,
+            field: field.into(),
+            value: Some(go_value(value)),
+            detail: detail.into(),
+        }
+    }
+
+    pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new(FieldErrorKind::Required, field, detail)
+    }
+
+    pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new(FieldErrorKind::Forbidden, field, detail)
+    }
+
+    /// An Invalid error whose value is shown as given (Go prints some values,
+    /// like a missing resourceVersion, unquoted: `Invalid value: 0x0`).
+    pub fn invalid_raw(field: impl Into<String>, raw: &str, detail: impl Into<String>) -> Self {
+        Self { kind: FieldErrorKind::Invalid, field: field.into(), value: Some(raw.to_string()), detail: detail.into() }
+    }
+
+    pub fn with_value(mut self, value: &Value) -> Self {
+        self.value = Some(go_value(value));
+        self
+    }
+
+    /// The message body without the field path, e.g.
+    /// `Invalid value: "Bad": must be lowercase`.
+    pub fn message_body(&self) -> String {
+        let mut s = self.kind.summary().to_string();
+        if let Some(v) = &self.value {
+            s.push_str(": ");
+            s.push_str(v);
+        }
+        if !self.detail.is_empty() {
+            s.push_str(": ");
+            s.push_str(&self.detail);
+        }
+        s
+    }
+
+    /// `field: body`, the way `field.Error.Error()` prints.
+    pub fn full_message(&self) -> String {
+        format!("{}: {}", self.field, self.message_body())
+    }
+}
+
+/// Renders a JSON value the way Go's `field.Error` prints values: strings quoted,
+/// numbers and booleans bare, objects and arrays as JSON.
+pub fn go_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        Value::Null => "null".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The reason field of a `metav1.Status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    BadRequest,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    NotAcceptable,
+    AlreadyExists,
+    Conflict,
+    Gone,
+    Expired,
+    RequestEntityTooLarge,
+    UnsupportedMediaType,
+    Invalid,
+    TooManyRequests,
+    InternalError,
+    ServiceUnavailable,
+    Timeout,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::BadRequest => "BadRequest",
+            Self::Unauthorized => "Unauthorized",
+            Self::Forbidden => "Forbidden",
+            Self::NotFound => "NotFound",
+            Self::MethodNotAllowed => "MethodNotAllowed",
+            Self::NotAcceptable => "NotAcceptable",
+            Self::AlreadyExists => "AlreadyExists",
+            Self::Conflict => "Conflict",
+            Self::Gone => "Gone",
+            Self::Expired => "Expired",
+            Self::RequestEntityTooLarge => "RequestEntityTooLarge",
+            Self::UnsupportedMediaType => "UnsupportedMediaType",
+            Self::Invalid => "Invalid",
+            Self::TooManyRequests => "TooManyRequests",
+            Self::InternalError => "InternalError",
+            Self::ServiceUnavailable => "ServiceUnavailable",
+            Self::Timeout => "Timeout",
+        }
+    }
+}
+
+/// An API error: everything needed to build the `metav1.Status` answer.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: Reason,
+    pub message: String,
+    pub details: Option<Value>,
+    /// Seconds for a Retry-After header (429, 503, 504).
+    pub retry_after: Option<u32>,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({} {})", self.message, self.code, self.reason.as_str())
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+/// Names the object an error is about, for `details`.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub group: &'a str,
+    pub kind: &'a str,
+    /// The plural resource name, used in messages like `llamas.farm.example.com "x" not found`.
+    pub resource: &'a str,
+    pub name: &'a str,
+}
+
+impl Target<'_> {
+    /// `llamas.farm.example.com` (or `llamas` for the core group).
+    pub fn qualified_resource(&self) -> String {
+        if self.group.is_empty() {
+            self.resource.to_string()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
+    }
+
+    fn details(&self) -> Value {
+        let mut d = json!({ "group": self.group, "kind": self.resource });
+        if !self.name.is_empty() {
+            d["name"] = json!(self.name);
+        }
+        d
+    }
+}
+
+impl ApiError {
+    pub fn new(code: u16, reason: Reason, message: impl Into<String>) -> Self {
+        Self { code, reason, message: message.into(), details: None, retry_after: None }
+    }
+
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, Reason::BadRequest, message)
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(401, Reason::Unauthorized, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, Reason::InternalError, message)
+    }
+
+    pub fn internal_error(err: impl std::fmt::Display) -> Self {
+        Self::internal(format!("Internal error occurred: {err}"))
+    }
+
+    pub fn service_unavailable(message: impl Into<String>) -> Self {
+        let mut e = Self::new(503, Reason::ServiceUnavailable, message);
+        e.retry_after = Some(1);
+        e
+    }
+
+    pub fn not_acceptable(message: impl Into<String>) -> Self {
+        Self::new(406, Reason::NotAcceptable, message)
+    }
+
+    pub fn unsupported_media_type(message: impl Into<String>) -> Self {
+        Self::new(415, Reason::UnsupportedMediaType, message)
+    }
+
+    pub fn too_large() -> Self {
+        Self::new(413, Reason::RequestEntityTooLarge, "Request entity too large: limit is 3145728")
+    }
+
+    /// A path that matches nothing served here: kube-apiserver answers a bare
+    /// 404 Status with message "the server could not find the requested resource".
+    pub fn path_not_found() -> Self {
+        Self::new(404, Reason::NotFound, "the server could not find the requested resource")
+            .with_details(json!({}))
+    }
+
+    pub fn not_found(t: Target<'_>) -> Self {
+        Self::new(404, Reason::NotFound, format!("{} \"{}\" not found", t.qualified_resource(), t.name))
+            .with_details(t.details())
+    }
+
+    pub fn already_exists(t: Target<'_>) -> Self {
+        Self::new(
+            409,
+            Reason::AlreadyExists,
+            format!("{} \"{}\" already exists", t.qualified_resource(), t.name),
+        )
+        .with_details(t.details())
+    }
+
+    /// 409 Conflict, e.g. a stale resourceVersion on update.
+    pub fn conflict(t: Target<'_>, why: impl std::fmt::Display) -> Self {
+        Self::new(
+            409,
+            Reason::Conflict,
+            format!("Operation cannot be fulfilled on {} \"{}\": {why}", t.qualified_resource(), t.name),
+        )
+        .with_details(t.details())
+    }
+
+    pub fn method_not_allowed(t: Target<'_>, verb: &str) -> Self {
+        let mut d = t.details();
+        if t.name.is_empty() {
+            d.as_object_mut().map(|m| m.remove("name"));
+        }
+        Self::new(
+            405,
+            Reason::MethodNotAllowed,
+            format!("{verb} is not supported on resources of kind \"{}\"", t.qualified_resource()),
+        )
+            .with_details(d)
+    }
+
+    /// 410 Expired, e.g. a compacted continue token or resourceVersion.
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, Reason::Expired, message)
+    }
+
+    /// 410 Gone, what the watch cache says about a resourceVersion too old to resume from.
+    pub fn gone(message: impl Into<String>) -> Self {
+        Self::new(410, Reason::Gone, message)
+    }
+
+    /// 422 Invalid with one cause per bad field, worded like kube-apiserver:
+    /// `Llama.farm.example.com "x" is invalid: [a: Invalid value..., b: ...]`.
+    pub fn invalid(group: &str, kind: &str, name: &str, errors: &[FieldError]) -> Self {
+        let qualified_kind = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
+        let list = match errors {
+            [one] => one.full_message(),
+            many => format!("[{}]", many.iter().map(FieldError::full_message).collect::<Vec<_>>().join(", ")),
+        };
+        let causes: Vec<Value> = errors
+            .iter()
+            .map(|e| json!({ "reason": e.kind.cause_type(), "message": e.message_body(), "field": e.field }))
+            .collect();
+        let mut details = json!({ "group": group, "kind": kind, "causes": causes });
+        if !name.is_empty() {
+            details["name"] = json!(name);
+        }
+        Self::new(422, Reason::Invalid, format!("{qualified_kind} \"{name}\" is invalid: {list}")).with_details(details)
+    }
+
+    pub fn status_body(&self) -> Value {
+        let mut body = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason.as_str(),
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            body["details"] = d.clone();
+        }
+        if let Some(secs) = self.retry_after {
+            let d = body["details"].as_object_mut().map(|m| m.len()).unwrap_or(0);
+            if d == 0 {
+                body["details"] = json!({});
+            }
+            body["details"]["retryAfterSeconds"] = json!(secs);
+        }
+        body
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = serde_json::to_vec(&self.status_body()).unwrap_or_default();
+        let mut resp = (code, body).into_response();
+        let headers = resp.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(secs) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_lists_every_cause_like_kube() {
+        let errs = vec![
+            FieldError::invalid("spec.weight", &json!(-1), "must be greater than 0"),
+            FieldError::required("spec.height", ""),
+        ];
+        let e = ApiError::invalid("farm.example.com", "Llama", "x", &errs);
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.message,
+            "Llama.farm.example.com \"x\" is invalid: [spec.weight: Invalid value: -1: must be greater than 0, spec.height: Required value]"
+        );
+        let b = e.status_body();
+        assert_eq!(b["details"]["causes"][0]["reason"], "FieldValueInvalid");
+        assert_eq!(b["details"]["causes"][1]["field"], "spec.height");
+    }
+
+    #[test]
+    fn not_found_names_qualified_resource() {
+        let t = Target { group: "farm.example.com", kind: "Llama", resource: "llamas", name: "bob" };
+        let e = ApiError::not_found(t);
+        assert_eq!(e.message, "llamas.farm.example.com \"bob\" not found");
+        assert_eq!(e.status_body()["details"]["kind"], "llamas");
+    }
+}

@@ -1,0 +1,154 @@
+//! Watch streams: newline-delimited `{"type","object"}` events written from
+//! stored bytes, with selector transitions (an object leaving the selection is
+//! sent as DELETED, one entering it as ADDED), bookmarks, timeouts, the
+//! initial-events-end bookmark, and an in-stream 410 ERROR when the requested
+//! history is gone. A watcher that falls behind is closed; it never holds up
+//! the writers or the other watchers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use chrono::Utc;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::encode::{self, IncludeObject, ListMeta};
+use super::negotiation::Output;
+use super::registry::{Filter, Registry, WatchPlan};
+use super::status::ApiError;
+use crate::storage::{EventType, StoredObject, WatchEnd};
+
+/// Everything one watch stream needs to run.
+pub struct WatchJob {
+    pub registry: Arc<Registry>,
+    pub plan: WatchPlan,
+    pub filter: Filter,
+    pub output: Output,
+    pub bookmarks: bool,
+    pub bookmark_interval: Duration,
+    pub timeout: Duration,
+    pub shutdown: CancellationToken,
+    /// Called once when the stream ends (metrics).
+    pub on_end: Option<Box<dyn FnOnce() + Send>>,
+}
+
+/// Encodes one event line.
+fn event_line(registry: &Registry, output: Output, kind: &str, obj: &StoredObject) -> Bytes {
+    let mut out = BytesMut::with_capacity(obj.bytes.len() + 40);
+    out.put_slice(b"{\"type\":\"");
+    out.put_slice(kind.as_bytes());
+    out.put_slice(b"\",\"object\":");
+    match output {
+        Output::Json => out.put_slice(&obj.bytes),
+        Output::Metadata(v) => out.put_slice(&encode::partial_object(v, obj)),
+        Output::Table(v) => out.put_slice(&encode::table(
+            v,
+            &registry.columns,
+            &ListMeta { resource_version: obj.rv, ..Default::default() },
+            std::slice::from_ref(obj),
+            IncludeObject::Metadata,
+            Utc::now(),
+        )),
+    }
+    out.put_slice(b"}\n");
+    out.freeze()
+}
+
+/// A BOOKMARK event: only the resourceVersion (and, at the end of the initial
+/// events, the `k8s.io/initial-events-end` annotation) matters to clients.
+fn bookmark_line(registry: &Registry, output: Output, rv: u64, initial_end: bool) -> Bytes {
+    let names = registry.kind.names();
+    let (api_version, kind) = match output {
+        Output::Metadata(v) => (format!("meta.k8s.io/{v}"), "PartialObjectMetadata".to_string()),
+        _ => (names.api_version(), names.kind.to_string()),
+    };
+    let mut metadata = json!({ "resourceVersion": rv.to_string() });
+    if initial_end {
+        metadata["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
+    }
+    let line = json!({ "type": "BOOKMARK", "object": { "kind": kind, "apiVersion": api_version, "metadata": metadata } });
+    let mut out = serde_json::to_vec(&line).unwrap_or_default();
+    out.push(b'\n');
+    Bytes::from(out)
+}
+
+/// The in-stream ERROR event carrying a Status (410 Expired for a resume point
+/// that is gone), as kube-apiserver sends it inside a 200 stream.
+pub fn error_line(err: &ApiError) -> Bytes {
+    let mut out = serde_json::to_vec(&json!({ "type": "ERROR", "object": err.status_body() })).unwrap_or_default();
+    out.push(b'\n');
+    Bytes::from(out)
+}
+
+/// Runs the watch, sending encoded lines into `tx` until the client leaves, the
+/// timeout passes, the server shuts down, or the watcher falls behind.
+pub async fn run(mut job: WatchJob, tx: mpsc::Sender<Bytes>) {
+    let reg = job.registry.clone();
+    let output = job.output;
+    let deadline = tokio::time::sleep(job.timeout);
+    tokio::pin!(deadline);
+    let initial = std::mem::take(&mut job.plan.initial);
+    for obj in &initial {
+        if tx.send(event_line(&reg, output, "ADDED", obj)).await.is_err() {
+            return finish(job);
+        }
+    }
+    if let Some(rv) = job.plan.initial_events_end {
+        if tx.send(bookmark_line(&reg, output, rv, true)).await.is_err() {
+            return finish(job);
+        }
+    }
+    let mut bookmark_tick = tokio::time::interval(job.bookmark_interval);
+    bookmark_tick.tick().await;
+    let mut sent_rv = job.plan.stream.last_rv();
+    loop {
+        tokio::select! {
+            biased;
+            _ = job.shutdown.cancelled() => break,
+            _ = &mut deadline => break,
+            _ = tx.closed() => break,
+            _ = bookmark_tick.tick(), if job.bookmarks => {
+                // Every revision up to `current` has been delivered to us once the
+                // stream is drained after reading it, so the bookmark is safe.
+                let current = reg.store.current_rv();
+                let rv = if job.plan.stream.is_drained() { current.max(sent_rv) } else { sent_rv };
+                if rv > 0 && tx.send(bookmark_line(&reg, output, rv, false)).await.is_err() {
+                    break;
+                }
+            }
+            ev = job.plan.stream.next() => {
+                let ev = match ev {
+                    Ok(ev) => ev,
+                    Err(WatchEnd::Lagged) => {
+                        tracing::debug!(resource = reg.kind.names().plural, "closing a watcher that fell behind");
+                        break;
+                    }
+                    Err(WatchEnd::Closed) => break,
+                };
+                sent_rv = ev.rv();
+                let now = job.filter.matches(&ev.object);
+                let before = ev.prev.as_ref().is_some_and(|p| job.filter.matches(p));
+                let kind = match ev.kind {
+                    EventType::Added if now => "ADDED",
+                    EventType::Modified if now && before => "MODIFIED",
+                    EventType::Modified if now => "ADDED",
+                    EventType::Modified if before => "DELETED",
+                    EventType::Deleted if before || now => "DELETED",
+                    _ => continue,
+                };
+                if tx.send(event_line(&reg, output, kind, &ev.object)).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    finish(job)
+}
+
+fn finish(mut job: WatchJob) {
+    if let Some(f) = job.on_end.take() {
+        f();
+    }
+}

@@ -1,0 +1,45 @@
+//! The farm-apiserver command line: `serve` (default) and `certs`.
+
+use clap::Parser;
+use farm_apiserver::config::{Cli, Command, LogFormat};
+use tracing_subscriber::EnvFilter;
+
+fn init_logging(format: LogFormat, filter: &str) {
+    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    // One crypto provider for the whole process (kube and rustls both use ring).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Certs(args)) => {
+            init_logging(LogFormat::Text, "info");
+            let paths = farm_apiserver::tls::write_cert_bundle(&args.out, &args.service_name, &args.service_namespace)?;
+            println!(
+                "wrote {} (CA), {} and {} (serving pair for {}.{}.svc) and cabundle.b64 (the APIService caBundle) in {}",
+                paths.ca_cert.display(),
+                paths.cert.display(),
+                paths.key.display(),
+                args.service_name,
+                args.service_namespace,
+                args.out.display()
+            );
+            Ok(())
+        }
+        Some(Command::Serve(args)) => {
+            init_logging(args.log_format, &args.log);
+            farm_apiserver::server::run(args).await
+        }
+        None => {
+            init_logging(cli.serve.log_format, &cli.serve.log);
+            farm_apiserver::server::run(cli.serve).await
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! Operating the server: health probes and metrics.
+
+pub mod health;
+pub mod metrics;

@@ -1,0 +1,65 @@
+//! The kinds this server serves. Adding a kind: one file here describing it
+//! (a [`crate::machinery::resource::Kind`]) and one line in [`build`].
+
+pub mod farmpod;
+pub mod llama;
+
+use std::sync::Arc;
+
+use crate::config::ServeArgs;
+use crate::machinery::encode::KindIndexer;
+use crate::machinery::registry::Registry;
+use crate::machinery::resource::Kind;
+use crate::ops::health::{Check, FnCheck};
+use crate::storage::memory::MemoryStore;
+
+/// The served kinds with their storage, and the readiness checks they add.
+pub struct Served {
+    pub registries: Vec<Arc<Registry>>,
+    pub ready_checks: Vec<Arc<dyn Check>>,
+    pub pod_cache: Arc<farmpod::PodCache>,
+}
+
+fn memory_store(kind: &Arc<dyn Kind>, args: &ServeArgs) -> Arc<MemoryStore> {
+    Arc::new(MemoryStore::new(Arc::new(KindIndexer(kind.clone())), args.watch_history, args.watch_buffer))
+}
+
+/// The cluster FarmPods read, from --kubeconfig or the usual inference.
+async fn cluster_client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
+    use anyhow::Context;
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?
+        }
+        None => kube::Config::infer().await.context("no kubeconfig and not running in a cluster")?,
+    };
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// Builds every served kind; starts the Pod watch when a cluster is configured.
+pub async fn build(args: &ServeArgs) -> Served {
+    let llama: Arc<dyn Kind> = Arc::new(llama::LlamaKind);
+    let llamas = Arc::new(Registry::new(llama.clone(), memory_store(&llama, args)));
+
+    let (pod_cache, client) = match cluster_client(args).await {
+        Ok(client) => (Arc::new(farmpod::PodCache::default()), Some(client)),
+        Err(e) => {
+            tracing::warn!(error = format!("{e:#}"), "FarmPods disabled: no cluster to read Pods from");
+            (farmpod::PodCache::disabled(format!("{e:#}")), None)
+        }
+    };
+    let farmpod: Arc<dyn Kind> = Arc::new(farmpod::FarmPodKind { cache: pod_cache.clone() });
+    let pod_store = memory_store(&farmpod, args);
+    if let Some(client) = client {
+        farmpod::spawn_pod_watch(client, args.pod_namespaces.clone(), pod_store.clone(), pod_cache.clone());
+    }
+    let farmpods = Arc::new(Registry::new(farmpod, pod_store));
+    let cache = pod_cache.clone();
+    Served {
+        registries: vec![llamas, farmpods],
+        ready_checks: vec![Arc::new(FnCheck("farmpod-cache", move || cache.readiness()))],
+        pod_cache,
+    }
+}

@@ -1,0 +1,236 @@
+//! The server: TLS listener, request routing, logging and metrics around every
+//! request, and graceful shutdown (SIGTERM drains in-flight requests and ends
+//! watches cleanly).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use http::{header, HeaderValue, Method, Request};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Authentication, ServeArgs};
+use crate::machinery::discovery::Discovery;
+use crate::machinery::handlers::{self, ApiSettings, Resources};
+use crate::machinery::openapi::OpenApi;
+use crate::machinery::request_info::{self, RequestInfo};
+use crate::machinery::status::{ApiError, Reason};
+use crate::ops::health::{FnCheck, Health};
+use crate::ops::metrics::Metrics;
+use crate::{resources, tls};
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Everything a request may need.
+pub struct App {
+    pub resources: Arc<Resources>,
+    pub discovery: Discovery,
+    pub openapi: OpenApi,
+    pub health: Health,
+    pub metrics: Arc<Metrics>,
+    version: bytes::Bytes,
+}
+
+impl App {
+    pub async fn new(args: &ServeArgs, shutdown: CancellationToken) -> Arc<Self> {
+        let served = resources::build(args).await;
+        let registries = served.registries;
+        let metrics = Arc::new(Metrics::new());
+        let cache = served.pod_cache.clone();
+        metrics.gauge_fn(
+            "pod_cache_staleness_seconds",
+            "How far the FarmPod view may lag the cluster: 0 while the Pod watch is healthy, else seconds since it last delivered",
+            move || cache.staleness_seconds(),
+        );
+        let settings = ApiSettings {
+            bookmark_interval: args.bookmark_interval,
+            max_body_bytes: args.max_body_bytes,
+            min_request_timeout: args.min_request_timeout,
+        };
+        let discovery = Discovery::new(&registries);
+        let openapi = OpenApi::new(&registries, VERSION);
+        let draining = shutdown.clone();
+        let mut ready: Vec<Arc<dyn crate::ops::health::Check>> = vec![Arc::new(FnCheck("shutdown", move || {
+            if draining.is_cancelled() {
+                Err("server is shutting down".into())
+            } else {
+                Ok(())
+            }
+        }))];
+        ready.extend(served.ready_checks);
+        let health = Health { live: Vec::new(), ready };
+        let version = serde_json::json!({
+            "major": VERSION.split('.').next().unwrap_or("0"),
+            "minor": VERSION.split('.').nth(1).unwrap_or("0"),
+            "gitVersion": format!("v{VERSION}"),
+            "gitCommit": option_env!("FARM_GIT_COMMIT").unwrap_or(""),
+            "gitTreeState": "",
+            "buildDate": "",
+            "goVersion": "",
+            "compiler": "rustc",
+            "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+        });
+        Arc::new(Self {
+            resources: Arc::new(Resources { registries, settings, shutdown, watches: metrics.clone() }),
+            discovery,
+            openapi,
+            health,
+            metrics,
+            version: bytes::Bytes::from(serde_json::to_vec(&version).unwrap_or_default()),
+        })
+    }
+
+    pub fn router(self: &Arc<Self>) -> Router {
+        Router::new().fallback(route).with_state(self.clone())
+    }
+}
+
+fn is_read(method: &Method) -> bool {
+    matches!(*method, Method::GET | Method::HEAD)
+}
+
+/// The one entry point: classifies the request, serves it, logs and counts it.
+async fn route(State(app): State<Arc<App>>, req: Request<Body>) -> Response {
+    let started = Instant::now();
+    let info = request_info::classify(req.method(), req.uri().path(), req.uri().query());
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let resp = serve(&app, &info, req).await;
+    let code = resp.status().as_u16();
+    let elapsed = started.elapsed();
+    let (verb, resource) = metric_labels(&info);
+    app.metrics.observe(verb, resource, code, elapsed);
+    if code >= 500 {
+        tracing::warn!(%method, %path, code, ?elapsed, "request failed");
+    } else {
+        tracing::debug!(%method, %path, code, ?elapsed, "request");
+    }
+    resp
+}
+
+/// Label values with bounded cardinality: unknown resources count as "other".
+fn metric_labels(info: &RequestInfo) -> (&str, &'static str) {
+    if !info.is_resource_request {
+        return ("nonresource", "");
+    }
+    let verb = match info.verb.as_str() {
+        v @ ("get" | "list" | "watch" | "create" | "update" | "patch" | "delete" | "deletecollection") => v,
+        _ => "other",
+    };
+    (verb, "resource")
+}
+
+async fn serve(app: &Arc<App>, info: &RequestInfo, req: Request<Body>) -> Response {
+    let path = req.uri().path();
+    if info.is_resource_request {
+        return handlers::serve(app.resources.clone(), info.clone(), req).await;
+    }
+    if !is_read(req.method()) {
+        return ApiError::new(
+            405,
+            Reason::MethodNotAllowed,
+            "the server does not allow this method on the requested resource",
+        )
+        .into_response();
+    }
+    if let Some(r) = app.health.serve(path, req.uri().query()) {
+        return r;
+    }
+    match path {
+        "/metrics" => {
+            let mut r = Response::new(Body::from(app.metrics.render(&app.resources.registries)));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+            );
+            return r;
+        }
+        "/version" | "/version/" => {
+            let mut r = Response::new(Body::from(app.version.clone()));
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            return r;
+        }
+        _ => {}
+    }
+    if path.starts_with("/openapi/") {
+        if let Some(r) = app.openapi.serve(path, req.headers()) {
+            return r;
+        }
+    }
+    if let Some(r) = app.discovery.serve(path, req.headers()) {
+        return r;
+    }
+    ApiError::path_not_found().into_response()
+}
+
+/// Resolves to the serving certificate files: the given ones, or development
+/// certificates made (or reused) in the cert dir.
+fn serving_cert_files(args: &ServeArgs) -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
+    match (&args.tls_cert_file, &args.tls_private_key_file) {
+        (Some(c), Some(k)) => Ok((c.clone(), k.clone())),
+        _ => {
+            let paths = tls::ensure_dev_certs(&args.cert_dir, &args.service_name, &args.service_namespace)
+                .with_context(|| format!("preparing development certificates in {}", args.cert_dir.display()))?;
+            tracing::info!(ca = %paths.ca_cert.display(), "serving with development certificates; trust this CA");
+            Ok((paths.cert, paths.key))
+        }
+    }
+}
+
+/// Runs the server until SIGTERM or Ctrl-C.
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    if args.authentication == Authentication::None && !args.bind.ip().is_loopback() {
+        bail!(
+            "--authentication none trusts every caller and is only allowed on a loopback address, not {}",
+            args.bind
+        );
+    }
+    let (cert, key) = serving_cert_files(&args)?;
+    let reloading = tls::ReloadingCert::load(&cert, &key)
+        .with_context(|| format!("loading serving certificate {} and key {}", cert.display(), key.display()))?;
+    let _reloader = reloading.spawn_reloader(args.cert_reload_interval);
+    let tls_config = tls::server_config(reloading)?;
+
+    let shutdown = CancellationToken::new();
+    let app = App::new(&args, shutdown.clone()).await;
+    let handle = axum_server::Handle::new();
+    {
+        let handle = handle.clone();
+        let grace = args.shutdown_grace;
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!(?grace, "shutting down: draining in-flight requests and ending watches");
+            shutdown.cancel();
+            handle.graceful_shutdown(Some(grace));
+        });
+    }
+    tracing::info!(bind = %args.bind, version = VERSION, "farm-apiserver serving");
+    tls::serve_tls(args.bind, app.router(), tls_config, handle).await
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {},
+                    _ = term.recv() => {},
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the server");
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

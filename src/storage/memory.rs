@@ -1,0 +1,441 @@
+//! The in-memory store: a small MVCC map (every key keeps the versions still
+//! inside the history window) plus a bounded event history. Reads at an older
+//! revision (paging, resourceVersionMatch=Exact) and watches resuming from one
+//! work until the history moves past it; then they get `Expired`, which the API
+//! layer turns into 410 like kube-apiserver after an etcd compaction.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::{broadcast, watch};
+
+use super::{
+    Event, EventType, Indexer, ListPage, ListRequest, ObjectKey, Store, StoreError, StoredObject, WatchStream,
+};
+
+/// One version of a key; `None` marks a deletion.
+struct Version {
+    rv: u64,
+    obj: Option<StoredObject>,
+}
+
+struct Inner {
+    rv: u64,
+    /// Reads at revisions below this are no longer possible.
+    oldest: u64,
+    objects: BTreeMap<Arc<ObjectKey>, Vec<Version>>,
+    live: usize,
+    history: VecDeque<Arc<Event>>,
+}
+
+pub struct MemoryStore {
+    inner: RwLock<Inner>,
+    events: broadcast::Sender<Arc<Event>>,
+    revision: watch::Sender<u64>,
+    indexer: Arc<dyn Indexer>,
+    history_limit: usize,
+}
+
+impl MemoryStore {
+    /// `history_limit` events are kept for watch resumption and consistent
+    /// paging; `watcher_buffer` is how far a watcher may fall behind before it
+    /// is closed (it then re-lists or resumes from history).
+    pub fn new(indexer: Arc<dyn Indexer>, history_limit: usize, watcher_buffer: usize) -> Self {
+        let (events, _) = broadcast::channel(watcher_buffer.max(16));
+        let (revision, _) = watch::channel(1);
+        Self {
+            inner: RwLock::new(Inner {
+                rv: 1,
+                oldest: 1,
+                objects: BTreeMap::new(),
+                live: 0,
+                history: VecDeque::new(),
+            }),
+            events,
+            revision,
+            indexer,
+            history_limit: history_limit.max(1),
+        }
+    }
+
+    fn read(&self) -> Result<std::sync::RwLockReadGuard<'_, Inner>, StoreError> {
+        self.inner.read().map_err(|_| StoreError::Internal("memory store lock poisoned".into()))
+    }
+
+    fn write(&self) -> Result<std::sync::RwLockWriteGuard<'_, Inner>, StoreError> {
+        self.inner.write().map_err(|_| StoreError::Internal("memory store lock poisoned".into()))
+    }
+
+    /// Stamps `rv` into the object and encodes it with its index.
+    fn encode(&self, key: &Arc<ObjectKey>, mut obj: Value, rv: u64) -> Result<StoredObject, StoreError> {
+        match obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            Some(meta) => {
+                meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+            }
+            None => return Err(StoreError::Internal("object without metadata".into())),
+        }
+        let index = Arc::new(self.indexer.index(&obj));
+        let bytes = serde_json::to_vec(&obj).map_err(|e| StoreError::Internal(format!("encoding object: {e}")))?;
+        Ok(StoredObject { key: key.clone(), rv, bytes: Bytes::from(bytes), index })
+    }
+
+    /// Records a write made under the lock: version, history, fan-out.
+    fn commit(&self, inner: &mut Inner, key: &Arc<ObjectKey>, event: Event) {
+        let rv = event.rv();
+        let obj = match event.kind {
+            EventType::Deleted => None,
+            _ => Some(event.object.clone()),
+        };
+        match (event.prev.is_some(), obj.is_some()) {
+            (false, true) => inner.live += 1,
+            (true, false) => inner.live = inner.live.saturating_sub(1),
+            _ => {}
+        }
+        inner.objects.entry(key.clone()).or_default().push(Version { rv, obj });
+        inner.rv = rv;
+        let event = Arc::new(event);
+        inner.history.push_back(event.clone());
+        while inner.history.len() > self.history_limit {
+            if let Some(old) = inner.history.pop_front() {
+                inner.oldest = old.rv();
+                compact_key(&mut inner.objects, &old.object.key, old.rv());
+            }
+        }
+        // Sent under the lock so that a watcher subscribing under the lock sees
+        // every later event exactly once.
+        let _ = self.events.send(event);
+        self.revision.send_replace(rv);
+    }
+
+    fn latest<'a>(inner: &'a Inner, key: &ObjectKey) -> Option<&'a StoredObject> {
+        inner.objects.get(key).and_then(|v| v.last()).and_then(|v| v.obj.as_ref())
+    }
+
+    /// Replaces the content of one namespace (or all, with `None`) with
+    /// `objects`, as a cache does when it re-lists its upstream: creates,
+    /// updates and deletes what differs, as ordinary events.
+    pub fn replace_scope(&self, namespace: Option<&str>, objects: Vec<(ObjectKey, Value)>) -> Result<(), StoreError> {
+        let wanted: BTreeMap<ObjectKey, Value> = objects.into_iter().collect();
+        let existing: Vec<ObjectKey> = {
+            let inner = self.read()?;
+            inner
+                .objects
+                .iter()
+                .filter(|(k, v)| {
+                    namespace.is_none_or(|ns| ns == k.namespace) && v.last().is_some_and(|v| v.obj.is_some())
+                })
+                .map(|(k, _)| (**k).clone())
+                .collect()
+        };
+        for key in existing {
+            if !wanted.contains_key(&key) {
+                self.delete_now(&key)?;
+            }
+        }
+        for (key, obj) in wanted {
+            self.upsert(&key, obj)?;
+        }
+        Ok(())
+    }
+
+    /// Creates or replaces an object unconditionally; an identical object is left
+    /// alone (no new revision, no event).
+    pub fn upsert(&self, key: &ObjectKey, obj: Value) -> Result<Option<StoredObject>, StoreError> {
+        let mut inner = self.write()?;
+        let key = Arc::new(key.clone());
+        let prev = Self::latest(&inner, &key).cloned();
+        if let Some(p) = &prev {
+            if same_but_version(p, &obj) {
+                return Ok(None);
+            }
+        }
+        let rv = inner.rv + 1;
+        let stored = self.encode(&key, obj, rv)?;
+        let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
+        self.commit(&mut inner, &key, Event { kind, object: stored.clone(), prev });
+        Ok(Some(stored))
+    }
+
+    /// Deletes unconditionally; absent keys are fine.
+    pub fn delete_now(&self, key: &ObjectKey) -> Result<(), StoreError> {
+        match self.delete_locked(key, None) {
+            Ok(_) | Err(StoreError::NotFound) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn delete_locked(&self, key: &ObjectKey, expected_rv: Option<u64>) -> Result<StoredObject, StoreError> {
+        let mut inner = self.write()?;
+        let key = Arc::new(key.clone());
+        let prev = Self::latest(&inner, &key).cloned().ok_or(StoreError::NotFound)?;
+        if expected_rv.is_some_and(|rv| rv != prev.rv) {
+            return Err(StoreError::Conflict);
+        }
+        let rv = inner.rv + 1;
+        let last = self.encode(&key, prev.value()?, rv)?;
+        self.commit(&mut inner, &key, Event { kind: EventType::Deleted, object: last.clone(), prev: Some(prev) });
+        Ok(last)
+    }
+}
+
+/// Whether a stored object already equals `obj` apart from its resourceVersion.
+fn same_but_version(stored: &StoredObject, obj: &Value) -> bool {
+    let Ok(mut old) = stored.value() else { return false };
+    if let Some(meta) = old.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+    }
+    let mut new = obj.clone();
+    if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+    }
+    old == new
+}
+
+/// Drops versions of `key` that no read at or after `oldest` can see.
+fn compact_key(objects: &mut BTreeMap<Arc<ObjectKey>, Vec<Version>>, key: &ObjectKey, oldest: u64) {
+    let Some(versions) = objects.get_mut(key) else { return };
+    // Index of the newest version at or below `oldest`: it stays visible to a
+    // read at `oldest`; everything before it is unreachable.
+    if let Some(pos) = versions.iter().rposition(|v| v.rv <= oldest) {
+        versions.drain(..pos);
+        if versions.first().is_some_and(|v| v.obj.is_none()) {
+            versions.remove(0);
+        }
+    }
+    if versions.is_empty() {
+        objects.remove(key);
+    }
+}
+
+/// The version of a key visible at revision `at`.
+fn visible_at(versions: &[Version], at: u64) -> Option<&StoredObject> {
+    versions.iter().rev().find(|v| v.rv <= at).and_then(|v| v.obj.as_ref())
+}
+
+#[async_trait::async_trait]
+impl Store for MemoryStore {
+    fn current_rv(&self) -> u64 {
+        *self.revision.borrow()
+    }
+
+    fn len(&self) -> usize {
+        self.read().map(|i| i.live).unwrap_or(0)
+    }
+
+    async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
+        Ok(Self::latest(&*self.read()?, key).cloned())
+    }
+
+    async fn list(&self, req: ListRequest<'_>) -> Result<ListPage, StoreError> {
+        let inner = self.read()?;
+        let at = req.at.unwrap_or(inner.rv);
+        if at < inner.oldest {
+            return Err(StoreError::Expired { requested: at, oldest: inner.oldest });
+        }
+        if at > inner.rv {
+            return Err(StoreError::TooLarge { requested: at, current: inner.rv });
+        }
+        let lower = match (req.start_after, req.namespace) {
+            (Some(k), _) => Bound::Excluded(k.clone()),
+            (None, Some(ns)) => Bound::Included(ObjectKey::new(ns, "")),
+            (None, None) => Bound::Unbounded,
+        };
+        let range = inner.objects.range::<ObjectKey, _>((lower.as_ref(), Bound::Unbounded));
+        let limit = req.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        let mut items = Vec::new();
+        let mut next_start_after = None;
+        let mut remaining = 0u64;
+        for (key, versions) in range {
+            if req.namespace.is_some_and(|ns| ns != key.namespace) {
+                break;
+            }
+            let Some(obj) = visible_at(versions, at) else { continue };
+            if req.filter.is_some_and(|f| !f(obj)) {
+                continue;
+            }
+            if items.len() < limit {
+                items.push(obj.clone());
+                continue;
+            }
+            if next_start_after.is_none() {
+                next_start_after = items.last().map(|o: &StoredObject| (*o.key).clone());
+            }
+            if req.filter.is_some() {
+                break; // kube-apiserver reports a remaining count only for unfiltered lists
+            }
+            remaining += 1;
+        }
+        let remaining = (next_start_after.is_some() && req.filter.is_none()).then_some(remaining);
+        Ok(ListPage { rv: at, items, next_start_after, remaining })
+    }
+
+    async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> Result<(), StoreError> {
+        let mut rx = self.revision.subscribe();
+        let reached = tokio::time::timeout(timeout, rx.wait_for(|current| *current >= rv)).await;
+        match reached {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(StoreError::TooLarge { requested: rv, current: self.current_rv() }),
+        }
+    }
+
+    async fn create(&self, key: &ObjectKey, obj: Value) -> Result<StoredObject, StoreError> {
+        let mut inner = self.write()?;
+        let key = Arc::new(key.clone());
+        if Self::latest(&inner, &key).is_some() {
+            return Err(StoreError::AlreadyExists);
+        }
+        let rv = inner.rv + 1;
+        let stored = self.encode(&key, obj, rv)?;
+        self.commit(&mut inner, &key, Event { kind: EventType::Added, object: stored.clone(), prev: None });
+        Ok(stored)
+    }
+
+    async fn update(&self, key: &ObjectKey, obj: Value, expected_rv: u64) -> Result<StoredObject, StoreError> {
+        let mut inner = self.write()?;
+        let key = Arc::new(key.clone());
+        let prev = Self::latest(&inner, &key).cloned().ok_or(StoreError::NotFound)?;
+        if prev.rv != expected_rv {
+            return Err(StoreError::Conflict);
+        }
+        let rv = inner.rv + 1;
+        let stored = self.encode(&key, obj, rv)?;
+        self.commit(&mut inner, &key, Event { kind: EventType::Modified, object: stored.clone(), prev: Some(prev) });
+        Ok(stored)
+    }
+
+    async fn delete(&self, key: &ObjectKey, expected_rv: Option<u64>) -> Result<StoredObject, StoreError> {
+        self.delete_locked(key, expected_rv)
+    }
+
+    async fn watch(&self, namespace: Option<&str>, after_rv: u64) -> Result<WatchStream, StoreError> {
+        let inner = self.read()?;
+        if after_rv < inner.oldest {
+            return Err(StoreError::Expired { requested: after_rv, oldest: inner.oldest });
+        }
+        // History is ordered by revision: find the first event after `after_rv`.
+        let start = inner.history.partition_point(|e| e.rv() <= after_rv);
+        let backlog = inner.history.range(start..).cloned().collect();
+        let live = self.events.subscribe();
+        Ok(WatchStream { backlog, live, namespace: namespace.map(str::to_string), last_rv: after_rv })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::ObjectIndex;
+    use serde_json::json;
+
+    struct NoIndex;
+    impl Indexer for NoIndex {
+        fn index(&self, _obj: &Value) -> ObjectIndex {
+            ObjectIndex::default()
+        }
+    }
+
+    fn store(history: usize) -> MemoryStore {
+        MemoryStore::new(Arc::new(NoIndex), history, 64)
+    }
+
+    fn obj(name: &str, v: i64) -> Value {
+        json!({"metadata": {"name": name, "namespace": "ns"}, "spec": {"v": v}})
+    }
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey::new("ns", name)
+    }
+
+    fn all() -> ListRequest<'static> {
+        ListRequest { namespace: None, at: None, start_after: None, limit: None, filter: None }
+    }
+
+    #[tokio::test]
+    async fn revisions_are_monotonic_and_stamped() {
+        let s = store(100);
+        let a = s.create(&key("a"), obj("a", 1)).await.unwrap();
+        let b = s.create(&key("b"), obj("b", 1)).await.unwrap();
+        assert!(b.rv > a.rv);
+        let v: Value = serde_json::from_slice(&b.bytes).unwrap();
+        assert_eq!(v["metadata"]["resourceVersion"], b.rv.to_string());
+        assert_eq!(s.create(&key("a"), obj("a", 2)).await.unwrap_err(), StoreError::AlreadyExists);
+        assert_eq!(s.update(&key("a"), obj("a", 2), a.rv + 100).await.unwrap_err(), StoreError::Conflict);
+        assert_eq!(s.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn reads_at_old_revisions_until_compacted() {
+        let s = store(3);
+        let a1 = s.create(&key("a"), obj("a", 1)).await.unwrap();
+        let a2 = s.update(&key("a"), obj("a", 2), a1.rv).await.unwrap();
+        let page = s.list(ListRequest { at: Some(a1.rv), ..all() }).await.unwrap();
+        assert_eq!(page.items[0].rv, a1.rv);
+        s.delete(&key("a"), Some(a2.rv)).await.unwrap();
+        let page = s.list(ListRequest { at: Some(a2.rv), ..all() }).await.unwrap();
+        assert_eq!(page.items.len(), 1);
+        assert!(s.list(all()).await.unwrap().items.is_empty());
+        for i in 0..5 {
+            s.create(&key(&format!("x{i}")), obj("x", i)).await.unwrap();
+        }
+        assert!(matches!(s.list(ListRequest { at: Some(a1.rv), ..all() }).await, Err(StoreError::Expired { .. })));
+        assert!(matches!(s.watch(None, a1.rv).await, Err(StoreError::Expired { .. })));
+    }
+
+    #[tokio::test]
+    async fn paging_is_consistent_and_counts_remaining() {
+        let s = store(100);
+        for n in ["a", "b", "c", "d"] {
+            s.create(&key(n), obj(n, 1)).await.unwrap();
+        }
+        let p1 = s.list(ListRequest { limit: Some(2), ..all() }).await.unwrap();
+        assert_eq!(p1.items.len(), 2);
+        assert_eq!(p1.remaining, Some(2));
+        s.create(&key("bb"), obj("bb", 1)).await.unwrap();
+        let after = p1.next_start_after.clone().unwrap();
+        let p2 = s.list(ListRequest { at: Some(p1.rv), start_after: Some(&after), limit: Some(2), ..all() }).await.unwrap();
+        let names: Vec<_> = p2.items.iter().map(|o| o.key.name.clone()).collect();
+        assert_eq!(names, ["c", "d"]);
+        assert!(p2.next_start_after.is_none());
+    }
+
+    #[tokio::test]
+    async fn watch_resumes_and_filters_namespace() {
+        let s = store(100);
+        let a = s.create(&key("a"), obj("a", 1)).await.unwrap();
+        s.create(&ObjectKey::new("other", "z"), json!({"metadata": {"name": "z"}})).await.unwrap();
+        s.update(&key("a"), obj("a", 2), a.rv).await.unwrap();
+        let mut w = s.watch(Some("ns"), a.rv).await.unwrap();
+        let ev = w.next().await.unwrap();
+        assert_eq!(ev.kind, EventType::Modified);
+        assert_eq!(ev.prev.as_ref().unwrap().rv, a.rv);
+        s.delete(&key("a"), None).await.unwrap();
+        let ev = w.next().await.unwrap();
+        assert_eq!(ev.kind, EventType::Deleted);
+        assert!(w.is_drained());
+    }
+
+    #[tokio::test]
+    async fn lagging_watcher_is_closed_not_buffered() {
+        let s = MemoryStore::new(Arc::new(NoIndex), 1000, 16);
+        let mut w = s.watch(None, s.current_rv()).await.unwrap();
+        for i in 0..40 {
+            s.create(&key(&format!("o{i}")), obj("o", i)).await.unwrap();
+        }
+        assert_eq!(w.next().await.unwrap_err(), super::super::WatchEnd::Lagged);
+    }
+
+    #[tokio::test]
+    async fn upsert_skips_identical_objects() {
+        let s = store(100);
+        assert!(s.upsert(&key("a"), obj("a", 1)).unwrap().is_some());
+        let rv = s.current_rv();
+        assert!(s.upsert(&key("a"), obj("a", 1)).unwrap().is_none());
+        assert_eq!(s.current_rv(), rv);
+        s.replace_scope(None, vec![(key("b"), obj("b", 1))]).unwrap();
+        let names: Vec<_> = s.list(all()).await.unwrap().items.iter().map(|o| o.key.name.clone()).collect();
+        assert_eq!(names, ["b"]);
+    }
+}

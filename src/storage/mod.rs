@@ -1,0 +1,216 @@
+//! Versioned object storage with an event history, the contract every backend
+//! (memory today, etcd for several replicas) fulfils.
+//!
+//! Objects are kept as their JSON encoding (`Bytes`) next to a small index of what
+//! selectors, tables and metadata views need, so list and watch write stored
+//! bytes instead of re-serializing.
+
+pub mod memory;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+/// The place of an object: namespace ("" for cluster-scoped kinds) and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self { namespace: namespace.into(), name: name.into() }
+    }
+}
+
+/// What the API machinery reads of an object without parsing its bytes.
+#[derive(Debug, Clone, Default)]
+pub struct ObjectIndex {
+    pub uid: String,
+    pub labels: BTreeMap<String, String>,
+    /// Values of the kind's selectable fields, in the order the kind declares them.
+    pub fields: Vec<String>,
+    /// Table cells for the kind's own columns (Name and Age are added around them).
+    pub cells: Vec<Value>,
+    pub creation_timestamp: Option<DateTime<Utc>>,
+    /// The JSON of `metadata`, for PartialObjectMetadata views.
+    pub metadata: Bytes,
+}
+
+/// Computes the index of an object; provided by the API layer, which knows the kind.
+pub trait Indexer: Send + Sync {
+    fn index(&self, obj: &Value) -> ObjectIndex;
+}
+
+/// One stored version of an object. Cloning is cheap (reference counts).
+#[derive(Debug, Clone)]
+pub struct StoredObject {
+    pub key: Arc<ObjectKey>,
+    pub rv: u64,
+    /// The object's JSON, with `metadata.resourceVersion` = `rv`.
+    pub bytes: Bytes,
+    pub index: Arc<ObjectIndex>,
+}
+
+impl StoredObject {
+    /// Decodes the stored bytes (only write paths and rare views need this).
+    pub fn value(&self) -> Result<Value, StoreError> {
+        serde_json::from_slice(&self.bytes).map_err(|e| StoreError::Internal(format!("decoding stored object: {e}")))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+}
+
+/// A change, as recorded in the history. `object` is the new state (for a
+/// deletion: the last state, stamped with the deletion's resourceVersion);
+/// `prev` the state before, so filtered watches can tell an object that
+/// stopped matching (sent as DELETED) from one that started (sent as ADDED).
+#[derive(Debug)]
+pub struct Event {
+    pub kind: EventType,
+    pub object: StoredObject,
+    pub prev: Option<StoredObject>,
+}
+
+impl Event {
+    pub fn rv(&self) -> u64 {
+        self.object.rv
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("not found")]
+    NotFound,
+    #[error("already exists")]
+    AlreadyExists,
+    #[error("the object has been modified; please apply your changes to the latest version and try again")]
+    Conflict,
+    /// The requested revision is older than the history kept.
+    #[error("too old resource version: {requested} ({oldest})")]
+    Expired { requested: u64, oldest: u64 },
+    /// The requested revision has not happened yet (and did not within the wait).
+    #[error("Too large resource version: {requested}, current: {current}")]
+    TooLarge { requested: u64, current: u64 },
+    #[error("storage: {0}")]
+    Internal(String),
+}
+
+/// Which objects to list, at which revision, from where.
+pub struct ListRequest<'a> {
+    /// `None` = every namespace.
+    pub namespace: Option<&'a str>,
+    /// `None` = the latest revision.
+    pub at: Option<u64>,
+    /// Continue after this key (exclusive).
+    pub start_after: Option<&'a ObjectKey>,
+    pub limit: Option<usize>,
+    /// Objects not matching are skipped (and not counted against `limit`).
+    pub filter: Option<&'a (dyn Fn(&StoredObject) -> bool + Sync)>,
+}
+
+#[derive(Debug)]
+pub struct ListPage {
+    /// The revision this page (and every page of the same list) reflects.
+    pub rv: u64,
+    pub items: Vec<StoredObject>,
+    /// Set when objects remain after the last one returned.
+    pub next_start_after: Option<ObjectKey>,
+    /// How many objects remain, when it is known without a filter.
+    pub remaining: Option<u64>,
+}
+
+/// A watch: history after the requested revision, then live events.
+pub struct WatchStream {
+    pub(crate) backlog: std::collections::VecDeque<Arc<Event>>,
+    pub(crate) live: tokio::sync::broadcast::Receiver<Arc<Event>>,
+    pub(crate) namespace: Option<String>,
+    pub(crate) last_rv: u64,
+}
+
+/// Why a watch stream stopped delivering events.
+#[derive(Debug, PartialEq, Eq)]
+pub enum WatchEnd {
+    /// The store went away.
+    Closed,
+    /// This watcher fell too far behind the writers; it must start again.
+    Lagged,
+}
+
+impl WatchStream {
+    /// The next event of the watched namespace(s).
+    pub async fn next(&mut self) -> Result<Arc<Event>, WatchEnd> {
+        loop {
+            let ev = match self.backlog.pop_front() {
+                Some(ev) => ev,
+                None => match self.live.recv().await {
+                    Ok(ev) => ev,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return Err(WatchEnd::Lagged),
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return Err(WatchEnd::Closed),
+                },
+            };
+            if ev.rv() <= self.last_rv {
+                continue;
+            }
+            self.last_rv = ev.rv();
+            if self.namespace.as_deref().is_none_or(|ns| ns == ev.object.key.namespace) {
+                return Ok(ev);
+            }
+        }
+    }
+
+    /// True when no event is waiting to be read, so every revision up to one read
+    /// before this call has been delivered (used to place bookmarks safely).
+    pub fn is_drained(&self) -> bool {
+        self.backlog.is_empty() && self.live.is_empty()
+    }
+
+    /// The revision of the last event taken from the stream, matched or not.
+    pub fn last_rv(&self) -> u64 {
+        self.last_rv
+    }
+}
+
+/// The storage contract. Writes take and return whole objects; the resource
+/// version is assigned by the store and written into `metadata.resourceVersion`.
+#[async_trait::async_trait]
+pub trait Store: Send + Sync {
+    /// The revision of the newest write.
+    fn current_rv(&self) -> u64;
+    /// How many live objects are stored.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError>;
+    async fn list(&self, req: ListRequest<'_>) -> Result<ListPage, StoreError>;
+    /// Waits until the store has reached `rv`, or fails with `TooLarge` after `timeout`.
+    async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> Result<(), StoreError>;
+    async fn create(&self, key: &ObjectKey, obj: Value) -> Result<StoredObject, StoreError>;
+    /// Replaces the object if its current revision is `expected_rv`.
+    async fn update(&self, key: &ObjectKey, obj: Value, expected_rv: u64) -> Result<StoredObject, StoreError>;
+    /// Deletes the object (if at `expected_rv`, when given); returns its last state.
+    async fn delete(&self, key: &ObjectKey, expected_rv: Option<u64>) -> Result<StoredObject, StoreError>;
+    /// Events after `after_rv` in `namespace` (all when `None`).
+    async fn watch(&self, namespace: Option<&str>, after_rv: u64) -> Result<WatchStream, StoreError>;
+}

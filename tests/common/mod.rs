@@ -1,0 +1,239 @@
+//! Shared fixture: runs the real `farm-apiserver` binary on a free loopback
+//! port with its own development certificates, and gives HTTPS, kubectl and
+//! kube-rs access to it.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const GROUP_PATH: &str = "/apis/farm.example.com/v1alpha";
+
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    pub base: String,
+    pub dir: tempfile::TempDir,
+    pub ca_file: PathBuf,
+    pub client: reqwest::Client,
+    pub log_file: PathBuf,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+impl Server {
+    /// Starts the server with extra flags, without a cluster (FarmPods answer
+    /// 503), and waits until /readyz answers ok.
+    pub async fn start(extra: &[&str]) -> Server {
+        Self::start_with_cluster(extra, None).await
+    }
+
+    /// Starts the server reading Pods through `kubeconfig` (None: no cluster).
+    pub async fn start_with_cluster(extra: &[&str], kubeconfig: Option<&Path>) -> Server {
+        install_crypto();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let cert_dir = dir.path().join("certs");
+        let log_file = dir.path().join("server.log");
+        let log = std::fs::File::create(&log_file).expect("log file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_farm-apiserver"));
+        match kubeconfig {
+            Some(kc) => cmd.arg("--kubeconfig").arg(kc),
+            // No kubeconfig anywhere and not in a cluster: FarmPods are disabled.
+            None => cmd.env("KUBECONFIG", dir.path().join("no-cluster")).env_remove("KUBERNETES_SERVICE_HOST"),
+        };
+        let child = cmd
+            .arg("--bind")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--cert-dir")
+            .arg(&cert_dir)
+            .arg("--log")
+            .arg("info,farm_apiserver=debug")
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start farm-apiserver");
+        let ca_file = cert_dir.join("ca.crt");
+        let base = format!("https://127.0.0.1:{port}");
+        let mut server = Server { child, port, base, dir, ca_file, client: reqwest::Client::new(), log_file };
+        server.wait_ready().await;
+        server
+    }
+
+    async fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("farm-apiserver exited early ({status}):\n{}", self.log());
+            }
+            if self.ca_file.exists() {
+                if let Ok(client) = client_trusting(&self.ca_file) {
+                    if let Ok(r) = client.get(format!("{}/readyz", self.base)).send().await {
+                        if r.status().is_success() {
+                            self.client = client;
+                            return;
+                        }
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "farm-apiserver did not become ready:\n{}", self.log());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_file).unwrap_or_default()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// The URL of a Llama path in a namespace: `llamas(ns, "")` is the collection.
+    pub fn llamas(&self, ns: &str, rest: &str) -> String {
+        let rest = if rest.is_empty() { String::new() } else { format!("/{rest}") };
+        format!("{}{GROUP_PATH}/namespaces/{ns}/llamas{rest}", self.base)
+    }
+
+    /// A kubeconfig pointing kubectl (or kube-rs) straight at this server.
+    pub fn kubeconfig(&self) -> PathBuf {
+        let path = self.dir.path().join("kubeconfig");
+        let cfg = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: farm\n  cluster:\n    server: {}\n    certificate-authority: {}\ncontexts:\n- name: farm\n  context:\n    cluster: farm\n    user: dev\n    namespace: default\ncurrent-context: farm\nusers:\n- name: dev\n  user: {{}}\n",
+            self.base,
+            self.ca_file.display()
+        );
+        std::fs::write(&path, cfg).expect("write kubeconfig");
+        path
+    }
+
+    /// Sends SIGTERM and waits for the process to end.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "farm-apiserver did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn client_trusting(ca: &Path) -> anyhow::Result<reqwest::Client> {
+    let pem = std::fs::read(ca)?;
+    Ok(reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem)?)
+        .timeout(Duration::from_secs(30))
+        .build()?)
+}
+
+pub fn llama(name: &str, weight: f64, height: f64) -> Value {
+    serde_json::json!({
+        "apiVersion": "farm.example.com/v1alpha",
+        "kind": "Llama",
+        "metadata": { "name": name },
+        "spec": { "weight": weight, "height": height }
+    })
+}
+
+/// Runs kubectl against a kubeconfig; returns (success, stdout, stderr).
+pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+    kubectl_stdin(kubeconfig, args, None)
+}
+
+pub fn kubectl_stdin(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kubectl");
+    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(input.as_bytes()).expect("kubectl stdin");
+    }
+    let out = child.wait_with_output().expect("kubectl output");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+pub fn kubectl_bin() -> String {
+    std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
+}
+
+/// A long-running kubectl (e.g. `get -w`) whose output lines arrive on a channel.
+pub struct KubectlStream {
+    child: Child,
+    pub lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl KubectlStream {
+    pub fn start(kubeconfig: &Path, args: &[&str]) -> Self {
+        let mut child = Command::new(kubectl_bin())
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run kubectl");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// Waits for a line containing all of `needles`.
+    pub fn expect_line(&self, needles: &[&str], timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if needles.iter().all(|n| l.contains(n)) => return l,
+                Ok(l) => seen.push(l),
+                Err(_) => panic!("no line with {needles:?} within {timeout:?}; saw {seen:#?}"),
+            }
+        }
+    }
+}
+
+impl Drop for KubectlStream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

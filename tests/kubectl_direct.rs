@@ -1,0 +1,116 @@
+//! The installed kubectl pointed straight at farm-apiserver (no aggregator):
+//! apply, get (tables, yaml, -w, selectors, short name, category), label,
+//! patch, replace, delete, finalizers, explain.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{kubectl, kubectl_stdin, KubectlStream, Server};
+
+const DOLLY: &str = "apiVersion: farm.example.com/v1alpha
+kind: Llama
+metadata:
+  name: dolly
+  labels:
+    herd: north
+spec:
+  weight: 31.4
+  height: 1.7
+";
+
+fn ok(out: (bool, String, String)) -> String {
+    assert!(out.0, "kubectl failed:\nstdout: {}\nstderr: {}", out.1, out.2);
+    out.1
+}
+
+#[tokio::test]
+async fn kubectl_lifecycle() {
+    let s = Server::start(&[]).await;
+    let kc = s.kubeconfig();
+    let out = ok(kubectl_stdin(&kc, &["apply", "-f", "-"], Some(DOLLY)));
+    assert!(out.contains("llama.farm.example.com/dolly created"), "{out}");
+    let out = ok(kubectl_stdin(&kc, &["apply", "-f", "-"], Some(DOLLY)));
+    assert!(out.contains("unchanged"), "{out}");
+    let out = ok(kubectl_stdin(&kc, &["apply", "-f", "-"], Some(&DOLLY.replace("31.4", "32.5"))));
+    assert!(out.contains("configured"), "{out}");
+
+    // Table columns as kubectl prints them.
+    let out = ok(kubectl(&kc, &["get", "llamas"]));
+    let mut lines = out.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "WEIGHT", "HEIGHT", "AGE"], "{out}");
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(&row[..3], ["dolly", "32.5", "1.7"], "{out}");
+    assert!(ok(kubectl(&kc, &["get", "ll"])).contains("dolly"));
+    assert!(ok(kubectl(&kc, &["get", "farm"])).contains("llama.farm.example.com/dolly"));
+    assert!(ok(kubectl(&kc, &["get", "llamas", "-A"])).contains("default"));
+    assert!(ok(kubectl(&kc, &["get", "llamas", "-l", "herd=north"])).contains("dolly"));
+    let none = kubectl(&kc, &["get", "llamas", "-l", "herd=south"]);
+    assert!(none.0 && !none.1.contains("dolly"), "{none:?}");
+    assert!(ok(kubectl(&kc, &["get", "llamas", "--field-selector", "metadata.name=dolly"])).contains("dolly"));
+    let yaml = ok(kubectl(&kc, &["get", "llama", "dolly", "-o", "yaml"]));
+    assert!(yaml.contains("weight: 32.5") && yaml.contains("uid:") && yaml.contains("generation: 2"), "{yaml}");
+
+    // get -w sees later changes.
+    let watch = KubectlStream::start(&kc, &["get", "llamas", "-w"]);
+    watch.expect_line(&["dolly", "32.5"], Duration::from_secs(15));
+    ok(kubectl(&kc, &["patch", "llama", "dolly", "--type", "merge", "-p", r#"{"spec":{"weight":40}}"#]));
+    watch.expect_line(&["dolly", "40"], Duration::from_secs(15));
+
+    // label, json patch, the refused strategic default.
+    assert!(ok(kubectl(&kc, &["label", "llama", "dolly", "colour=brown"])).contains("labeled"));
+    let out = ok(kubectl(&kc, &["patch", "llama", "dolly", "--type", "json", "-p", r#"[{"op":"replace","path":"/spec/height","value":1.9}]"#]));
+    assert!(out.contains("patched"), "{out}");
+    let smp = kubectl(&kc, &["patch", "llama", "dolly", "-p", r#"{"spec":{"height":2}}"#]);
+    assert!(!smp.0, "strategic merge patch must be refused: {smp:?}");
+    let v: serde_json::Value = serde_json::from_str(&ok(kubectl(&kc, &["get", "llama", "dolly", "-o", "json"]))).unwrap();
+    assert_eq!(v["metadata"]["labels"]["colour"], "brown");
+    assert_eq!(v["spec"]["height"], serde_json::json!(1.9));
+
+    // Edit-style update: read, change, replace (PUT with the resourceVersion read).
+    let mut edited = v.clone();
+    edited["spec"]["weight"] = serde_json::json!(41.25);
+    let out = ok(kubectl_stdin(&kc, &["replace", "-f", "-"], Some(&edited.to_string())));
+    assert!(out.contains("replaced"), "{out}");
+    let stale = kubectl_stdin(&kc, &["replace", "-f", "-"], Some(&edited.to_string()));
+    assert!(!stale.0 && stale.2.contains("the object has been modified"), "{stale:?}");
+
+    let out = ok(kubectl(&kc, &["delete", "llama", "dolly"]));
+    assert!(out.contains("deleted"), "{out}");
+    let gone = kubectl(&kc, &["get", "llama", "dolly"]);
+    assert!(!gone.0 && gone.2.contains("NotFound"), "{gone:?}");
+}
+
+#[tokio::test]
+async fn kubectl_delete_waits_for_finalizers() {
+    let s = Server::start(&[]).await;
+    let kc = s.kubeconfig();
+    let held = DOLLY.replace("  labels:\n", "  finalizers: [farm.example.com/shear]\n  labels:\n");
+    ok(kubectl_stdin(&kc, &["apply", "-f", "-"], Some(&held)));
+    let out = ok(kubectl(&kc, &["delete", "llama", "dolly", "--wait=false"]));
+    assert!(out.contains("deleted"), "{out}");
+    let ts = ok(kubectl(&kc, &["get", "llama", "dolly", "-o", "jsonpath={.metadata.deletionTimestamp}"]));
+    assert!(!ts.is_empty());
+    ok(kubectl(&kc, &["patch", "llama", "dolly", "--type", "json", "-p", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#]));
+    let gone = kubectl(&kc, &["get", "llama", "dolly"]);
+    assert!(!gone.0, "{gone:?}");
+}
+
+#[tokio::test]
+async fn kubectl_explain_and_validation() {
+    let s = Server::start(&[]).await;
+    let kc = s.kubeconfig();
+    let out = ok(kubectl(&kc, &["explain", "llamas"]));
+    assert!(out.contains("Llama") && out.contains("spec"), "{out}");
+    let out = ok(kubectl(&kc, &["explain", "llama.spec.weight"]));
+    assert!(out.contains("Weight in kilograms"), "{out}");
+    let out = ok(kubectl(&kc, &["api-resources", "--api-group", "farm.example.com"]));
+    assert!(out.contains("llamas") && out.contains("ll") && out.contains("Llama"), "{out}");
+    // kubectl's default --validate=strict reaches the server's strict field validation.
+    let bad = DOLLY.replace("  height: 1.7\n", "  height: 1.7\n  colour: brown\n");
+    let r = kubectl_stdin(&kc, &["create", "-f", "-"], Some(&bad));
+    assert!(!r.0 && r.2.contains("unknown field \"spec.colour\""), "{r:?}");
+    let r = kubectl_stdin(&kc, &["create", "-f", "-"], Some(&DOLLY.replace("31.4", "-1")));
+    assert!(!r.0 && r.2.contains("spec.weight"), "{r:?}");
+}

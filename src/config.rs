@@ -7,7 +7,12 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser, Debug)]
-#[command(name = "farm-apiserver", version, about = "Kubernetes aggregated API server for farm.example.com", args_conflicts_with_subcommands = true)]
+#[command(
+    name = "farm-apiserver",
+    version,
+    about = "Kubernetes aggregated API server for farm.example.com",
+    args_conflicts_with_subcommands = true
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -16,6 +21,8 @@ pub struct Cli {
     pub serve: ServeArgs,
 }
 
+// Parsed once at startup; the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Serve the API (the default).

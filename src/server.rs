@@ -102,7 +102,7 @@ async fn route(State(app): State<Arc<App>>, req: Request<Body>) -> Response {
     let resp = serve(&app, &info, req).await;
     let code = resp.status().as_u16();
     let elapsed = started.elapsed();
-    let (verb, resource) = metric_labels(&info);
+    let (verb, resource) = metric_labels(&app, &info);
     app.metrics.observe(verb, resource, code, elapsed);
     if code >= 500 {
         tracing::warn!(%method, %path, code, ?elapsed, "request failed");
@@ -112,8 +112,9 @@ async fn route(State(app): State<Arc<App>>, req: Request<Body>) -> Response {
     resp
 }
 
-/// Label values with bounded cardinality: unknown resources count as "other".
-fn metric_labels(info: &RequestInfo) -> (&str, &'static str) {
+/// Label values with bounded cardinality: only served resources and known
+/// verbs are named; everything else counts as "other".
+fn metric_labels<'a>(app: &App, info: &'a RequestInfo) -> (&'a str, &'static str) {
     if !info.is_resource_request {
         return ("nonresource", "");
     }
@@ -121,7 +122,12 @@ fn metric_labels(info: &RequestInfo) -> (&str, &'static str) {
         v @ ("get" | "list" | "watch" | "create" | "update" | "patch" | "delete" | "deletecollection") => v,
         _ => "other",
     };
-    (verb, "resource")
+    let resource = app
+        .resources
+        .find(&info.api_group, &info.api_version, &info.resource)
+        .map(|r| r.kind.names().plural)
+        .unwrap_or("other");
+    (verb, resource)
 }
 
 async fn serve(app: &Arc<App>, info: &RequestInfo, req: Request<Body>) -> Response {
@@ -184,10 +190,7 @@ fn serving_cert_files(args: &ServeArgs) -> anyhow::Result<(std::path::PathBuf, s
 /// Runs the server until SIGTERM or Ctrl-C.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if args.authentication == Authentication::None && !args.bind.ip().is_loopback() {
-        bail!(
-            "--authentication none trusts every caller and is only allowed on a loopback address, not {}",
-            args.bind
-        );
+        bail!("--authentication none trusts every caller and is only allowed on a loopback address, not {}", args.bind);
     }
     let (cert, key) = serving_cert_files(&args)?;
     let reloading = tls::ReloadingCert::load(&cert, &key)

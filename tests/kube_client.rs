@@ -42,10 +42,8 @@ async fn typed_api_round_trip() {
         .unwrap();
     assert_eq!(patched.labels().get("fluffy").map(String::as_str), Some("yes"));
     let status = LlamaStatus { observed_generation: Some(2), conditions: vec![] };
-    let with_status = api
-        .patch_status("kuzco", &PatchParams::default(), &Patch::Merge(json!({"status": status})))
-        .await
-        .unwrap();
+    let with_status =
+        api.patch_status("kuzco", &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await.unwrap();
     assert_eq!(with_status.status.unwrap().observed_generation, Some(2));
     let list = api.list(&ListParams::default().labels("fluffy=yes")).await.unwrap();
     assert_eq!(list.items.len(), 1);
@@ -111,7 +109,7 @@ async fn watcher_sees_everything(streaming: bool) {
     }
     // Stop reading while large writes pile up, then more writes move the
     // history past anything the watcher saw.
-    let big = "x".repeat(256 * 1024);
+    let big = "x".repeat(250 * 1024);
     for i in 0..80 {
         let mut l = new_llama(&format!("big{i}"), 100.0 + i as f64);
         l.metadata.annotations = Some([("ballast".to_string(), big.clone())].into());
@@ -121,7 +119,9 @@ async fn watcher_sees_everything(streaming: bool) {
         api.delete(&format!("big{i}"), &DeleteParams::default()).await.unwrap();
     }
     for i in 0..30 {
-        api.patch("live", &PatchParams::default(), &Patch::Merge(json!({"spec": {"weight": 8.0 + i as f64}}))).await.unwrap();
+        api.patch("live", &PatchParams::default(), &Patch::Merge(json!({"spec": {"weight": 8.0 + i as f64}})))
+            .await
+            .unwrap();
     }
     let want = server_state(&api).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);

@@ -153,7 +153,8 @@ async fn tables_for_kubectl() {
     let t: Value = r.json().await.unwrap();
     assert_eq!(t["kind"], "Table");
     assert_eq!(t["apiVersion"], "meta.k8s.io/v1");
-    let cols: Vec<&str> = t["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let cols: Vec<&str> =
+        t["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(cols, ["Name", "Weight", "Height", "Age"]);
     let cells = &t["rows"][0]["cells"];
     assert_eq!(cells[0], "dolly");
@@ -163,10 +164,28 @@ async fn tables_for_kubectl() {
     assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
     assert_eq!(t["rows"][0]["object"]["metadata"]["name"], "dolly");
     let v1beta1 = "application/json;as=Table;v=v1beta1;g=meta.k8s.io";
-    let t: Value = s.client.get(format!("{}?includeObject=Object", s.llamas("default", ""))).header("Accept", v1beta1).send().await.unwrap().json().await.unwrap();
+    let t: Value = s
+        .client
+        .get(format!("{}?includeObject=Object", s.llamas("default", "")))
+        .header("Accept", v1beta1)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(t["apiVersion"], "meta.k8s.io/v1beta1");
     assert_eq!(t["rows"][0]["object"]["spec"]["weight"], json!(31.4));
-    let t: Value = s.client.get(format!("{}?includeObject=None", s.llamas("default", "dolly"))).header("Accept", accept).send().await.unwrap().json().await.unwrap();
+    let t: Value = s
+        .client
+        .get(format!("{}?includeObject=None", s.llamas("default", "dolly")))
+        .header("Accept", accept)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(t["rows"].as_array().unwrap().len(), 1);
     assert!(t["rows"][0].get("object").is_none());
 }
@@ -177,12 +196,14 @@ async fn partial_object_metadata_views() {
     labelled(&s, "default", "meta", json!({"a": "b"}), 1.0).await;
     let one = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io";
     let list = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io";
-    let v: Value = s.client.get(s.llamas("default", "meta")).header("Accept", one).send().await.unwrap().json().await.unwrap();
+    let v: Value =
+        s.client.get(s.llamas("default", "meta")).header("Accept", one).send().await.unwrap().json().await.unwrap();
     assert_eq!(v["kind"], "PartialObjectMetadata");
     assert_eq!(v["apiVersion"], "meta.k8s.io/v1");
     assert_eq!(v["metadata"]["labels"]["a"], "b");
     assert!(v.get("spec").is_none());
-    let v: Value = s.client.get(s.llamas("default", "")).header("Accept", list).send().await.unwrap().json().await.unwrap();
+    let v: Value =
+        s.client.get(s.llamas("default", "")).header("Accept", list).send().await.unwrap().json().await.unwrap();
     assert_eq!(v["kind"], "PartialObjectMetadataList");
     assert_eq!(v["items"][0]["kind"], "PartialObjectMetadata");
     assert_eq!(v["items"][0]["metadata"]["name"], "meta");
@@ -248,7 +269,14 @@ async fn watch_streams_changes_and_resumes() {
     let ev = w.next().await;
     assert_eq!(ev["type"], "ADDED");
     assert_eq!(ev["object"]["metadata"]["name"], "a");
-    let r = s.client.patch(s.llamas("default", "a")).header("Content-Type", "application/merge-patch+json").body(r#"{"spec":{"weight":2}}"#).send().await.unwrap();
+    let r = s
+        .client
+        .patch(s.llamas("default", "a"))
+        .header("Content-Type", "application/merge-patch+json")
+        .body(r#"{"spec":{"weight":2}}"#)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let ev = w.next().await;
     assert_eq!(ev["type"], "MODIFIED");
@@ -263,7 +291,8 @@ async fn watch_streams_changes_and_resumes() {
     assert_eq!(w2.next().await["type"], "MODIFIED");
     assert_eq!(w2.next().await["type"], "DELETED");
     // Other namespaces are not seen; the all-namespaces watch sees both.
-    let mut all = Watch::open(&s, &s.url("/apis/farm.example.com/v1alpha/llamas?watch=true&resourceVersion=0"), None).await;
+    let mut all =
+        Watch::open(&s, &s.url("/apis/farm.example.com/v1alpha/llamas?watch=true&resourceVersion=0"), None).await;
     create(&s, "other", &llama("x", 1.0, 1.0)).await;
     create(&s, "default", &llama("y", 1.0, 1.0)).await;
     let ev = w.next().await;
@@ -276,10 +305,17 @@ async fn watch_streams_changes_and_resumes() {
 async fn watch_selector_transitions() {
     let s = Server::start(&[]).await;
     labelled(&s, "default", "a", json!({"herd": "north"}), 1.0).await;
-    let mut w = Watch::open(&s, &format!("{}?watch=true&labelSelector=herd%3Dnorth", s.llamas("default", "")), None).await;
+    let mut w =
+        Watch::open(&s, &format!("{}?watch=true&labelSelector=herd%3Dnorth", s.llamas("default", "")), None).await;
     assert_eq!(w.next().await["type"], "ADDED");
     let set = |herd: &str| format!(r#"{{"metadata":{{"labels":{{"herd":"{herd}"}}}}}}"#);
-    let patch = |body: String| s.client.patch(s.llamas("default", "a")).header("Content-Type", "application/merge-patch+json").body(body).send();
+    let patch = |body: String| {
+        s.client
+            .patch(s.llamas("default", "a"))
+            .header("Content-Type", "application/merge-patch+json")
+            .body(body)
+            .send()
+    };
     assert_eq!(patch(set("south")).await.unwrap().status(), 200);
     let ev = w.next().await;
     assert_eq!(ev["type"], "DELETED", "leaving the selection: {ev}");
@@ -314,7 +350,9 @@ async fn watch_bookmarks_timeout_and_initial_events() {
     let a = create(&s, "default", &llama("a", 1.0, 1.0)).await;
     let base = s.llamas("default", "");
     // Bookmarks carry a resourceVersion at least as new as what was delivered.
-    let mut w = Watch::open(&s, &format!("{base}?watch=true&allowWatchBookmarks=true&resourceVersion={}", rv_of(&a)), None).await;
+    let mut w =
+        Watch::open(&s, &format!("{base}?watch=true&allowWatchBookmarks=true&resourceVersion={}", rv_of(&a)), None)
+            .await;
     create(&s, "other", &llama("z", 1.0, 1.0)).await;
     let bm = w.next().await;
     assert_eq!(bm["type"], "BOOKMARK", "{bm}");
@@ -322,11 +360,13 @@ async fn watch_bookmarks_timeout_and_initial_events() {
     assert!(rv_of(&bm["object"]) > rv_of(&a), "bookmark moves past other namespaces' writes: {bm}");
     // timeoutSeconds ends the stream.
     let started = std::time::Instant::now();
-    let mut t = Watch::open(&s, &format!("{base}?watch=true&timeoutSeconds=1&resourceVersion={}", rv_of(&a)), None).await;
+    let mut t =
+        Watch::open(&s, &format!("{base}?watch=true&timeoutSeconds=1&resourceVersion={}", rv_of(&a)), None).await;
     assert!(t.try_next().await.is_none());
     assert!(started.elapsed() < Duration::from_secs(5));
     // sendInitialEvents: ADDED for the state, then the initial-events-end bookmark.
-    let url = format!("{base}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true");
+    let url =
+        format!("{base}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true");
     let mut i = Watch::open(&s, &url, None).await;
     let ev = i.next().await;
     assert_eq!(ev["type"], "ADDED");
@@ -346,7 +386,8 @@ async fn table_watch_for_kubectl_get_w() {
     let s = Server::start(&[]).await;
     create(&s, "default", &llama("a", 4.5, 1.0)).await;
     let accept = "application/json;as=Table;v=v1;g=meta.k8s.io";
-    let mut w = Watch::open(&s, &format!("{}?watch=true&resourceVersion=0", s.llamas("default", "")), Some(accept)).await;
+    let mut w =
+        Watch::open(&s, &format!("{}?watch=true&resourceVersion=0", s.llamas("default", "")), Some(accept)).await;
     let ev = w.next().await;
     assert_eq!(ev["type"], "ADDED");
     assert_eq!(ev["object"]["kind"], "Table");

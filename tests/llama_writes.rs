@@ -8,7 +8,13 @@ use common::{llama, Server};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-async fn call(s: &Server, method: Method, url: &str, ct: &str, body: Option<Vec<u8>>) -> (StatusCode, reqwest::header::HeaderMap, Value) {
+async fn call(
+    s: &Server,
+    method: Method,
+    url: &str,
+    ct: &str,
+    body: Option<Vec<u8>>,
+) -> (StatusCode, reqwest::header::HeaderMap, Value) {
     let mut r = s.client.request(method, url).header("Content-Type", ct);
     if let Some(b) = body {
         r = r.body(b);
@@ -122,7 +128,8 @@ async fn create_errors_have_kube_status_bodies() {
     // Bad spec values: each bad field is a cause.
     let (code, v) = send(&s, Method::POST, &url, &llama("thin", 0.0, -2.0)).await;
     assert_eq!(code, 422, "{v}");
-    let fields: Vec<&str> = v["details"]["causes"].as_array().unwrap().iter().map(|c| c["field"].as_str().unwrap()).collect();
+    let fields: Vec<&str> =
+        v["details"]["causes"].as_array().unwrap().iter().map(|c| c["field"].as_str().unwrap()).collect();
     assert!(fields.contains(&"spec.weight") && fields.contains(&"spec.height"), "{v}");
     let bad = json!({"apiVersion": "farm.example.com/v1alpha", "kind": "Llama", "metadata": {"name": "x"}, "spec": {"weight": "heavy"}});
     let (code, v) = send(&s, Method::POST, &url, &bad).await;
@@ -163,9 +170,16 @@ async fn not_found_method_not_allowed_and_not_acceptable() {
     let (code, v) = send(&s, Method::POST, &s.llamas("default", "ghost"), &llama("ghost", 1.0, 1.0)).await;
     assert_eq!(code, 405, "{v}");
     assert_status(&v, 405, "MethodNotAllowed");
-    let (code, v) = send(&s, Method::POST, &s.url("/apis/farm.example.com/v1alpha/llamas"), &llama("x", 1.0, 1.0)).await;
+    let (code, v) =
+        send(&s, Method::POST, &s.url("/apis/farm.example.com/v1alpha/llamas"), &llama("x", 1.0, 1.0)).await;
     assert_eq!(code, 405, "{v}");
-    let r = s.client.get(s.llamas("default", "")).header("Accept", "application/vnd.kubernetes.protobuf").send().await.unwrap();
+    let r = s
+        .client
+        .get(s.llamas("default", ""))
+        .header("Accept", "application/vnd.kubernetes.protobuf")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 406);
     let v: Value = r.json().await.unwrap();
     assert_status(&v, 406, "NotAcceptable");
@@ -184,7 +198,13 @@ async fn update_needs_current_resource_version_and_bumps_generation_on_spec_only
     // Without a resourceVersion: 422, like a CRD.
     let (code, e) = send(&s, Method::PUT, &url, &llama("ursula", 101.0, 1.5)).await;
     assert_eq!(code, 422, "{e}");
-    assert!(e["message"].as_str().unwrap().contains("metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"), "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"),
+        "{e}"
+    );
     // Label change: no generation bump.
     let mut next = v.clone();
     next["metadata"]["labels"] = json!({"colour": "brown"});
@@ -240,7 +260,13 @@ async fn status_subresource_changes_only_status() {
     assert_eq!(v2["spec"]["weight"], json!(10.0));
     assert!(v2["metadata"].get("labels").is_none());
     assert_eq!(v2["metadata"]["generation"], 1);
-    let (code, v3) = patch(&s, &url, "application/merge-patch+json", &json!({"status": {"observedGeneration": 2}, "spec": {"weight": 1}})).await;
+    let (code, v3) = patch(
+        &s,
+        &url,
+        "application/merge-patch+json",
+        &json!({"status": {"observedGeneration": 2}, "spec": {"weight": 1}}),
+    )
+    .await;
     assert_eq!(code, 200, "{v3}");
     assert_eq!(v3["status"]["observedGeneration"], 2);
     assert_eq!(v3["spec"]["weight"], json!(10.0));
@@ -248,7 +274,8 @@ async fn status_subresource_changes_only_status() {
     assert_eq!(code, 200);
     assert_eq!(v4, v3);
     // Invalid status is rejected with a cause.
-    let (code, e) = patch(&s, &url, "application/merge-patch+json", &json!({"status": {"observedGeneration": "x"}})).await;
+    let (code, e) =
+        patch(&s, &url, "application/merge-patch+json", &json!({"status": {"observedGeneration": "x"}})).await;
     assert_eq!(code, 422, "{e}");
     assert_eq!(e["details"]["causes"][0]["field"], "status.observedGeneration");
 }
@@ -258,7 +285,13 @@ async fn patches_json_and_merge_and_refuses_strategic() {
     let s = Server::start(&[]).await;
     create(&s, "default", &llama("pat", 10.0, 1.0)).await;
     let url = s.llamas("default", "pat");
-    let (code, v) = patch(&s, &url, "application/merge-patch+json", &json!({"metadata": {"labels": {"a": "1"}}, "spec": {"height": 1.25}})).await;
+    let (code, v) = patch(
+        &s,
+        &url,
+        "application/merge-patch+json",
+        &json!({"metadata": {"labels": {"a": "1"}}, "spec": {"height": 1.25}}),
+    )
+    .await;
     assert_eq!(code, 200, "{v}");
     assert_eq!(v["spec"]["height"], json!(1.25));
     assert_eq!(v["metadata"]["generation"], 2);
@@ -268,19 +301,28 @@ async fn patches_json_and_merge_and_refuses_strategic() {
     assert_eq!(v["spec"]["weight"], json!(11.5));
     assert_eq!(v["metadata"]["labels"], json!({"a": "1", "b": "2"}));
     // A failing test op is 422; a malformed patch 400; a patch making the object invalid 422.
-    let (code, _) = patch(&s, &url, "application/json-patch+json", &json!([{"op": "test", "path": "/spec/weight", "value": 1}])).await;
+    let (code, _) =
+        patch(&s, &url, "application/json-patch+json", &json!([{"op": "test", "path": "/spec/weight", "value": 1}]))
+            .await;
     assert_eq!(code, 422);
     let (code, _, _) = call(&s, Method::PATCH, &url, "application/json-patch+json", Some(b"{not json".to_vec())).await;
     assert_eq!(code, 400);
     let (code, e) = patch(&s, &url, "application/merge-patch+json", &json!({"spec": {"weight": -1}})).await;
     assert_eq!(code, 422, "{e}");
     // Strategic merge patch is refused (never silently a plain merge).
-    let (code, e) = patch(&s, &url, "application/strategic-merge-patch+json", &json!({"metadata": {"finalizers": ["x/y"]}})).await;
+    let (code, e) =
+        patch(&s, &url, "application/strategic-merge-patch+json", &json!({"metadata": {"finalizers": ["x/y"]}})).await;
     assert_eq!(code, 415, "{e}");
     assert_status(&e, 415, "UnsupportedMediaType");
     assert!(e["message"].as_str().unwrap().contains("application/merge-patch+json"), "{e}");
     // A patch pinning a stale resourceVersion conflicts.
-    let (code, _) = patch(&s, &url, "application/merge-patch+json", &json!({"metadata": {"resourceVersion": "1"}, "spec": {"weight": 3}})).await;
+    let (code, _) = patch(
+        &s,
+        &url,
+        "application/merge-patch+json",
+        &json!({"metadata": {"resourceVersion": "1"}, "spec": {"weight": 3}}),
+    )
+    .await;
     assert_eq!(code, 409);
     let (code, _) = patch(&s, &s.llamas("default", "nope"), "application/merge-patch+json", &json!({})).await;
     assert_eq!(code, 404);
@@ -302,10 +344,18 @@ async fn finalizers_hold_deletion_until_removed() {
     assert_eq!(code, 200);
     assert!(still["metadata"]["deletionTimestamp"].is_string());
     // No new finalizers while deleting.
-    let (code, e) = patch(&s, &url, "application/merge-patch+json", &json!({"metadata": {"finalizers": ["farm.example.com/shear", "farm.example.com/more"]}})).await;
+    let (code, e) = patch(
+        &s,
+        &url,
+        "application/merge-patch+json",
+        &json!({"metadata": {"finalizers": ["farm.example.com/shear", "farm.example.com/more"]}}),
+    )
+    .await;
     assert_eq!(code, 422, "{e}");
     // Removing the last finalizer deletes it.
-    let (code, v) = patch(&s, &url, "application/json-patch+json", &json!([{"op": "remove", "path": "/metadata/finalizers"}])).await;
+    let (code, v) =
+        patch(&s, &url, "application/json-patch+json", &json!([{"op": "remove", "path": "/metadata/finalizers"}]))
+            .await;
     assert_eq!(code, 200, "{v}");
     let (code, _) = get(&s, &url).await;
     assert_eq!(code, 404);
@@ -324,7 +374,8 @@ async fn delete_preconditions_and_status_answer() {
     let bad_rv = json!({"preconditions": {"resourceVersion": "1"}});
     let (code, e) = send(&s, Method::DELETE, &url, &bad_rv).await;
     assert_eq!(code, 409, "{e}");
-    let good = json!({"preconditions": {"uid": v["metadata"]["uid"], "resourceVersion": v["metadata"]["resourceVersion"]}});
+    let good =
+        json!({"preconditions": {"uid": v["metadata"]["uid"], "resourceVersion": v["metadata"]["resourceVersion"]}});
     let (code, st) = send(&s, Method::DELETE, &url, &good).await;
     assert_eq!(code, 200, "{st}");
     assert_eq!(st["kind"], "Status");
@@ -339,7 +390,8 @@ async fn delete_preconditions_and_status_answer() {
 #[tokio::test]
 async fn dry_run_changes_nothing() {
     let s = Server::start(&[]).await;
-    let (code, v) = send(&s, Method::POST, &format!("{}?dryRun=All", s.llamas("default", "")), &llama("ghost", 1.0, 1.0)).await;
+    let (code, v) =
+        send(&s, Method::POST, &format!("{}?dryRun=All", s.llamas("default", "")), &llama("ghost", 1.0, 1.0)).await;
     assert_eq!(code, 201, "{v}");
     assert_eq!(v["metadata"]["name"], "ghost");
     assert_eq!(get(&s, &s.llamas("default", "ghost")).await.0, 404);
@@ -350,13 +402,15 @@ async fn dry_run_changes_nothing() {
     let (code, v) = send(&s, Method::PUT, &format!("{url}?dryRun=All"), &next).await;
     assert_eq!(code, 200);
     assert_eq!(v["spec"]["weight"], json!(50.0));
-    let (code, v) = patch(&s, &format!("{url}?dryRun=All"), "application/merge-patch+json", &json!({"spec": {"height": 9}})).await;
+    let (code, v) =
+        patch(&s, &format!("{url}?dryRun=All"), "application/merge-patch+json", &json!({"spec": {"height": 9}})).await;
     assert_eq!(code, 200);
     assert_eq!(v["spec"]["height"], json!(9));
     let (code, _, _) = call(&s, Method::DELETE, &format!("{url}?dryRun=All"), "application/json", None).await;
     assert_eq!(code, 200);
     assert_eq!(get(&s, &url).await.1, real);
-    let (code, e) = send(&s, Method::POST, &format!("{}?dryRun=Maybe", s.llamas("default", "")), &llama("x", 1.0, 1.0)).await;
+    let (code, e) =
+        send(&s, Method::POST, &format!("{}?dryRun=Maybe", s.llamas("default", "")), &llama("x", 1.0, 1.0)).await;
     assert_eq!(code, 400, "{e}");
 }
 
@@ -369,12 +423,20 @@ async fn delete_collection_honours_selectors() {
         create(&s, "default", &body).await;
     }
     create(&s, "other", &llama("d", 1.0, 1.0)).await;
-    let (code, _, v) = call(&s, Method::DELETE, &format!("{}?labelSelector=herd%3Dnorth", s.llamas("default", "")), "application/json", None).await;
+    let (code, _, v) = call(
+        &s,
+        Method::DELETE,
+        &format!("{}?labelSelector=herd%3Dnorth", s.llamas("default", "")),
+        "application/json",
+        None,
+    )
+    .await;
     assert_eq!(code, 200, "{v}");
     assert_eq!(v["kind"], "LlamaList");
     assert_eq!(v["items"].as_array().unwrap().len(), 2);
     let (_, list) = get(&s, &s.llamas("default", "")).await;
-    let names: Vec<&str> = list["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> =
+        list["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["c"]);
     assert_eq!(get(&s, &s.llamas("other", "d")).await.0, 200);
 }
@@ -384,13 +446,19 @@ async fn field_validation_strict_warn_ignore() {
     let s = Server::start(&[]).await;
     let body = br#"{"apiVersion":"farm.example.com/v1alpha","kind":"Llama","metadata":{"name":"fv"},"spec":{"weight":1,"height":2,"colour":"brown","weight":3}}"#;
     let base = s.llamas("default", "");
-    let (code, _, e) = call(&s, Method::POST, &format!("{base}?fieldValidation=Strict"), "application/json", Some(body.to_vec())).await;
+    let (code, _, e) =
+        call(&s, Method::POST, &format!("{base}?fieldValidation=Strict"), "application/json", Some(body.to_vec()))
+            .await;
     assert_eq!(code, 400, "{e}");
     assert_status(&e, 400, "BadRequest");
     let msg = e["message"].as_str().unwrap();
-    assert!(msg.starts_with("Llama in version \"v1alpha\" cannot be handled as a Llama: strict decoding error: "), "{msg}");
+    assert!(
+        msg.starts_with("Llama in version \"v1alpha\" cannot be handled as a Llama: strict decoding error: "),
+        "{msg}"
+    );
     assert!(msg.contains("unknown field \"spec.colour\"") && msg.contains("duplicate field \"spec.weight\""), "{msg}");
-    let (code, headers, v) = call(&s, Method::POST, &format!("{base}?fieldValidation=Warn"), "application/json", Some(body.to_vec())).await;
+    let (code, headers, v) =
+        call(&s, Method::POST, &format!("{base}?fieldValidation=Warn"), "application/json", Some(body.to_vec())).await;
     assert_eq!(code, 201, "{v}");
     let warnings: Vec<&str> = headers.get_all("warning").iter().map(|h| h.to_str().unwrap()).collect();
     assert!(warnings.contains(&"299 - \"unknown field \\\"spec.colour\\\"\""), "{warnings:?}");
@@ -398,9 +466,12 @@ async fn field_validation_strict_warn_ignore() {
     assert!(v["spec"].get("colour").is_none());
     assert_eq!(v["spec"]["weight"], json!(3));
     let body2 = String::from_utf8(body.to_vec()).unwrap().replace("\"fv\"", "\"fv2\"");
-    let (code, headers, _) = call(&s, Method::POST, &format!("{base}?fieldValidation=Ignore"), "application/json", Some(body2.into_bytes())).await;
+    let (code, headers, _) =
+        call(&s, Method::POST, &format!("{base}?fieldValidation=Ignore"), "application/json", Some(body2.into_bytes()))
+            .await;
     assert_eq!(code, 201);
     assert!(headers.get("warning").is_none());
-    let (code, _, _) = call(&s, Method::POST, &format!("{base}?fieldValidation=Loose"), "application/json", Some(body.to_vec())).await;
+    let (code, _, _) =
+        call(&s, Method::POST, &format!("{base}?fieldValidation=Loose"), "application/json", Some(body.to_vec())).await;
     assert_eq!(code, 400);
 }

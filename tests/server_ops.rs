@@ -19,7 +19,8 @@ async fn discovery_documents() {
     assert_eq!(v["groups"][0]["name"], "farm.example.com");
     assert_eq!(v["groups"][0]["preferredVersion"]["groupVersion"], "farm.example.com/v1alpha");
 
-    let r = s.client.get(s.url("/apis")).header("Accept", format!("{AGGREGATED},application/json")).send().await.unwrap();
+    let r =
+        s.client.get(s.url("/apis")).header("Accept", format!("{AGGREGATED},application/json")).send().await.unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["content-type"], AGGREGATED);
     let etag = r.headers()["etag"].to_str().unwrap().to_string();
@@ -33,7 +34,8 @@ async fn discovery_documents() {
     assert_eq!(res["shortNames"], json!(["ll"]));
     assert!(res["categories"].as_array().unwrap().contains(&json!("farm")));
     assert_eq!(res["subresources"][0]["subresource"], "status");
-    let r = s.client.get(s.url("/apis")).header("Accept", AGGREGATED).header("If-None-Match", &etag).send().await.unwrap();
+    let r =
+        s.client.get(s.url("/apis")).header("Accept", AGGREGATED).header("If-None-Match", &etag).send().await.unwrap();
     assert_eq!(r.status(), 304);
 
     let v: Value = s.client.get(s.url("/apis/farm.example.com")).send().await.unwrap().json().await.unwrap();
@@ -87,13 +89,19 @@ async fn probes_and_metrics() {
         assert_eq!(r.text().await.unwrap(), "ok");
     }
     let text = s.client.get(s.url("/readyz?verbose")).send().await.unwrap().text().await.unwrap();
-    assert!(text.contains("[+]ping ok") && text.contains("[+]shutdown ok") && text.ends_with("readyz check passed\n"), "{text}");
+    assert!(
+        text.contains("[+]ping ok") && text.contains("[+]shutdown ok") && text.ends_with("readyz check passed\n"),
+        "{text}"
+    );
     let r = s.client.get(s.url("/readyz/nonexistent")).send().await.unwrap();
     assert_eq!(r.status(), 404);
     s.client.post(s.llamas("default", "")).json(&llama("m", 1.0, 1.0)).send().await.unwrap();
     s.client.get(s.llamas("default", "m")).send().await.unwrap();
     let text = s.client.get(s.url("/metrics")).send().await.unwrap().text().await.unwrap();
-    assert!(text.contains("farm_apiserver_requests_total{verb=\"create\",resource=\"llamas\",code=\"201\"} 1"), "{text}");
+    assert!(
+        text.contains("farm_apiserver_requests_total{verb=\"create\",resource=\"llamas\",code=\"201\"} 1"),
+        "{text}"
+    );
     assert!(text.contains("farm_apiserver_request_duration_seconds_bucket{"), "{text}");
     assert!(text.contains("farm_apiserver_stored_objects{resource=\"llamas\"} 1"), "{text}");
     assert!(text.contains("farm_apiserver_open_watches"), "{text}");
@@ -106,7 +114,7 @@ async fn sigterm_ends_watches_and_exits_cleanly() {
     assert_eq!(r.status(), 200);
     let body = tokio::spawn(async move { r.text().await });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let status = s.terminate();
+    let status = s.terminate().await;
     assert!(status.success(), "exit status {status}\n{}", s.log());
     let ended = tokio::time::timeout(Duration::from_secs(5), body).await.expect("watch ended").unwrap();
     assert!(ended.is_ok(), "watch ended cleanly: {ended:?}");
@@ -152,30 +160,23 @@ fn certs_command_writes_bundle() {
 
 #[tokio::test]
 async fn development_certificates_are_reused_across_restarts() {
-    let s = Server::start(&[]).await;
-    let ca_before = std::fs::read(&s.ca_file).unwrap();
-    let cert_dir = s.ca_file.parent().unwrap().to_path_buf();
-    drop(s);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_farm-apiserver"))
-        .args(["--bind", &format!("127.0.0.1:{port}"), "--cert-dir"])
-        .arg(&cert_dir)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let client = client_trusting(&cert_dir.join("ca.crt")).unwrap();
-    let mut ok = false;
-    for _ in 0..100 {
-        if client.get(format!("https://localhost:{port}/readyz")).send().await.is_ok_and(|r| r.status() == 200) {
-            ok = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    assert!(ok, "restarted server trusted with the same CA");
+    let keep = tempfile::tempdir().unwrap();
+    let cert_dir = keep.path().join("certs");
+    let opts = common::Options { cert_dir: Some(cert_dir.clone()), ..Default::default() };
+    let first = Server::start_with(opts.clone()).await;
+    let ca_before = std::fs::read(&first.ca_file).unwrap();
+    let key_before = std::fs::read(cert_dir.join("tls.key")).unwrap();
+    drop(first);
+    let second = Server::start_with(opts).await;
+    assert!(second.client.get(second.url("/readyz")).send().await.is_ok_and(|r| r.status() == 200));
     assert_eq!(std::fs::read(cert_dir.join("ca.crt")).unwrap(), ca_before);
+    assert_eq!(std::fs::read(cert_dir.join("tls.key")).unwrap(), key_before);
+    // The name the aggregator checks is served (it dials <service>.<namespace>.svc).
+    let pem = std::fs::read(cert_dir.join("tls.crt")).unwrap();
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&pem).unwrap();
+    let cert = pem.parse_x509().unwrap();
+    let sans = format!("{:?}", cert.subject_alternative_name().unwrap().unwrap().value.general_names);
+    assert!(sans.contains("farm-apiserver.farm-system.svc"), "{sans}");
 }
 
 #[tokio::test]
@@ -184,7 +185,8 @@ async fn serving_certificate_reloads_from_disk() {
     let dir = tempfile::tempdir().unwrap();
     let make = |sub: &str| {
         let out = dir.path().join(sub);
-        let st = Command::new(env!("CARGO_BIN_EXE_farm-apiserver")).args(["certs", "--out"]).arg(&out).output().unwrap();
+        let st =
+            Command::new(env!("CARGO_BIN_EXE_farm-apiserver")).args(["certs", "--out"]).arg(&out).output().unwrap();
         assert!(st.status.success());
         out
     };
@@ -197,7 +199,15 @@ async fn serving_certificate_reloads_from_disk() {
     }
     let cert = live.join("tls.crt").display().to_string();
     let key = live.join("tls.key").display().to_string();
-    let s = Server::start(&["--tls-cert-file", &cert, "--tls-private-key-file", &key, "--cert-reload-interval", "0.2"]).await;
+    let s = Server::start_with(common::Options {
+        args: ["--tls-cert-file", &cert, "--tls-private-key-file", &key, "--cert-reload-interval", "0.2"]
+            .iter()
+            .map(|a| a.to_string())
+            .collect(),
+        ca_file: Some(first.join("ca.crt")),
+        ..Default::default()
+    })
+    .await;
     let old_ca = client_trusting(&first.join("ca.crt")).unwrap();
     let new_ca = client_trusting(&second.join("ca.crt")).unwrap();
     assert!(old_ca.get(s.url("/healthz")).send().await.is_ok());
@@ -231,7 +241,13 @@ async fn farmpods_without_a_cluster_answer_503_and_refuse_writes() {
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["reason"], "ServiceUnavailable");
     assert!(v["message"].as_str().unwrap().starts_with("FarmPods are unavailable: "), "{v}");
-    let r = s.client.post(&url).json(&json!({"apiVersion": "farm.example.com/v1alpha", "kind": "FarmPod"})).send().await.unwrap();
+    let r = s
+        .client
+        .post(&url)
+        .json(&json!({"apiVersion": "farm.example.com/v1alpha", "kind": "FarmPod"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 405);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["reason"], "MethodNotAllowed");

@@ -81,7 +81,8 @@ impl Discovery {
                 let agg_resources: Vec<Value> = regs.iter().map(|r| aggregated_resource(r)).collect();
                 agg_versions.push(json!({ "version": version, "resources": agg_resources, "freshness": "Current" }));
             }
-            aggregated_items.push(json!({ "metadata": { "name": group, "creationTimestamp": null }, "versions": agg_versions }));
+            aggregated_items
+                .push(json!({ "metadata": { "name": group, "creationTimestamp": null }, "versions": agg_versions }));
         }
         let aggregated = |api: &str, items: &[Value]| {
             Doc::new(&json!({ "kind": "APIGroupDiscoveryList", "apiVersion": api, "metadata": {}, "items": items }))
@@ -150,13 +151,12 @@ fn aggregated_version(accept: &str) -> Option<u8> {
 }
 
 fn doc_response(doc: &Doc, content_type: &'static str, headers: &HeaderMap) -> Response {
-    let not_modified =
-        headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.split(',').any(|t| t.trim() == doc.etag));
-    let mut resp = if not_modified {
-        Response::new(Body::empty())
-    } else {
-        Response::new(Body::from(doc.body.clone()))
-    };
+    let not_modified = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == doc.etag));
+    let mut resp =
+        if not_modified { Response::new(Body::empty()) } else { Response::new(Body::from(doc.body.clone())) };
     if not_modified {
         *resp.status_mut() = StatusCode::NOT_MODIFIED;
     }

@@ -122,7 +122,9 @@ const AGE_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the
 
 /// The column definitions: Name, the kind's columns, Age.
 pub fn column_definitions(kind: &dyn Kind) -> Value {
-    let mut cols = vec![json!({"name": "Name", "type": "string", "format": "name", "description": NAME_DESCRIPTION, "priority": 0})];
+    let mut cols = vec![
+        json!({"name": "Name", "type": "string", "format": "name", "description": NAME_DESCRIPTION, "priority": 0}),
+    ];
     for c in kind.columns() {
         cols.push(json!({"name": c.name, "type": c.type_, "format": c.format, "description": c.description, "priority": c.priority}));
     }

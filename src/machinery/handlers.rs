@@ -80,7 +80,10 @@ fn respond(code: u16, body: Bytes, content_type: &str, warnings: &[String]) -> R
     let mut resp = Response::new(Body::from(body));
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_str(content_type).unwrap_or(HeaderValue::from_static("application/json")));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(content_type).unwrap_or(HeaderValue::from_static("application/json")),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
     for w in warnings {
         if let Some(v) = warning_header(w) {
@@ -119,7 +122,7 @@ async fn read_body(body: Body, limit: usize) -> ApiResult<Bytes> {
     }
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: header::HeaderName) -> Option<&'a str> {
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -151,13 +154,15 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
     if all_namespaces && !info.name.is_empty() {
         return Err(ApiError::path_not_found());
     }
+    // Which verbs exist on which path shape, as kube-apiserver registers routes.
+    let named = !info.name.is_empty();
     let verb = match info.verb.as_str() {
         "get" => Verb::Get,
         "list" => Verb::List,
         "watch" => Verb::Watch,
-        "create" if !all_namespaces => Verb::Create,
-        "update" => Verb::Update,
-        "patch" => Verb::Patch,
+        "create" if !all_namespaces && !named => Verb::Create,
+        "update" if named => Verb::Update,
+        "patch" if named => Verb::Patch,
         "delete" => Verb::Delete,
         "deletecollection" if !all_namespaces => Verb::DeleteCollection,
         other => return Err(ApiError::method_not_allowed(target, other)),
@@ -226,9 +231,12 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
             let body = read_body(body, res.settings.max_body_bytes).await?;
             let opts = delete_options(&body, &query)?;
             match reg.delete(ns, name, &opts).await? {
-                DeleteOutcome::Deleted(status) => {
-                    Ok(respond(200, Bytes::from(serde_json::to_vec(&status).unwrap_or_default()), "application/json", &[]))
-                }
+                DeleteOutcome::Deleted(status) => Ok(respond(
+                    200,
+                    Bytes::from(serde_json::to_vec(&status).unwrap_or_default()),
+                    "application/json",
+                    &[],
+                )),
                 DeleteOutcome::Pending(obj) => Ok(respond(200, obj, "application/json", &[])),
             }
         }
@@ -280,7 +288,13 @@ fn one_object(reg: &Registry, output: Output, obj: &StoredObject, include: Inclu
     respond(200, body, &content_type(output), &[])
 }
 
-fn list_response(reg: &Registry, output: Output, meta: &ListMeta, items: &[StoredObject], include: IncludeObject) -> Response {
+fn list_response(
+    reg: &Registry,
+    output: Output,
+    meta: &ListMeta,
+    items: &[StoredObject],
+    include: IncludeObject,
+) -> Response {
     let body = match output {
         Output::Json => encode::object_list(reg.kind.names(), meta, items),
         Output::Metadata(v) => encode::partial_list(v, meta, items),

@@ -52,7 +52,8 @@ fn meta_schemas(v3: bool) -> Vec<(String, Value)> {
         },
         "x-kubernetes-map-type": "atomic"
     });
-    let string_map = |d: &str| json!({ "type": "object", "additionalProperties": { "type": "string" }, "description": d });
+    let string_map =
+        |d: &str| json!({ "type": "object", "additionalProperties": { "type": "string" }, "description": d });
     let object_meta = json!({
         "type": "object",
         "description": "ObjectMeta is metadata that all persisted resources must have, which includes all objects users must create.",
@@ -130,7 +131,10 @@ fn meta_schemas(v3: bool) -> Vec<(String, Value)> {
         (format!("{META}.OwnerReference"), owner_ref),
         (format!("{META}.Status"), status),
         (format!("{META}.DeleteOptions"), delete_options),
-        (format!("{META}.Patch"), json!({ "type": "object", "description": "Patch is provided to give a concrete name and type to the Kubernetes PATCH request body." })),
+        (
+            format!("{META}.Patch"),
+            json!({ "type": "object", "description": "Patch is provided to give a concrete name and type to the Kubernetes PATCH request body." }),
+        ),
     ]
 }
 
@@ -209,50 +213,67 @@ fn write_params(v3: bool) -> Vec<Value> {
     ]
 }
 
-fn operation(v3: bool, r: &Registry, action: &str, op_id: &str, mut params: Vec<Value>, body: Option<Value>, response: Value, patch: bool) -> Value {
-    let n = r.kind.names();
-    let content = |schema: &Value| json!({ "application/json": { "schema": schema } });
-    let mut op = json!({
-        "operationId": op_id,
-        "tags": [format!("{}_{}", n.group.replace('.', "_"), n.version)],
-        "x-kubernetes-action": action,
-        "x-kubernetes-group-version-kind": { "group": n.group, "kind": n.kind, "version": n.version },
-    });
-    let responses = if v3 {
-        json!({ "200": { "description": "OK", "content": content(&response) }, "401": { "description": "Unauthorized" } })
-    } else {
-        json!({ "200": { "description": "OK", "schema": response }, "401": { "description": "Unauthorized" } })
-    };
-    op["responses"] = responses;
-    if let Some(body) = body {
-        if v3 {
-            let types: Vec<&str> = if patch {
-                vec!["application/json-patch+json", "application/merge-patch+json"]
-            } else {
-                vec!["application/json"]
-            };
-            let mut c = Map::new();
-            for t in types {
-                c.insert(t.into(), json!({ "schema": body }));
-            }
-            op["requestBody"] = json!({ "required": true, "content": c });
+/// Writes the operations of one kind in one spec version.
+struct OpWriter<'a> {
+    v3: bool,
+    r: &'a Registry,
+}
+
+impl OpWriter<'_> {
+    fn operation(
+        &self,
+        action: &str,
+        op_id: &str,
+        mut params: Vec<Value>,
+        body: Option<Value>,
+        response: Value,
+        patch: bool,
+    ) -> Value {
+        let (v3, n) = (self.v3, self.r.kind.names());
+        let content = |schema: &Value| json!({ "application/json": { "schema": schema } });
+        let mut op = json!({
+            "operationId": op_id,
+            "tags": [format!("{}_{}", n.group.replace('.', "_"), n.version)],
+            "x-kubernetes-action": action,
+            "x-kubernetes-group-version-kind": { "group": n.group, "kind": n.kind, "version": n.version },
+        });
+        let responses = if v3 {
+            json!({ "200": { "description": "OK", "content": content(&response) }, "401": { "description": "Unauthorized" } })
         } else {
-            params.push(json!({ "name": "body", "in": "body", "required": true, "schema": body }));
-            if patch {
-                op["consumes"] = json!(["application/json-patch+json", "application/merge-patch+json"]);
+            json!({ "200": { "description": "OK", "schema": response }, "401": { "description": "Unauthorized" } })
+        };
+        op["responses"] = responses;
+        if let Some(body) = body {
+            if v3 {
+                let types: Vec<&str> = if patch {
+                    vec!["application/json-patch+json", "application/merge-patch+json"]
+                } else {
+                    vec!["application/json"]
+                };
+                let mut c = Map::new();
+                for t in types {
+                    c.insert(t.into(), json!({ "schema": body }));
+                }
+                op["requestBody"] = json!({ "required": true, "content": c });
+            } else {
+                params.push(json!({ "name": "body", "in": "body", "required": true, "schema": body }));
+                if patch {
+                    op["consumes"] = json!(["application/json-patch+json", "application/merge-patch+json"]);
+                }
             }
         }
+        op["parameters"] = Value::Array(params);
+        if !v3 {
+            op["produces"] = json!(["application/json", "application/json;stream=watch"]);
+            op["schemes"] = json!(["https"]);
+        }
+        op
     }
-    op["parameters"] = Value::Array(params);
-    if !v3 {
-        op["produces"] = json!(["application/json", "application/json;stream=watch"]);
-        op["schemes"] = json!(["https"]);
-    }
-    op
 }
 
 /// Adds the paths of one kind.
 fn add_paths(paths: &mut Map<String, Value>, r: &Registry, v3: bool) {
+    let w = OpWriter { v3, r };
     let n = r.kind.names();
     let obj = kind_ref(v3, &schema_name(n, n.kind));
     let list = kind_ref(v3, &schema_name(n, n.list_kind));
@@ -261,11 +282,7 @@ fn add_paths(paths: &mut Map<String, Value>, r: &Registry, v3: bool) {
         let mut c = s.chars();
         c.next().map(|f| f.to_uppercase().collect::<String>() + c.as_str()).unwrap_or_default()
     };
-    let gv = format!(
-        "{}{}",
-        n.group.split('.').map(camel).collect::<String>(),
-        camel(n.version)
-    );
+    let gv = format!("{}{}", n.group.split('.').map(camel).collect::<String>(), camel(n.version));
     let base = format!("/apis/{}/{}", n.group, n.version);
     let ns_prefix = if r.kind.namespaced() { "/namespaces/{namespace}" } else { "" };
     let scope = if r.kind.namespaced() { "Namespaced" } else { "" };
@@ -277,16 +294,39 @@ fn add_paths(paths: &mut Map<String, Value>, r: &Registry, v3: bool) {
 
     let mut collection = Map::new();
     if has(Verb::List) {
-        collection.insert("get".into(), operation(v3, r, "list", &format!("list{gv}{scope}{}", n.kind), list_params(v3), None, list.clone(), false));
+        collection.insert(
+            "get".into(),
+            w.operation("list", &format!("list{gv}{scope}{}", n.kind), list_params(v3), None, list.clone(), false),
+        );
     }
     if has(Verb::Create) {
-        collection.insert("post".into(), operation(v3, r, "post", &format!("create{gv}{scope}{}", n.kind), write_params(v3), Some(obj.clone()), obj.clone(), false));
+        collection.insert(
+            "post".into(),
+            w.operation(
+                "post",
+                &format!("create{gv}{scope}{}", n.kind),
+                write_params(v3),
+                Some(obj.clone()),
+                obj.clone(),
+                false,
+            ),
+        );
     }
     if has(Verb::DeleteCollection) {
         let mut p = list_params(v3);
         p.push(param(v3, "dryRun", "string", "When present, indicates that modifications should not be persisted."));
         p.push(param(v3, "propagationPolicy", "string", "Whether and how garbage collection will be performed."));
-        collection.insert("delete".into(), operation(v3, r, "deletecollection", &format!("deletecollection{gv}{scope}{}", n.kind), p, Some(meta_ref(v3, "DeleteOptions")), status.clone(), false));
+        collection.insert(
+            "delete".into(),
+            w.operation(
+                "deletecollection",
+                &format!("deletecollection{gv}{scope}{}", n.kind),
+                p,
+                Some(meta_ref(v3, "DeleteOptions")),
+                status.clone(),
+                false,
+            ),
+        );
     }
     collection.insert("parameters".into(), Value::Array(common.clone()));
     paths.insert(format!("{base}{ns_prefix}/{}", n.plural), Value::Object(collection));
@@ -295,40 +335,102 @@ fn add_paths(paths: &mut Map<String, Value>, r: &Registry, v3: bool) {
     named_common.push(path_param(v3, "name", &format!("name of the {}", n.kind)));
     let mut item = Map::new();
     if has(Verb::Get) {
-        item.insert("get".into(), operation(v3, r, "get", &format!("read{gv}{scope}{}", n.kind), vec![], None, obj.clone(), false));
+        item.insert(
+            "get".into(),
+            w.operation("get", &format!("read{gv}{scope}{}", n.kind), vec![], None, obj.clone(), false),
+        );
     }
     if has(Verb::Update) {
-        item.insert("put".into(), operation(v3, r, "put", &format!("replace{gv}{scope}{}", n.kind), write_params(v3), Some(obj.clone()), obj.clone(), false));
+        item.insert(
+            "put".into(),
+            w.operation(
+                "put",
+                &format!("replace{gv}{scope}{}", n.kind),
+                write_params(v3),
+                Some(obj.clone()),
+                obj.clone(),
+                false,
+            ),
+        );
     }
     if has(Verb::Patch) {
-        item.insert("patch".into(), operation(v3, r, "patch", &format!("patch{gv}{scope}{}", n.kind), write_params(v3), Some(meta_ref(v3, "Patch")), obj.clone(), true));
+        item.insert(
+            "patch".into(),
+            w.operation(
+                "patch",
+                &format!("patch{gv}{scope}{}", n.kind),
+                write_params(v3),
+                Some(meta_ref(v3, "Patch")),
+                obj.clone(),
+                true,
+            ),
+        );
     }
     if has(Verb::Delete) {
         let p = vec![
             param(v3, "dryRun", "string", "When present, indicates that modifications should not be persisted."),
             param(v3, "propagationPolicy", "string", "Whether and how garbage collection will be performed."),
         ];
-        item.insert("delete".into(), operation(v3, r, "delete", &format!("delete{gv}{scope}{}", n.kind), p, Some(meta_ref(v3, "DeleteOptions")), status.clone(), false));
+        item.insert(
+            "delete".into(),
+            w.operation(
+                "delete",
+                &format!("delete{gv}{scope}{}", n.kind),
+                p,
+                Some(meta_ref(v3, "DeleteOptions")),
+                status.clone(),
+                false,
+            ),
+        );
     }
     item.insert("parameters".into(), Value::Array(named_common.clone()));
     paths.insert(format!("{base}{ns_prefix}/{}/{{name}}", n.plural), Value::Object(item));
 
     if r.kind.has_status_subresource() {
         let mut st = Map::new();
-        st.insert("get".into(), operation(v3, r, "get", &format!("read{gv}{scope}{}Status", n.kind), vec![], None, obj.clone(), false));
+        st.insert(
+            "get".into(),
+            w.operation("get", &format!("read{gv}{scope}{}Status", n.kind), vec![], None, obj.clone(), false),
+        );
         if has(Verb::Update) {
-            st.insert("put".into(), operation(v3, r, "put", &format!("replace{gv}{scope}{}Status", n.kind), write_params(v3), Some(obj.clone()), obj.clone(), false));
+            st.insert(
+                "put".into(),
+                w.operation(
+                    "put",
+                    &format!("replace{gv}{scope}{}Status", n.kind),
+                    write_params(v3),
+                    Some(obj.clone()),
+                    obj.clone(),
+                    false,
+                ),
+            );
         }
         if has(Verb::Patch) {
-            st.insert("patch".into(), operation(v3, r, "patch", &format!("patch{gv}{scope}{}Status", n.kind), write_params(v3), Some(meta_ref(v3, "Patch")), obj.clone(), true));
+            st.insert(
+                "patch".into(),
+                w.operation(
+                    "patch",
+                    &format!("patch{gv}{scope}{}Status", n.kind),
+                    write_params(v3),
+                    Some(meta_ref(v3, "Patch")),
+                    obj.clone(),
+                    true,
+                ),
+            );
         }
         st.insert("parameters".into(), Value::Array(named_common));
         paths.insert(format!("{base}{ns_prefix}/{}/{{name}}/status", n.plural), Value::Object(st));
     }
     if r.kind.namespaced() && has(Verb::List) {
         let mut all = Map::new();
-        all.insert("get".into(), operation(v3, r, "list", &format!("list{gv}{}ForAllNamespaces", n.kind), list_params(v3), None, list, false));
-        all.insert("parameters".into(), json!([param(v3, "pretty", "string", "If 'true', then the output is pretty printed.")]));
+        all.insert(
+            "get".into(),
+            w.operation("list", &format!("list{gv}{}ForAllNamespaces", n.kind), list_params(v3), None, list, false),
+        );
+        all.insert(
+            "parameters".into(),
+            json!([param(v3, "pretty", "string", "If 'true', then the output is pretty printed.")]),
+        );
         paths.insert(format!("{base}/{}", n.plural), Value::Object(all));
     }
 }

@@ -134,7 +134,10 @@ impl ListOptions {
             Rv::At(_) => "n",
         };
         if self.continue_token.is_some() && self.rv_match != RvMatch::Unset {
-            errs.push(FieldError::forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+            errs.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
         }
         if self.send_initial_events.is_some() {
             if !self.watch {
@@ -218,9 +221,7 @@ pub fn dry_run(q: &Query) -> Result<bool, ApiError> {
             "All" => dry = true,
             "" => {}
             other => {
-                return Err(ApiError::bad_request(format!(
-                    "Invalid dry run value: {other}: supported values: \"All\""
-                )))
+                return Err(ApiError::bad_request(format!("Invalid dry run value: {other}: supported values: \"All\"")))
             }
         }
     }

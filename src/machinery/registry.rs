@@ -185,8 +185,13 @@ fn encode_continue(rv: u64, key: &ObjectKey) -> String {
 }
 
 fn decode_continue(token: &str) -> ApiResult<(u64, ObjectKey)> {
-    let bad = || ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token.trim_end_matches('=')).map_err(|_| bad())?;
+    let bad = || {
+        ApiError::bad_request(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        )
+    };
+    let raw =
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token.trim_end_matches('=')).map_err(|_| bad())?;
     let t: ContinueToken = serde_json::from_slice(&raw).map_err(|_| bad())?;
     if t.v != "meta.k8s.io/v1" || t.rv == 0 {
         return Err(bad());
@@ -227,7 +232,12 @@ fn finalizers(obj: &Value) -> Vec<String> {
 fn spec_changed(old: &Value, new: &Value) -> bool {
     let strip = |v: &Value| -> Map<String, Value> {
         v.as_object()
-            .map(|m| m.iter().filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status")).map(|(k, v)| (k.clone(), v.clone())).collect())
+            .map(|m| {
+                m.iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     strip(old) != strip(new)
@@ -353,8 +363,9 @@ impl Registry {
             }
         }
         let (initial, from) = if initial_events {
-            let (meta, items) =
-                self.list(ns, &ListOptions { limit: None, continue_token: None, rv: Rv::Unset, ..opts.clone() }).await?;
+            let (meta, items) = self
+                .list(ns, &ListOptions { limit: None, continue_token: None, rv: Rv::Unset, ..opts.clone() })
+                .await?;
             (items, meta.resource_version)
         } else {
             match opts.rv {
@@ -435,7 +446,8 @@ impl Registry {
         if errs.is_empty() {
             return Ok(());
         }
-        let name = meta_str(obj, "name").filter(|n| !n.is_empty()).or_else(|| meta_str(obj, "generateName")).unwrap_or("");
+        let name =
+            meta_str(obj, "name").filter(|n| !n.is_empty()).or_else(|| meta_str(obj, "generateName")).unwrap_or("");
         let n = self.kind.names();
         Err(ApiError::invalid(n.group, n.kind, name, &errs))
     }
@@ -477,7 +489,9 @@ impl Registry {
             meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
             meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
             meta.insert("generation".into(), json!(1));
-            for system in ["deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "managedFields", "resourceVersion"] {
+            for system in
+                ["deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "managedFields", "resourceVersion"]
+            {
                 meta.remove(system);
             }
         }
@@ -511,7 +525,14 @@ impl Registry {
     }
 
     /// PUT: a whole object with the resourceVersion it was read at.
-    pub async fn update(&self, ns: &str, name: &str, part: Part, body: &[u8], wopts: &WriteOptions) -> ApiResult<WriteOutcome> {
+    pub async fn update(
+        &self,
+        ns: &str,
+        name: &str,
+        part: Part,
+        body: &[u8],
+        wopts: &WriteOptions,
+    ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
         let mut obj = self.decode_object(body, wopts, &mut warnings)?;
         if obj.get("metadata").is_none() {

@@ -67,12 +67,7 @@ impl FieldError {
     }
 
     pub fn invalid(field: impl Into<String>, value: &Value, detail: impl Into<String>) -> Self {
-        Self {
-            kind: FieldErrorKind::Invalid,
-            field: field.into(),
-            value: Some(go_value(value)),
-            detail: detail.into(),
-        }
+        Self { kind: FieldErrorKind::Invalid, field: field.into(), value: Some(go_value(value)), detail: detail.into() }
     }
 
     pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
@@ -268,8 +263,7 @@ impl ApiError {
     /// A path that matches nothing served here: kube-apiserver answers a bare
     /// 404 Status with message "the server could not find the requested resource".
     pub fn path_not_found() -> Self {
-        Self::new(404, Reason::NotFound, "the server could not find the requested resource")
-            .with_details(json!({}))
+        Self::new(404, Reason::NotFound, "the server could not find the requested resource").with_details(json!({}))
     }
 
     pub fn not_found(t: Target<'_>) -> Self {
@@ -278,12 +272,8 @@ impl ApiError {
     }
 
     pub fn already_exists(t: Target<'_>) -> Self {
-        Self::new(
-            409,
-            Reason::AlreadyExists,
-            format!("{} \"{}\" already exists", t.qualified_resource(), t.name),
-        )
-        .with_details(t.details())
+        Self::new(409, Reason::AlreadyExists, format!("{} \"{}\" already exists", t.qualified_resource(), t.name))
+            .with_details(t.details())
     }
 
     /// 409 Conflict, e.g. a stale resourceVersion on update.
@@ -306,7 +296,7 @@ impl ApiError {
             Reason::MethodNotAllowed,
             format!("{verb} is not supported on resources of kind \"{}\"", t.qualified_resource()),
         )
-            .with_details(d)
+        .with_details(d)
     }
 
     /// 410 Expired, e.g. a compacted continue token or resourceVersion.

@@ -68,7 +68,8 @@ fn bookmark_line(registry: &Registry, output: Output, rv: u64, initial_end: bool
     if initial_end {
         metadata["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
     }
-    let line = json!({ "type": "BOOKMARK", "object": { "kind": kind, "apiVersion": api_version, "metadata": metadata } });
+    let line =
+        json!({ "type": "BOOKMARK", "object": { "kind": kind, "apiVersion": api_version, "metadata": metadata } });
     let mut out = serde_json::to_vec(&line).unwrap_or_default();
     out.push(b'\n');
     Bytes::from(out)

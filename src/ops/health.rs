@@ -75,7 +75,8 @@ impl Health {
             lines.push_str(&format!("excluded: {e} ok\n"));
         }
         if failed.is_empty() {
-            let body = if verbose || rest.is_some() { format!("{lines}{endpoint} check passed\n") } else { "ok".into() };
+            let body =
+                if verbose || rest.is_some() { format!("{lines}{endpoint} check passed\n") } else { "ok".into() };
             Some(text(StatusCode::OK, body))
         } else {
             Some(text(StatusCode::INTERNAL_SERVER_ERROR, format!("{lines}{endpoint} check failed\n")))

@@ -85,7 +85,9 @@ impl Metrics {
 
     pub fn observe(&self, verb: &str, resource: &str, code: u16, elapsed: Duration) {
         let resource = resource.to_string();
-        self.requests.get_or_create(&RequestLabels { verb: verb.into(), resource: resource.clone(), code: code.to_string() }).inc();
+        self.requests
+            .get_or_create(&RequestLabels { verb: verb.into(), resource: resource.clone(), code: code.to_string() })
+            .inc();
         self.latency.get_or_create(&LatencyLabels { verb: verb.into(), resource }).observe(elapsed.as_secs_f64());
     }
 

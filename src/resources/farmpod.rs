@@ -246,7 +246,12 @@ pub fn farmpod_of(pod: &Pod) -> Option<(ObjectKey, Value)> {
     let spec = pod.spec.as_ref();
     let status = pod.status.as_ref();
     let containers: Vec<Value> = spec
-        .map(|s| s.containers.iter().map(|c| json!({ "name": c.name, "image": c.image.clone().unwrap_or_default() })).collect())
+        .map(|s| {
+            s.containers
+                .iter()
+                .map(|c| json!({ "name": c.name, "image": c.image.clone().unwrap_or_default() }))
+                .collect()
+        })
         .unwrap_or_default();
     let statuses = status.and_then(|s| s.container_statuses.as_ref());
     let ready = statuses.map(|cs| cs.iter().filter(|c| c.ready).count()).unwrap_or(0);
@@ -262,7 +267,8 @@ pub fn farmpod_of(pod: &Pod) -> Option<(ObjectKey, Value)> {
     metadata.insert("name".into(), json!(name));
     metadata.insert("namespace".into(), json!(namespace));
     // A uid of our own (stable per Pod), so nothing mistakes the view for the Pod.
-    metadata.insert("uid".into(), json!(uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, pod_uid.as_bytes()).to_string()));
+    metadata
+        .insert("uid".into(), json!(uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, pod_uid.as_bytes()).to_string()));
     if let Some(t) = &pod.metadata.creation_timestamp {
         metadata.insert("creationTimestamp".into(), json!(t.0.to_string()));
     }
@@ -271,10 +277,8 @@ pub fn farmpod_of(pod: &Pod) -> Option<(ObjectKey, Value)> {
         metadata.insert("labels".into(), json!(labels));
     }
     metadata.insert("annotations".into(), json!({ POD_UID_ANNOTATION: pod_uid }));
-    metadata.insert(
-        "ownerReferences".into(),
-        json!([{ "apiVersion": "v1", "kind": "Pod", "name": name, "uid": pod_uid }]),
-    );
+    metadata
+        .insert("ownerReferences".into(), json!([{ "apiVersion": "v1", "kind": "Pod", "name": name, "uid": pod_uid }]));
 
     let mut spec_json = json!({
         "podName": name,
@@ -318,7 +322,8 @@ pub fn farmpod_of(pod: &Pod) -> Option<(ObjectKey, Value)> {
 /// keep the last state served; the watcher reconnects with backoff and
 /// re-lists when its resourceVersion is gone.
 pub fn spawn_pod_watch(client: Client, namespaces: Vec<String>, store: Arc<MemoryStore>, cache: Arc<PodCache>) {
-    let scopes: Vec<Option<String>> = if namespaces.is_empty() { vec![None] } else { namespaces.into_iter().map(Some).collect() };
+    let scopes: Vec<Option<String>> =
+        if namespaces.is_empty() { vec![None] } else { namespaces.into_iter().map(Some).collect() };
     let pending_syncs = Arc::new(std::sync::atomic::AtomicUsize::new(scopes.len()));
     for scope in scopes {
         let api: Api<Pod> = match &scope {
@@ -349,7 +354,11 @@ pub fn spawn_pod_watch(client: Client, namespaces: Vec<String>, store: Arc<Memor
                             if pending_syncs.fetch_sub(1, Ordering::AcqRel) == 1 {
                                 cache.synced.store(true, Ordering::Release);
                             }
-                            tracing::info!(pods = count, namespace = scope.as_deref().unwrap_or("*"), "pod cache synced");
+                            tracing::info!(
+                                pods = count,
+                                namespace = scope.as_deref().unwrap_or("*"),
+                                "pod cache synced"
+                            );
                         }
                         r
                     }

@@ -48,13 +48,7 @@ impl MemoryStore {
         let (events, _) = broadcast::channel(watcher_buffer.max(16));
         let (revision, _) = watch::channel(1);
         Self {
-            inner: RwLock::new(Inner {
-                rv: 1,
-                oldest: 1,
-                objects: BTreeMap::new(),
-                live: 0,
-                history: VecDeque::new(),
-            }),
+            inner: RwLock::new(Inner { rv: 1, oldest: 1, objects: BTreeMap::new(), live: 0, history: VecDeque::new() }),
             events,
             revision,
             indexer,
@@ -395,7 +389,8 @@ mod tests {
         assert_eq!(p1.remaining, Some(2));
         s.create(&key("bb"), obj("bb", 1)).await.unwrap();
         let after = p1.next_start_after.clone().unwrap();
-        let p2 = s.list(ListRequest { at: Some(p1.rv), start_after: Some(&after), limit: Some(2), ..all() }).await.unwrap();
+        let p2 =
+            s.list(ListRequest { at: Some(p1.rv), start_after: Some(&after), limit: Some(2), ..all() }).await.unwrap();
         let names: Vec<_> = p2.items.iter().map(|o| o.key.name.clone()).collect();
         assert_eq!(names, ["c", "d"]);
         assert!(p2.next_start_after.is_none());

@@ -18,6 +18,18 @@ pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// How to start a server beyond the defaults.
+#[derive(Default, Clone)]
+pub struct Options {
+    pub args: Vec<String>,
+    /// The cluster FarmPods read; None: no cluster at all.
+    pub kubeconfig: Option<PathBuf>,
+    /// Where development certificates live (default: a fresh directory).
+    pub cert_dir: Option<PathBuf>,
+    /// The CA that signs the serving certificate (default: cert_dir/ca.crt).
+    pub ca_file: Option<PathBuf>,
+}
+
 pub struct Server {
     child: Child,
     pub port: u16,
@@ -36,19 +48,28 @@ impl Server {
     /// Starts the server with extra flags, without a cluster (FarmPods answer
     /// 503), and waits until /readyz answers ok.
     pub async fn start(extra: &[&str]) -> Server {
-        Self::start_with_cluster(extra, None).await
+        Self::start_with(Options { args: extra.iter().map(|a| a.to_string()).collect(), ..Default::default() }).await
     }
 
     /// Starts the server reading Pods through `kubeconfig` (None: no cluster).
     pub async fn start_with_cluster(extra: &[&str], kubeconfig: Option<&Path>) -> Server {
+        Self::start_with(Options {
+            args: extra.iter().map(|a| a.to_string()).collect(),
+            kubeconfig: kubeconfig.map(Path::to_path_buf),
+            ..Default::default()
+        })
+        .await
+    }
+
+    pub async fn start_with(opts: Options) -> Server {
         install_crypto();
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
-        let cert_dir = dir.path().join("certs");
+        let cert_dir = opts.cert_dir.clone().unwrap_or_else(|| dir.path().join("certs"));
         let log_file = dir.path().join("server.log");
         let log = std::fs::File::create(&log_file).expect("log file");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_farm-apiserver"));
-        match kubeconfig {
+        match &opts.kubeconfig {
             Some(kc) => cmd.arg("--kubeconfig").arg(kc),
             // No kubeconfig anywhere and not in a cluster: FarmPods are disabled.
             None => cmd.env("KUBECONFIG", dir.path().join("no-cluster")).env_remove("KUBERNETES_SERVICE_HOST"),
@@ -60,12 +81,13 @@ impl Server {
             .arg(&cert_dir)
             .arg("--log")
             .arg("info,farm_apiserver=debug")
-            .args(extra)
+            .args(&opts.args)
+            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .expect("start farm-apiserver");
-        let ca_file = cert_dir.join("ca.crt");
+        let ca_file = opts.ca_file.clone().unwrap_or_else(|| cert_dir.join("ca.crt"));
         let base = format!("https://127.0.0.1:{port}");
         let mut server = Server { child, port, base, dir, ca_file, client: reqwest::Client::new(), log_file };
         server.wait_ready().await;
@@ -111,7 +133,7 @@ impl Server {
     pub fn kubeconfig(&self) -> PathBuf {
         let path = self.dir.path().join("kubeconfig");
         let cfg = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: farm\n  cluster:\n    server: {}\n    certificate-authority: {}\ncontexts:\n- name: farm\n  context:\n    cluster: farm\n    user: dev\n    namespace: default\ncurrent-context: farm\nusers:\n- name: dev\n  user: {{}}\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: farm\n  cluster:\n    server: {}\n    certificate-authority: {}\ncontexts:\n- name: farm\n  context:\n    cluster: farm\n    user: dev\n    namespace: default\ncurrent-context: farm\nusers:\n- name: dev\n  user:\n    token: local-development\n",
             self.base,
             self.ca_file.display()
         );
@@ -119,8 +141,9 @@ impl Server {
         path
     }
 
-    /// Sends SIGTERM and waits for the process to end.
-    pub fn terminate(&mut self) -> std::process::ExitStatus {
+    /// Sends SIGTERM and waits for the process to end (async, so the test's
+    /// own connections keep being served while the server drains them).
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
         let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -128,7 +151,7 @@ impl Server {
                 return s;
             }
             assert!(Instant::now() < deadline, "farm-apiserver did not stop on SIGTERM");
-            std::thread::sleep(Duration::from_millis(50));
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -181,7 +204,11 @@ pub fn kubectl_stdin(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (
         pipe.write_all(input.as_bytes()).expect("kubectl stdin");
     }
     let out = child.wait_with_output().expect("kubectl output");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 pub fn kubectl_bin() -> String {

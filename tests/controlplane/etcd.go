@@ -4,15 +4,19 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // etcdServer is an embedded single-member etcd on 127.0.0.1, plain HTTP.
 type etcdServer struct {
 	e        *embed.Etcd
 	endpoint string
+	logLevel zap.AtomicLevel
 }
 
 func startEtcd(ctx context.Context, dataDir string, clientPort, peerPort int, verbose bool) (*etcdServer, error) {
@@ -29,12 +33,21 @@ func startEtcd(ctx context.Context, dataDir string, clientPort, peerPort int, ve
 	cfg.ListenMetricsUrls = nil
 	// The data is thrown away at exit: no need to survive a power failure.
 	cfg.UnsafeNoFsync = true
+	// etcd logs (zap, JSON) to stderr: errors only, or warnings too with
+	// --verbose. The level is raised while stopping: closing the listeners
+	// logs errors.
+	logLevel := zap.NewAtomicLevelAt(zapcore.ErrorLevel)
+	if verbose {
+		logLevel.SetLevel(zapcore.WarnLevel)
+	}
+	encoderConfig := zap.NewProductionEncoderConfig()
+	encoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(encoderConfig), zapcore.Lock(zapcore.AddSync(os.Stderr)), logLevel),
+		zap.AddCaller()).Named("etcd")
 	cfg.Logger = "zap"
 	cfg.LogOutputs = []string{"stderr"}
-	cfg.LogLevel = "error"
-	if verbose {
-		cfg.LogLevel = "warn"
-	}
+	cfg.LogLevel = logLevel.Level().String()
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logger)
 
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
@@ -46,10 +59,11 @@ func startEtcd(ctx context.Context, dataDir string, clientPort, peerPort int, ve
 		e.Close()
 		return nil, fmt.Errorf("etcd failed while starting: %w", err)
 	case <-ctx.Done():
+		logLevel.SetLevel(zapcore.FatalLevel)
 		e.Close()
 		return nil, context.Cause(ctx)
 	}
-	return &etcdServer{e: e, endpoint: clientURL.String()}, nil
+	return &etcdServer{e: e, endpoint: clientURL.String(), logLevel: logLevel}, nil
 }
 
 // Err reports errors of the running server.
@@ -57,6 +71,7 @@ func (s *etcdServer) Err() <-chan error { return s.e.Err() }
 
 // close stops etcd, waiting at most d.
 func (s *etcdServer) close(d time.Duration) {
+	s.logLevel.SetLevel(zapcore.FatalLevel)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

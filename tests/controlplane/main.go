@@ -192,6 +192,9 @@ func run() int {
 	defer stop(nil)
 	sigCh := make(chan os.Signal, 2)
 	signal.Notify(sigCh, syscall.SIGTERM, syscall.SIGINT)
+	// If the parent dies and closes our stdout/stderr pipes, keep going until
+	// stdin reports EOF and clean up, rather than being killed by SIGPIPE.
+	signal.Ignore(syscall.SIGPIPE)
 	go func() {
 		sig := <-sigCh
 		stop(fmt.Errorf("%w: got %v", errRequested, sig))
@@ -226,7 +229,7 @@ func run() int {
 	}
 
 	// Make sure we exit even if some component hangs while stopping.
-	watchdog := time.AfterFunc(20*time.Second, func() {
+	watchdog := time.AfterFunc(15*time.Second, func() {
 		logf("shutdown takes too long, exiting")
 		cp.cleanup()
 		os.Exit(1)
@@ -235,6 +238,7 @@ func run() int {
 	cp.cleanup()
 	watchdog.Stop()
 	klog.Flush()
+	logf("stopped")
 	if requested {
 		return 0
 	}
@@ -243,8 +247,9 @@ func run() int {
 
 var errRequested = errors.New("stop requested")
 
-// setupLogging sends klog output to stderr: everything at --verbose, else
-// warnings and errors only.
+// setupLogging sends klog output to stderr: everything up to the verbosity
+// with --verbose or --v, else errors only (kube-apiserver warns a lot while
+// starting, e.g. for each API version without resources).
 func setupLogging(verbose bool, verbosity int) error {
 	kfs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(kfs)
@@ -252,11 +257,11 @@ func setupLogging(verbose bool, verbosity int) error {
 	if verbose {
 		set["logtostderr"] = "true"
 	} else {
-		// Info goes to the (discarded) output set below; warnings and errors
-		// to stderr.
+		// Info and warnings go to the (discarded) output set below, errors
+		// to stderr too.
 		set["logtostderr"] = "false"
 		set["alsologtostderr"] = "false"
-		set["stderrthreshold"] = "WARNING"
+		set["stderrthreshold"] = "ERROR"
 	}
 	for k, v := range set {
 		if err := kfs.Set(k, v); err != nil {

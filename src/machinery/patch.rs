@@ -36,7 +36,20 @@ impl Patch {
     pub fn apply(&self, mut doc: Value) -> Result<Value, ApiError> {
         match self {
             Patch::Json(p) => {
-                json_patch::patch(&mut doc, p).map_err(|e| ApiError::new(422, Reason::Invalid, e.to_string()))?;
+                // Applied one operation at a time so that `test` follows
+                // kube-apiserver (evanphx/json-patch): testing a missing path
+                // against null succeeds. Clients rely on it, e.g. kube-rs adds
+                // its first finalizer with `test /metadata/finalizers == null`.
+                // A failure discards the whole document, so the patch stays atomic.
+                for op in &p.0 {
+                    if let json_patch::PatchOperation::Test(t) = op {
+                        if t.value.is_null() && doc.pointer(t.path.as_str()).is_none_or(Value::is_null) {
+                            continue;
+                        }
+                    }
+                    json_patch::patch(&mut doc, std::slice::from_ref(op))
+                        .map_err(|e| ApiError::new(422, Reason::Invalid, e.to_string()))?;
+                }
             }
             Patch::Merge { patch, .. } => json_patch::merge(&mut doc, patch),
         }
@@ -68,5 +81,36 @@ impl Patch {
                 patch.pointer("/metadata/resourceVersion").is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty()))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn json_patch(ops: Value) -> Patch {
+        Patch::parse(Some(BodyType::JsonPatch), ops.to_string().as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn test_of_a_missing_path_against_null_passes_like_kube() {
+        let p = json_patch(json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["a/b"]}
+        ]));
+        let out = p.apply(json!({"metadata": {"name": "x"}})).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["a/b"]));
+        // Present and not null: the test fails, nothing is applied.
+        let err = p.apply(json!({"metadata": {"finalizers": ["c/d"]}})).unwrap_err();
+        assert_eq!(err.code, 422);
+        let failing = json_patch(json!([{"op": "test", "path": "/spec/x", "value": 1}]));
+        assert!(failing.apply(json!({"spec": {}})).is_err());
+    }
+
+    #[test]
+    fn strategic_merge_is_refused() {
+        let e = Patch::parse(Some(BodyType::StrategicMergePatch), b"{}").err().unwrap();
+        assert_eq!(e.code, 415);
     }
 }

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -28,10 +30,15 @@ pub struct Options {
     pub cert_dir: Option<PathBuf>,
     /// The CA that signs the serving certificate (default: cert_dir/ca.crt).
     pub ca_file: Option<PathBuf>,
+    /// Stop the server when this test process ends, however it ends (for
+    /// servers kept in statics, which are never dropped).
+    pub tie_to_test_process: bool,
 }
 
 pub struct Server {
     child: Child,
+    /// Held open while `tie_to_test_process`: its end stops the server.
+    _stdin: Option<std::process::ChildStdin>,
     pub port: u16,
     pub base: String,
     pub dir: tempfile::TempDir,
@@ -68,7 +75,17 @@ impl Server {
         let cert_dir = opts.cert_dir.clone().unwrap_or_else(|| dir.path().join("certs"));
         let log_file = dir.path().join("server.log");
         let log = std::fs::File::create(&log_file).expect("log file");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_farm-apiserver"));
+        let mut cmd = if opts.tie_to_test_process {
+            // A watcher subshell kills the server when our end of its stdin closes.
+            let mut c = Command::new("sh");
+            c.arg("-c")
+                .arg(r#"exec 3<&0; "$@" </dev/null & child=$!; (cat <&3 >/dev/null; kill $child) & wait $child"#)
+                .arg("sh")
+                .arg(env!("CARGO_BIN_EXE_farm-apiserver"));
+            c
+        } else {
+            Command::new(env!("CARGO_BIN_EXE_farm-apiserver"))
+        };
         match &opts.kubeconfig {
             Some(kc) => cmd.arg("--kubeconfig").arg(kc),
             // No kubeconfig anywhere and not in a cluster: FarmPods are disabled.
@@ -82,14 +99,17 @@ impl Server {
             .arg("--log")
             .arg("info,farm_apiserver=debug")
             .args(&opts.args)
-            .stdin(Stdio::null())
+            .stdin(if opts.tie_to_test_process { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .expect("start farm-apiserver");
+        let mut child = child;
+        let stdin = child.stdin.take();
         let ca_file = opts.ca_file.clone().unwrap_or_else(|| cert_dir.join("ca.crt"));
         let base = format!("https://127.0.0.1:{port}");
-        let mut server = Server { child, port, base, dir, ca_file, client: reqwest::Client::new(), log_file };
+        let mut server =
+            Server { child, _stdin: stdin, port, base, dir, ca_file, client: reqwest::Client::new(), log_file };
         server.wait_ready().await;
         server
     }
@@ -189,9 +209,15 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
     kubectl_stdin(kubeconfig, args, None)
 }
 
+/// kubectl's discovery cache, one per kubeconfig, so no test reads another's.
+fn kubectl_cache(kubeconfig: &Path) -> PathBuf {
+    kubeconfig.with_extension("kubectl-cache")
+}
+
 pub fn kubectl_stdin(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
     use std::io::Write;
     let mut child = Command::new(kubectl_bin())
+        .env("KUBECACHEDIR", kubectl_cache(kubeconfig))
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(args)
@@ -224,6 +250,7 @@ pub struct KubectlStream {
 impl KubectlStream {
     pub fn start(kubeconfig: &Path, args: &[&str]) -> Self {
         let mut child = Command::new(kubectl_bin())
+            .env("KUBECACHEDIR", kubectl_cache(kubeconfig))
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .args(args)

@@ -1,0 +1,269 @@
+//! End-to-end fixture: a real control plane (tests/controlplane: embedded etcd,
+//! kube-apiserver with the aggregator, kube-controller-manager) started once
+//! per test binary, and farm-apiserver registered behind it through an
+//! ExternalName Service and an APIService carrying a real caBundle.
+//!
+//! Nothing here skips: if the control plane cannot be built or started, the
+//! test fails with the reason.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use serde_json::Value;
+
+use super::{kubectl, kubectl_stdin, Options, Server};
+
+/// The running control plane of this test binary.
+pub struct ControlPlane {
+    _child: Mutex<Child>,
+    /// Held open: the control plane stops when its stdin closes, so it dies
+    /// with the test process whatever way that ends.
+    _stdin: Mutex<ChildStdin>,
+    pub info: Value,
+    pub kubeconfig: PathBuf,
+    pub user_kubeconfig: PathBuf,
+    pub server: String,
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Builds tests/controlplane (a no-op when up to date); panics with the build's
+/// output when it fails.
+fn build_controlplane() -> PathBuf {
+    let script = repo_root().join("tests/controlplane/build.sh");
+    let started = Instant::now();
+    let out = Command::new("bash").arg(&script).output().expect("run tests/controlplane/build.sh");
+    assert!(
+        out.status.success(),
+        "building the control plane failed ({:?}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if started.elapsed() > Duration::from_secs(5) {
+        eprintln!("built the control plane in {:?}", started.elapsed());
+    }
+    repo_root().join("target/controlplane/controlplane")
+}
+
+fn start_controlplane() -> ControlPlane {
+    let bin = build_controlplane();
+    let dir = tempfile::Builder::new().prefix("farm-cp-").tempdir().expect("tempdir").keep();
+    let log = std::fs::File::create(dir.join("controlplane.log")).expect("log file");
+    let mut child = Command::new(&bin)
+        .arg("--dir")
+        .arg(dir.join("cp"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+    let stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(json) = line.strip_prefix("READY ") {
+                let _ = tx.send(json.to_string());
+            }
+        }
+    });
+    let ready = rx.recv_timeout(Duration::from_secs(180)).unwrap_or_else(|_| {
+        let log = std::fs::read_to_string(dir.join("controlplane.log")).unwrap_or_default();
+        panic!("the control plane did not become ready:\n{log}")
+    });
+    let info: Value = serde_json::from_str(&ready).expect("READY json");
+    let path = |k: &str| PathBuf::from(info[k].as_str().unwrap_or_else(|| panic!("{k} in {info}")));
+    ControlPlane {
+        kubeconfig: path("kubeconfig"),
+        user_kubeconfig: path("userKubeconfig"),
+        server: info["server"].as_str().expect("server").to_string(),
+        info,
+        _child: Mutex::new(child),
+        _stdin: Mutex::new(stdin),
+    }
+}
+
+/// The control plane shared by every test of this binary.
+pub fn controlplane() -> &'static ControlPlane {
+    static CP: OnceLock<ControlPlane> = OnceLock::new();
+    CP.get_or_init(start_controlplane)
+}
+
+impl ControlPlane {
+    pub fn kubectl(&self, args: &[&str]) -> (bool, String, String) {
+        kubectl(&self.kubeconfig, args)
+    }
+
+    pub fn apply(&self, yaml: &str) {
+        let out = kubectl_stdin(&self.kubeconfig, &["apply", "-f", "-"], Some(yaml));
+        assert!(out.0, "kubectl apply failed: {out:?}\n{yaml}");
+    }
+
+    pub async fn client(&self) -> kube::Client {
+        client_for(&self.kubeconfig).await
+    }
+}
+
+pub async fn client_for(kubeconfig: &Path) -> kube::Client {
+    super::install_crypto();
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
+    let cfg =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.expect("config");
+    kube::Client::try_from(cfg).expect("client")
+}
+
+pub const APISERVICE: &str = "v1alpha.farm.example.com";
+
+/// The Service and APIService that put farm-apiserver behind the aggregator.
+/// The Service is ExternalName=localhost because Endpoints may not hold
+/// loopback addresses; the aggregator dials `<service>.<namespace>.svc`, so
+/// the serving certificate must carry that name.
+pub fn registration_yaml(port: u16, ca_bundle_b64: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Namespace
+metadata:
+  name: farm-system
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: farm-apiserver
+  namespace: farm-system
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports:
+  - port: {port}
+    targetPort: {port}
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: {APISERVICE}
+spec:
+  group: farm.example.com
+  version: v1alpha
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+  caBundle: {ca_bundle_b64}
+  service:
+    name: farm-apiserver
+    namespace: farm-system
+    port: {port}
+"
+    )
+}
+
+/// The APIService's Available condition: (status, reason, message).
+pub fn apiservice_available(cp: &ControlPlane) -> (String, String, String) {
+    let out = cp.kubectl(&["get", "apiservice", APISERVICE, "-o", "json"]);
+    if !out.0 {
+        return ("Missing".into(), String::new(), out.2);
+    }
+    let v: Value = serde_json::from_str(&out.1).unwrap_or_default();
+    let cond = v["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Available").cloned())
+        .unwrap_or_default();
+    let s = |k: &str| cond[k].as_str().unwrap_or("").to_string();
+    (s("status"), s("reason"), s("message"))
+}
+
+/// Waits until the APIService reports Available=True, or panics with the last condition.
+pub async fn wait_available(cp: &ControlPlane, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let cond = apiservice_available(cp);
+        if cond.0 == "True" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "APIService {APISERVICE} not Available within {timeout:?}: {cond:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A request proxied by the aggregator to farm-apiserver: Ok(body) or the error
+/// kubectl printed. (The APIService's Available condition alone proves little:
+/// the aggregator's availability probe skips TLS verification.)
+pub async fn proxied_discovery(cp: &ControlPlane) -> Result<String, String> {
+    let req = http::Request::get("/apis/farm.example.com/v1alpha").body(Vec::new()).map_err(|e| e.to_string())?;
+    // Without kube-rs's default retries of 5xx answers: the failure is the answer.
+    let kc = kube::config::Kubeconfig::read_from(&cp.kubeconfig).map_err(|e| e.to_string())?;
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    cfg.default_retry = false;
+    let client = kube::Client::try_from(cfg).map_err(|e| e.to_string())?;
+    match client.request_text(req).await {
+        Ok(body) => Ok(body),
+        Err(kube::Error::Api(status)) => Err(format!("{} {}: {}", status.code, status.reason, status.message)),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Waits until the aggregator proxies to farm-apiserver over verified TLS.
+pub async fn wait_served(cp: &ControlPlane, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match proxied_discovery(cp).await {
+            Ok(body) if body.contains("APIResourceList") => return,
+            other => {
+                assert!(Instant::now() < deadline, "farm.example.com not served through kube-apiserver: {other:?}")
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// farm-apiserver reading Pods from the control plane, registered behind it.
+pub struct Registered {
+    pub server: Server,
+    pub cp: &'static ControlPlane,
+}
+
+/// Starts farm-apiserver against the control plane and registers it.
+pub async fn register(extra: &[&str]) -> Registered {
+    let cp = controlplane();
+    let server = Server::start_with(Options {
+        args: extra.iter().map(|a| a.to_string()).collect(),
+        kubeconfig: Some(cp.kubeconfig.clone()),
+        tie_to_test_process: true,
+        ..Default::default()
+    })
+    .await;
+    let ca = std::fs::read(&server.ca_file).expect("ca.crt");
+    cp.apply(&registration_yaml(server.port, &base64::engine::general_purpose::STANDARD.encode(ca)));
+    wait_available(cp, Duration::from_secs(60)).await;
+    wait_served(cp, Duration::from_secs(60)).await;
+    Registered { server, cp }
+}
+
+/// The farm-apiserver registered for this whole test binary.
+pub async fn shared() -> &'static Registered {
+    static REG: tokio::sync::OnceCell<Registered> = tokio::sync::OnceCell::const_new();
+    REG.get_or_init(|| register(&[])).await
+}
+
+/// A namespace of its own for one test.
+pub fn namespace(cp: &ControlPlane, name: &str) -> String {
+    let out = cp.kubectl(&["create", "namespace", name]);
+    assert!(out.0 || out.2.contains("AlreadyExists"), "{out:?}");
+    name.to_string()
+}
+
+/// Polls `f` until it returns true.
+pub async fn eventually(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

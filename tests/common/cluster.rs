@@ -121,45 +121,12 @@ pub async fn client_for(kubeconfig: &Path) -> kube::Client {
 
 pub const APISERVICE: &str = "v1alpha.farm.example.com";
 
-/// The Service and APIService that put farm-apiserver behind the aggregator.
-/// The Service is ExternalName=localhost because Endpoints may not hold
-/// loopback addresses; the aggregator dials `<service>.<namespace>.svc`, so
-/// the serving certificate must carry that name.
+/// The Service and APIService that put farm-apiserver behind the aggregator
+/// (the template scripts/playground uses too).
 pub fn registration_yaml(port: u16, ca_bundle_b64: &str) -> String {
-    format!(
-        "apiVersion: v1
-kind: Namespace
-metadata:
-  name: farm-system
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: farm-apiserver
-  namespace: farm-system
-spec:
-  type: ExternalName
-  externalName: localhost
-  ports:
-  - port: {port}
-    targetPort: {port}
----
-apiVersion: apiregistration.k8s.io/v1
-kind: APIService
-metadata:
-  name: {APISERVICE}
-spec:
-  group: farm.example.com
-  version: v1alpha
-  groupPriorityMinimum: 1000
-  versionPriority: 15
-  caBundle: {ca_bundle_b64}
-  service:
-    name: farm-apiserver
-    namespace: farm-system
-    port: {port}
-"
-    )
+    let template = std::fs::read_to_string(repo_root().join("tests/controlplane/register-local.yaml"))
+        .expect("tests/controlplane/register-local.yaml");
+    template.replace("${PORT}", &port.to_string()).replace("${CA_BUNDLE}", ca_bundle_b64)
 }
 
 /// The APIService's Available condition: (status, reason, message).

@@ -7,40 +7,26 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::response::Response;
-use bytes::Bytes;
-use http::{header, HeaderMap, HeaderValue, StatusCode};
+use http::{header, HeaderMap};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use super::registry::Registry;
+use super::static_doc::StaticDoc;
 
 const AGGREGATED_V2: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 const AGGREGATED_V2BETA1: &str = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
 
-struct Doc {
-    body: Bytes,
-    etag: String,
-}
-
-impl Doc {
-    fn new(v: &Value) -> Self {
-        let body = Bytes::from(serde_json::to_vec(v).unwrap_or_default());
-        let etag = format!("\"{:X}\"", Sha256::digest(&body));
-        Self { body, etag }
-    }
-}
-
 pub struct Discovery {
-    group_list: Doc,
-    aggregated_v2: Doc,
-    aggregated_v2beta1: Doc,
-    empty_aggregated_v2: Doc,
-    empty_aggregated_v2beta1: Doc,
-    api_versions: Doc,
-    groups: BTreeMap<String, Doc>,
-    versions: BTreeMap<(String, String), Doc>,
+    group_list: StaticDoc,
+    aggregated_v2: StaticDoc,
+    aggregated_v2beta1: StaticDoc,
+    empty_aggregated_v2: StaticDoc,
+    empty_aggregated_v2beta1: StaticDoc,
+    api_versions: StaticDoc,
+    groups: BTreeMap<String, StaticDoc>,
+    versions: BTreeMap<(String, String), StaticDoc>,
 }
 
 fn group_version_entry(group: &str, version: &str) -> Value {
@@ -67,7 +53,7 @@ impl Discovery {
             let mut api_group = group_json;
             api_group["kind"] = json!("APIGroup");
             api_group["apiVersion"] = json!("v1");
-            groups.insert(group.to_string(), Doc::new(&api_group));
+            groups.insert(group.to_string(), StaticDoc::new(&api_group));
             let mut agg_versions = Vec::new();
             for (version, regs) in vs {
                 let resources: Vec<Value> = regs.iter().flat_map(|r| resource_list_entries(r)).collect();
@@ -77,7 +63,7 @@ impl Discovery {
                     "groupVersion": format!("{group}/{version}"),
                     "resources": resources,
                 });
-                versions.insert((group.to_string(), version.to_string()), Doc::new(&list));
+                versions.insert((group.to_string(), version.to_string()), StaticDoc::new(&list));
                 let agg_resources: Vec<Value> = regs.iter().map(|r| aggregated_resource(r)).collect();
                 agg_versions.push(json!({ "version": version, "resources": agg_resources, "freshness": "Current" }));
             }
@@ -85,15 +71,19 @@ impl Discovery {
                 .push(json!({ "metadata": { "name": group, "creationTimestamp": null }, "versions": agg_versions }));
         }
         let aggregated = |api: &str, items: &[Value]| {
-            Doc::new(&json!({ "kind": "APIGroupDiscoveryList", "apiVersion": api, "metadata": {}, "items": items }))
+            StaticDoc::new(
+                &json!({ "kind": "APIGroupDiscoveryList", "apiVersion": api, "metadata": {}, "items": items }),
+            )
         };
         Self {
-            group_list: Doc::new(&json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups_json })),
+            group_list: StaticDoc::new(&json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups_json })),
             aggregated_v2: aggregated("apidiscovery.k8s.io/v2", &aggregated_items),
             aggregated_v2beta1: aggregated("apidiscovery.k8s.io/v2beta1", &aggregated_items),
             empty_aggregated_v2: aggregated("apidiscovery.k8s.io/v2", &[]),
             empty_aggregated_v2beta1: aggregated("apidiscovery.k8s.io/v2beta1", &[]),
-            api_versions: Doc::new(&json!({ "kind": "APIVersions", "versions": [], "serverAddressByClientCIDRs": [] })),
+            api_versions: StaticDoc::new(
+                &json!({ "kind": "APIVersions", "versions": [], "serverAddressByClientCIDRs": [] }),
+            ),
             groups,
             versions,
         }
@@ -150,24 +140,8 @@ fn aggregated_version(accept: &str) -> Option<u8> {
     None
 }
 
-fn doc_response(doc: &Doc, content_type: &'static str, headers: &HeaderMap) -> Response {
-    let not_modified = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == doc.etag));
-    let mut resp =
-        if not_modified { Response::new(Body::empty()) } else { Response::new(Body::from(doc.body.clone())) };
-    if not_modified {
-        *resp.status_mut() = StatusCode::NOT_MODIFIED;
-    }
-    let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    h.insert(header::VARY, HeaderValue::from_static("Accept"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("public"));
-    if let Ok(etag) = HeaderValue::from_str(&doc.etag) {
-        h.insert(header::ETAG, etag);
-    }
-    resp
+fn doc_response(doc: &StaticDoc, content_type: &'static str, headers: &HeaderMap) -> Response {
+    doc.respond(content_type, "public", headers)
 }
 
 fn verbs(r: &Registry) -> Vec<&'static str> {

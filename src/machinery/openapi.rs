@@ -8,15 +8,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::response::Response;
-use bytes::Bytes;
-use http::{header, HeaderMap, HeaderValue, StatusCode};
+use http::HeaderMap;
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 
 use super::registry::Registry;
 use super::resource::{Names, Verb};
+use super::static_doc::StaticDoc;
 
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";
 
@@ -448,23 +446,10 @@ fn schemas(regs: &[&Arc<Registry>], v3: bool) -> Map<String, Value> {
     out
 }
 
-struct Doc {
-    body: Bytes,
-    hash: String,
-}
-
-impl Doc {
-    fn new(v: &Value) -> Self {
-        let body = Bytes::from(serde_json::to_vec(v).unwrap_or_default());
-        let hash = format!("{:X}", Sha256::digest(&body));
-        Self { body, hash }
-    }
-}
-
 pub struct OpenApi {
-    v2: Doc,
-    v3_index: Doc,
-    v3: BTreeMap<String, Doc>,
+    v2: StaticDoc,
+    v3_index: StaticDoc,
+    v3: BTreeMap<String, StaticDoc>,
 }
 
 impl OpenApi {
@@ -486,11 +471,11 @@ impl OpenApi {
                 "paths": paths,
                 "components": { "schemas": schemas(regs, true) },
             });
-            v3.insert(gv.clone(), Doc::new(&doc));
+            v3.insert(gv.clone(), StaticDoc::new(&doc));
         }
         let index_paths: Map<String, Value> = v3
             .iter()
-            .map(|(gv, d)| (gv.clone(), json!({ "serverRelativeURL": format!("/openapi/v3/{gv}?hash={}", d.hash) })))
+            .map(|(gv, d)| (gv.clone(), json!({ "serverRelativeURL": format!("/openapi/v3/{gv}?hash={}", d.hash()) })))
             .collect();
         let all: Vec<&Arc<Registry>> = registries.iter().collect();
         let mut v2_paths = Map::new();
@@ -503,7 +488,7 @@ impl OpenApi {
             "paths": v2_paths,
             "definitions": schemas(&all, false),
         });
-        Self { v2: Doc::new(&v2), v3_index: Doc::new(&json!({ "paths": index_paths })), v3 }
+        Self { v2: StaticDoc::new(&v2), v3_index: StaticDoc::new(&json!({ "paths": index_paths })), v3 }
     }
 
     /// Answers an OpenAPI path, or None when the path is not one.
@@ -514,21 +499,6 @@ impl OpenApi {
             "/openapi/v3" => &self.v3_index,
             p => self.v3.get(p.strip_prefix("/openapi/v3/")?)?,
         };
-        let etag = format!("\"{}\"", doc.hash);
-        let not_modified = headers
-            .get(header::IF_NONE_MATCH)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.split(',').any(|t| t.trim() == etag));
-        let mut resp = Response::new(if not_modified { Body::empty() } else { Body::from(doc.body.clone()) });
-        if not_modified {
-            *resp.status_mut() = StatusCode::NOT_MODIFIED;
-        }
-        let h = resp.headers_mut();
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        if let Ok(v) = HeaderValue::from_str(&etag) {
-            h.insert(header::ETAG, v);
-        }
-        h.insert(header::VARY, HeaderValue::from_static("Accept"));
-        Some(resp)
+        Some(doc.respond("application/json", "no-cache, private", headers))
     }
 }

@@ -28,6 +28,7 @@ use std::fmt::{self, Write as _};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
+pub use crate::machinery::gofmt::{go_float, go_quote};
 use crate::machinery::selector::{
     validate_dns1123_label, validate_dns1123_subdomain, validate_label_value, validate_qualified_name,
 };
@@ -2121,7 +2122,7 @@ fn validate_managed_fields(entries: &[Value], errs: &mut Vec<FieldError>) {
             ));
         }
         for (pos, c) in manager.char_indices() {
-            if !go_is_print(c) {
+            if !crate::machinery::gofmt::is_go_printable(c) {
                 errs.push(invalid(
                     format!("{path}.manager"),
                     go_quote(manager),
@@ -2311,103 +2312,6 @@ pub fn prepare_meta_for_update(new_meta: &mut Value, old_meta: &Value) {
 // ---------------------------------------------------------------------------
 // Go formatting
 // ---------------------------------------------------------------------------
-
-/// Go's `strconv.Quote` (what `%q` prints).
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if go_is_print(c) => out.push(c),
-            c if u32::from(c) < 0x80 => {
-                let _ = write!(out, "\\x{:02x}", u32::from(c));
-            }
-            c if u32::from(c) < 0x10000 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => {
-                let _ = write!(out, "\\U{:08x}", u32::from(c));
-            }
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// An approximation of Go's `strconv.IsPrint`: letters, marks, numbers,
-/// punctuation, symbols and the ASCII space.
-fn go_is_print(c: char) -> bool {
-    let u = u32::from(c);
-    if u < 0x80 {
-        return (0x20..0x7f).contains(&u);
-    }
-    if c.is_control() {
-        return false;
-    }
-    !matches!(u,
-        0xA0 | 0xAD | 0x600..=0x605 | 0x61C | 0x6DD | 0x70F | 0x1680 | 0x180E
-        | 0x2000..=0x200F | 0x2028..=0x202F | 0x205F..=0x206F | 0x3000 | 0xD800..=0xDFFF
-        | 0xE000..=0xF8FF | 0xFEFF | 0xFFF9..=0xFFFB | 0xFFFE | 0xFFFF
-        | 0xE0001 | 0xE0020..=0xE007F | 0xF0000..)
-}
-
-/// Go's `%v` for a float64: `strconv.FormatFloat(f, 'g', -1, 64)`, the
-/// shortest digits that round-trip, in exponent form when the exponent is
-/// below -4 or at least 6 (`0.5`, `1e-05`, `123456`, `1e+06`, `1.5e+21`).
-pub fn go_float(f: f64) -> String {
-    if f.is_nan() {
-        return "NaN".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "+Inf".into() } else { "-Inf".into() };
-    }
-    if f == 0.0 {
-        return if f.is_sign_negative() { "-0".into() } else { "0".into() };
-    }
-    let sci = format!("{:e}", f.abs());
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    if digits.is_empty() {
-        return sci;
-    }
-    let mut out = String::new();
-    if f < 0.0 {
-        out.push('-');
-    }
-    if !(-4..6).contains(&exp) {
-        out.push_str(&digits[..1]);
-        if digits.len() > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        let _ = write!(out, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
-    } else if exp >= 0 {
-        let int_len = exp as usize + 1;
-        if digits.len() <= int_len {
-            out.push_str(&digits);
-            out.extend(std::iter::repeat_n('0', int_len - digits.len()));
-        } else {
-            out.push_str(&digits[..int_len]);
-            out.push('.');
-            out.push_str(&digits[int_len..]);
-        }
-    } else {
-        out.push_str("0.");
-        out.extend(std::iter::repeat_n('0', (-exp - 1) as usize));
-        out.push_str(&digits);
-    }
-    out
-}
 
 /// A JSON value the way Go's `field.Error` shows a decoded value: strings
 /// quoted (`%q`), numbers with `%v`, null as `null`, objects and arrays as JSON.

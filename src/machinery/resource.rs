@@ -116,6 +116,15 @@ pub trait Kind: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Resources, as (API group, resource), that a caller must also be allowed
+    /// to read, with the same verb and namespace, for a read of this kind: a
+    /// view of other objects must not become a way around their RBAC (the
+    /// server reads them with its own credentials). For delegated authorization
+    /// to check alongside the kind itself (declared now, enforced by it).
+    fn also_requires(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
+
     /// Why the kind cannot be served right now (answered with 503), e.g. a
     /// cache that has not synced or a missing upstream.
     fn unavailable(&self) -> Option<String> {

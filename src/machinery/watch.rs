@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use chrono::Utc;
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -18,7 +18,7 @@ use super::encode::{self, IncludeObject, ListMeta};
 use super::negotiation::Output;
 use super::registry::{Filter, Registry, WatchPlan};
 use super::status::ApiError;
-use crate::storage::{EventType, StoredObject, WatchEnd};
+use crate::storage::{encode_watch_line, EventType, StoredObject, WatchEnd};
 
 /// Everything one watch stream needs to run.
 pub struct WatchJob {
@@ -34,26 +34,24 @@ pub struct WatchJob {
     pub on_end: Option<Box<dyn FnOnce() + Send>>,
 }
 
-/// Encodes one event line.
-fn event_line(registry: &Registry, output: Output, kind: &str, obj: &StoredObject) -> Bytes {
-    let mut out = BytesMut::with_capacity(obj.bytes.len() + 40);
-    out.put_slice(b"{\"type\":\"");
-    out.put_slice(kind.as_bytes());
-    out.put_slice(b"\",\"object\":");
+/// Encodes one event line. Plain JSON lines of live events come from the
+/// event's shared encoding instead (see [`Event::json_line`]).
+fn event_line(registry: &Registry, output: Output, kind: EventType, obj: &StoredObject) -> Bytes {
     match output {
-        Output::Json => out.put_slice(&obj.bytes),
-        Output::Metadata(v) => out.put_slice(&encode::partial_object(v, obj)),
-        Output::Table(v) => out.put_slice(&encode::table(
-            v,
-            &registry.columns,
-            &ListMeta { resource_version: obj.rv, ..Default::default() },
-            std::slice::from_ref(obj),
-            IncludeObject::Metadata,
-            Utc::now(),
-        )),
+        Output::Json => encode_watch_line(kind.as_str(), &obj.bytes),
+        Output::Metadata(v) => encode_watch_line(kind.as_str(), &encode::partial_object(v, obj)),
+        Output::Table(v) => encode_watch_line(
+            kind.as_str(),
+            &encode::table(
+                v,
+                &registry.columns,
+                &ListMeta { resource_version: obj.rv, ..Default::default() },
+                std::slice::from_ref(obj),
+                IncludeObject::Metadata,
+                Utc::now(),
+            ),
+        ),
     }
-    out.put_slice(b"}\n");
-    out.freeze()
 }
 
 /// A BOOKMARK event: only the resourceVersion (and, at the end of the initial
@@ -92,7 +90,7 @@ pub async fn run(mut job: WatchJob, tx: mpsc::Sender<Bytes>) {
     tokio::pin!(deadline);
     let initial = std::mem::take(&mut job.plan.initial);
     for obj in &initial {
-        if tx.send(event_line(&reg, output, "ADDED", obj)).await.is_err() {
+        if tx.send(event_line(&reg, output, EventType::Added, obj)).await.is_err() {
             return finish(job);
         }
     }
@@ -132,14 +130,18 @@ pub async fn run(mut job: WatchJob, tx: mpsc::Sender<Bytes>) {
                 let now = job.filter.matches(&ev.object);
                 let before = ev.prev.as_ref().is_some_and(|p| job.filter.matches(p));
                 let kind = match ev.kind {
-                    EventType::Added if now => "ADDED",
-                    EventType::Modified if now && before => "MODIFIED",
-                    EventType::Modified if now => "ADDED",
-                    EventType::Modified if before => "DELETED",
-                    EventType::Deleted if before || now => "DELETED",
+                    EventType::Added if now => EventType::Added,
+                    EventType::Modified if now && before => EventType::Modified,
+                    EventType::Modified if now => EventType::Added,
+                    EventType::Modified if before => EventType::Deleted,
+                    EventType::Deleted if before || now => EventType::Deleted,
                     _ => continue,
                 };
-                if tx.send(event_line(&reg, output, kind, &ev.object)).await.is_err() {
+                let line = match output {
+                    Output::Json => ev.json_line(kind),
+                    other => event_line(&reg, other, kind, &ev.object),
+                };
+                if tx.send(line).await.is_err() {
                     break;
                 }
             }

@@ -230,6 +230,10 @@ impl Kind for FarmPodKind {
         &["spec.nodeName", "status.phase"]
     }
 
+    fn also_requires(&self) -> &'static [(&'static str, &'static str)] {
+        &[("", "pods")]
+    }
+
     fn unavailable(&self) -> Option<String> {
         if let Some(why) = self.cache.disabled_reason() {
             return Some(format!("FarmPods are unavailable: {why}"));

@@ -150,7 +150,7 @@ impl MemoryStore {
         let rv = inner.rv + 1;
         let stored = self.encode(&key, obj, rv)?;
         let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
-        self.commit(&mut inner, &key, Event { kind, object: stored.clone(), prev });
+        self.commit(&mut inner, &key, Event::new(kind, stored.clone(), prev));
         Ok(Some(stored))
     }
 
@@ -171,7 +171,7 @@ impl MemoryStore {
         }
         let rv = inner.rv + 1;
         let last = self.encode(&key, prev.value()?, rv)?;
-        self.commit(&mut inner, &key, Event { kind: EventType::Deleted, object: last.clone(), prev: Some(prev) });
+        self.commit(&mut inner, &key, Event::new(EventType::Deleted, last.clone(), Some(prev)));
         Ok(last)
     }
 }
@@ -284,7 +284,7 @@ impl Store for MemoryStore {
         }
         let rv = inner.rv + 1;
         let stored = self.encode(&key, obj, rv)?;
-        self.commit(&mut inner, &key, Event { kind: EventType::Added, object: stored.clone(), prev: None });
+        self.commit(&mut inner, &key, Event::new(EventType::Added, stored.clone(), None));
         Ok(stored)
     }
 
@@ -297,7 +297,7 @@ impl Store for MemoryStore {
         }
         let rv = inner.rv + 1;
         let stored = self.encode(&key, obj, rv)?;
-        self.commit(&mut inner, &key, Event { kind: EventType::Modified, object: stored.clone(), prev: Some(prev) });
+        self.commit(&mut inner, &key, Event::new(EventType::Modified, stored.clone(), Some(prev)));
         Ok(stored)
     }
 

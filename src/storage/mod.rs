@@ -90,12 +90,41 @@ pub struct Event {
     pub kind: EventType,
     pub object: StoredObject,
     pub prev: Option<StoredObject>,
+    /// The encoded JSON watch line per event type (a selector can turn a
+    /// MODIFIED into ADDED or DELETED for some watchers), made by the first
+    /// watcher that needs it and shared by all the others.
+    lines: [std::sync::OnceLock<Bytes>; 3],
 }
 
 impl Event {
+    pub fn new(kind: EventType, object: StoredObject, prev: Option<StoredObject>) -> Self {
+        Self { kind, object, prev, lines: Default::default() }
+    }
+
     pub fn rv(&self) -> u64 {
         self.object.rv
     }
+
+    /// The JSON watch line `{"type":..,"object":..}\n` for `as_type`, encoded once.
+    pub fn json_line(&self, as_type: EventType) -> Bytes {
+        let slot = match as_type {
+            EventType::Added => &self.lines[0],
+            EventType::Modified => &self.lines[1],
+            EventType::Deleted => &self.lines[2],
+        };
+        slot.get_or_init(|| encode_watch_line(as_type.as_str(), &self.object.bytes)).clone()
+    }
+}
+
+/// `{"type":"<kind>","object":<object>}\n`
+pub fn encode_watch_line(kind: &str, object: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(object.len() + 40);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    out.extend_from_slice(object);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

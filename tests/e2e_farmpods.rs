@@ -180,8 +180,10 @@ async fn farmpods_survive_a_cut_upstream_and_catch_up() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     // The last known state is still served, and readiness holds.
     assert_eq!(farmpod_names(&s, &client, &ns).await.unwrap(), ["before"]);
-    let ready = client.get(s.url("/readyz")).send().await.unwrap();
+    let ready = client.get(s.url("/readyz?verbose")).send().await.unwrap();
     assert_eq!(ready.status(), 200);
+    let text = ready.text().await.unwrap();
+    assert!(text.contains("[+]farmpod-cache ok (serving the last known Pods, stale for"), "{text}");
     let metrics = client.get(s.url("/metrics")).send().await.unwrap().text().await.unwrap();
     let stale =
         metrics.lines().find(|l| l.starts_with("farm_apiserver_pod_cache_staleness_seconds ")).unwrap().to_string();

@@ -258,5 +258,5 @@ async fn farmpods_without_a_cluster_answer_503_and_refuse_writes() {
     let r = s.client.post(s.llamas("default", "")).json(&llama("ok", 1.0, 1.0)).send().await.unwrap();
     assert_eq!(r.status(), 201);
     let text = s.client.get(s.url("/readyz?verbose")).send().await.unwrap().text().await.unwrap();
-    assert!(text.contains("[+]farmpod-cache ok"), "{text}");
+    assert!(text.contains("[+]farmpod-cache ok (FarmPods disabled: "), "{text}");
 }

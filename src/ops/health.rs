@@ -12,10 +12,33 @@ use http::{header, HeaderValue, StatusCode};
 pub trait Check: Send + Sync {
     fn name(&self) -> &str;
     fn check(&self) -> Result<(), String>;
+    /// Extra words for the verbose listing of a passing check (e.g. staleness).
+    fn detail(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A check from a closure.
 pub struct FnCheck<F>(pub &'static str, pub F);
+
+/// A check from a closure, with a closure giving the verbose detail.
+pub struct DetailedCheck<F, D>(pub &'static str, pub F, pub D);
+
+impl<F, D> Check for DetailedCheck<F, D>
+where
+    F: Fn() -> Result<(), String> + Send + Sync,
+    D: Fn() -> Option<String> + Send + Sync,
+{
+    fn name(&self) -> &str {
+        self.0
+    }
+    fn check(&self) -> Result<(), String> {
+        (self.1)()
+    }
+    fn detail(&self) -> Option<String> {
+        (self.2)()
+    }
+}
 
 impl<F: Fn() -> Result<(), String> + Send + Sync> Check for FnCheck<F> {
     fn name(&self) -> &str {
@@ -51,16 +74,19 @@ impl Health {
         let mut failed = Vec::new();
         let mut ran = 0;
         for c in std::iter::once(None).chain(checks.iter().map(Some)) {
-            let (name, result) = match c {
-                None => ("ping", Ok(())),
-                Some(c) => (c.name(), c.check()),
+            let (name, result, detail) = match c {
+                None => ("ping", Ok(()), None),
+                Some(c) => (c.name(), c.check(), c.detail()),
             };
             if rest.is_some_and(|r| r != name) || excluded.contains(&name) {
                 continue;
             }
             ran += 1;
             match result {
-                Ok(()) => lines.push_str(&format!("[+]{name} ok\n")),
+                Ok(()) => match detail {
+                    Some(d) => lines.push_str(&format!("[+]{name} ok ({d})\n")),
+                    None => lines.push_str(&format!("[+]{name} ok\n")),
+                },
                 Err(why) => {
                     tracing::info!(check = name, endpoint, reason = %why, "health check failed");
                     lines.push_str(&format!("[-]{name} failed: {why}\n"));

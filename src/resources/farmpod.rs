@@ -142,10 +142,22 @@ impl PodCache {
                 None => "pod cache not synced yet".into(),
             });
         }
-        if !self.connected.load(Ordering::Acquire) {
-            tracing::debug!(staleness = self.staleness_seconds(), "serving FarmPods from a disconnected cache");
-        }
         Ok(())
+    }
+
+    /// What the verbose readiness listing says about a synced cache.
+    pub fn readiness_detail(&self) -> Option<String> {
+        if let Some(why) = self.disabled_reason() {
+            return Some(format!("FarmPods disabled: {why}"));
+        }
+        if !self.is_synced() || self.connected.load(Ordering::Acquire) {
+            return None;
+        }
+        let err = self.last_error.lock().ok().and_then(|e| e.clone()).unwrap_or_default();
+        Some(format!(
+            "serving the last known Pods, stale for {:.1}s: upstream watch disconnected: {err}",
+            self.staleness_seconds()
+        ))
     }
 
     fn ok(&self) {

@@ -10,7 +10,7 @@ use crate::config::ServeArgs;
 use crate::machinery::encode::KindIndexer;
 use crate::machinery::registry::Registry;
 use crate::machinery::resource::Kind;
-use crate::ops::health::{Check, FnCheck};
+use crate::ops::health::{Check, DetailedCheck};
 use crate::storage::memory::MemoryStore;
 
 /// The served kinds with their storage, and the readiness checks they add.
@@ -56,10 +56,14 @@ pub async fn build(args: &ServeArgs) -> Served {
         farmpod::spawn_pod_watch(client, args.pod_namespaces.clone(), pod_store.clone(), pod_cache.clone());
     }
     let farmpods = Arc::new(Registry::new(farmpod, pod_store));
-    let cache = pod_cache.clone();
+    let (cache, detail) = (pod_cache.clone(), pod_cache.clone());
     Served {
         registries: vec![llamas, farmpods],
-        ready_checks: vec![Arc::new(FnCheck("farmpod-cache", move || cache.readiness()))],
+        ready_checks: vec![Arc::new(DetailedCheck(
+            "farmpod-cache",
+            move || cache.readiness(),
+            move || detail.readiness_detail(),
+        ))],
         pod_cache,
     }
 }

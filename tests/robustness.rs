@@ -1,0 +1,168 @@
+//! Bad input cannot hurt the server: a deterministic stream of random and
+//! mutated requests (paths, queries, content types, bodies) must never get a
+//! 500, every error must be a metav1.Status, and the server must stay up.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{llama, Server};
+use reqwest::Method;
+use serde_json::Value;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[(self.next() % items.len() as u64) as usize]
+    }
+
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+const PATHS: &[&str] = &[
+    "/apis/farm.example.com/v1alpha/namespaces/default/llamas",
+    "/apis/farm.example.com/v1alpha/namespaces/default/llamas/dolly",
+    "/apis/farm.example.com/v1alpha/namespaces/default/llamas/dolly/status",
+    "/apis/farm.example.com/v1alpha/namespaces/default/llamas/dolly/scale",
+    "/apis/farm.example.com/v1alpha/llamas",
+    "/apis/farm.example.com/v1alpha/llamas/dolly",
+    "/apis/farm.example.com/v1alpha/namespaces/default/farmpods",
+    "/apis/farm.example.com/v1alpha/namespaces/Bad_NS/llamas",
+    "/apis/farm.example.com/v1alpha/namespaces/default/llamas/%00%ff",
+    "/apis/farm.example.com/v1alpha/watch/llamas",
+    "/apis/farm.example.com/v9/llamas",
+    "/apis/farm.example.com",
+    "/apis",
+    "/api",
+    "/openapi/v3/apis/farm.example.com/v1alpha",
+    "/openapi/v2",
+    "/readyz/x",
+    "/metrics",
+    "/apis/farm.example.com/v1alpha/namespaces//llamas",
+    "/apis/farm.example.com/v1alpha/namespaces/default/llamas/a/b/c/d",
+];
+
+const QUERIES: &[&str] = &[
+    "",
+    "labelSelector=a+in+(b",
+    "labelSelector=%ff%fe",
+    "labelSelector=a%3Db,!c,d+notin+(e,f)",
+    "fieldSelector=metadata.name%3D%3D%3D",
+    "fieldSelector=spec.weight!%3D1,metadata.namespace%3Ddefault",
+    "limit=-5",
+    "limit=99999999999999999999",
+    "limit=2&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MSwibnMiOiIiLCJuYW1lIjoiIn0",
+    "continue=%%%",
+    "resourceVersion=abc",
+    "resourceVersion=18446744073709551615&resourceVersionMatch=Exact",
+    "resourceVersion=1&resourceVersionMatch=Sometimes",
+    "watch=true&timeoutSeconds=1",
+    "watch=maybe",
+    "watch=1&resourceVersion=1&timeoutSeconds=1",
+    "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1",
+    "dryRun=All&fieldValidation=Strict",
+    "dryRun=None",
+    "fieldValidation=Wat",
+    "includeObject=Everything",
+    "propagationPolicy=Sideways",
+    "timeoutSeconds=-1&watch=true",
+];
+
+const CONTENT_TYPES: &[&str] = &[
+    "application/json",
+    "application/merge-patch+json",
+    "application/json-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+    "text/plain",
+    "",
+    "application/json; charset=utf-8",
+];
+
+const ACCEPTS: &[&str] = &[
+    "application/json",
+    "application/json;as=Table;v=v1;g=meta.k8s.io",
+    "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
+    "application/json;as=PartialObjectMetadata;v=v1beta1;g=meta.k8s.io",
+    "application/vnd.kubernetes.protobuf",
+    "*/*;q=0",
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+    ";;;,,,",
+];
+
+fn body(rng: &mut Rng) -> Vec<u8> {
+    let valid = llama("dolly", 31.4, 1.7).to_string();
+    match rng.next() % 9 {
+        0 => Vec::new(),
+        1 => {
+            let n = (rng.next() % 200) as usize;
+            rng.bytes(n)
+        }
+        2 => {
+            // A valid body with a few bytes flipped.
+            let mut b = valid.into_bytes();
+            for _ in 0..3 {
+                let i = (rng.next() % b.len() as u64) as usize;
+                b[i] = rng.next() as u8;
+            }
+            b
+        }
+        3 => "[".repeat(5000).into_bytes(),
+        4 => valid.replace("31.4", "1e999").into_bytes(),
+        5 => valid.replace("\"dolly\"", "123").into_bytes(),
+        6 => br#"[{"op":"move","from":"/spec","path":"/spec/weight"},{"op":"remove","path":"/metadata"}]"#.to_vec(),
+        7 => br#"{"metadata":{"finalizers":[1,2],"labels":{"a":null},"ownerReferences":"x"},"spec":null}"#.to_vec(),
+        _ => valid.into_bytes(),
+    }
+}
+
+#[tokio::test]
+async fn random_requests_never_get_500() {
+    let s = Server::start(&["--min-request-timeout", "2"]).await;
+    // Something to find, patch and delete.
+    let r = s.client.post(s.llamas("default", "")).json(&llama("dolly", 1.0, 1.0)).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    let mut rng = Rng(0x5eed_1a3a);
+    let methods = [Method::GET, Method::POST, Method::PUT, Method::PATCH, Method::DELETE, Method::OPTIONS];
+    for i in 0..400 {
+        let method = rng.pick(&methods).clone();
+        let path = *rng.pick(PATHS);
+        let query = *rng.pick(QUERIES);
+        let url = if query.is_empty() { s.url(path) } else { s.url(&format!("{path}?{query}")) };
+        let mut req = s.client.request(method.clone(), &url).timeout(Duration::from_secs(10));
+        let ct = *rng.pick(CONTENT_TYPES);
+        if !ct.is_empty() {
+            req = req.header("Content-Type", ct);
+        }
+        req = req.header("Accept", *rng.pick(ACCEPTS));
+        let payload = body(&mut rng);
+        let resp = req.body(payload.clone()).send().await.unwrap_or_else(|e| panic!("request {i} {method} {url}: {e}"));
+        let code = resp.status().as_u16();
+        let is_watch = query.contains("watch=true") || query.contains("watch=1") || path.contains("/watch/");
+        assert_ne!(code, 500, "request {i}: {method} {url} with {ct:?} {:?}", String::from_utf8_lossy(&payload));
+        // Probes answer in plain text, as kube-apiserver's do.
+        let probe = path.starts_with("/readyz") || path.starts_with("/livez") || path.starts_with("/healthz");
+        if code >= 400 && !is_watch && !probe {
+            let text = resp.text().await.unwrap_or_default();
+            let v: Value =
+                serde_json::from_str(&text).unwrap_or_else(|_| panic!("request {i} {method} {url}: not JSON: {text}"));
+            assert_eq!(v["kind"], "Status", "request {i} {method} {url}: {v}");
+            assert_eq!(v["code"], code, "request {i} {method} {url}: {v}");
+        }
+    }
+    let r = s.client.get(s.url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), 200, "still serving after the storm:\n{}", s.log());
+    assert!(!s.log().contains("panicked"), "{}", s.log());
+}

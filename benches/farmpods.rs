@@ -354,6 +354,8 @@ struct Row {
     bytes: usize,
     lists: f64,
     watches: f64,
+    /// Per-request only: the part of the time spent in the upstream list.
+    upstream: Vec<Duration>,
 }
 
 impl Row {
@@ -368,11 +370,15 @@ impl Row {
     }
 
     fn mean(&self) -> Duration {
-        if self.samples.is_empty() {
-            return Duration::ZERO;
-        }
-        self.samples.iter().sum::<Duration>() / self.samples.len() as u32
+        mean(&self.samples)
     }
+}
+
+fn mean(samples: &[Duration]) -> Duration {
+    if samples.is_empty() {
+        return Duration::ZERO;
+    }
+    samples.iter().sum::<Duration>() / samples.len() as u32
 }
 
 fn ms(d: Duration) -> String {
@@ -390,9 +396,12 @@ async fn farm_get(http: &reqwest::Client, url: &str) -> Result<usize, String> {
     Ok(body.len())
 }
 
-/// The per-request approach: list Pods upstream, convert each, serialize the list.
-async fn direct_list(pods: &Api<Pod>) -> Result<Vec<u8>, String> {
+/// The per-request approach: list Pods upstream, convert each, serialize the
+/// list. Returns the body and how long the upstream list (with decoding) took.
+async fn direct_list(pods: &Api<Pod>) -> Result<(Vec<u8>, Duration), String> {
+    let t = Instant::now();
     let list = pods.list(&ListParams::default()).await.map_err(|e| e.to_string())?;
+    let listed = t.elapsed();
     let items: Vec<Value> =
         list.items.iter().filter_map(farm_apiserver::resources::farmpod::farmpod_of).map(|(_, v)| v).collect();
     let out = json!({
@@ -401,7 +410,7 @@ async fn direct_list(pods: &Api<Pod>) -> Result<Vec<u8>, String> {
         "metadata": {"resourceVersion": list.metadata.resource_version.unwrap_or_default()},
         "items": items,
     });
-    serde_json::to_vec(&out).map_err(|e| e.to_string())
+    Ok((serde_json::to_vec(&out).map_err(|e| e.to_string())?, listed))
 }
 
 fn item_count(body: &[u8]) -> usize {
@@ -434,6 +443,7 @@ async fn bench_farm(http: &reqwest::Client, kube: &kube::Client, case: &str, url
         bytes,
         lists: after.lists - before.lists,
         watches: after.watches - before.watches,
+        upstream: Vec::new(),
     }
 }
 
@@ -447,11 +457,15 @@ async fn bench_direct(pods: &Api<Pod>, kube: &kube::Client, case: &str, iters: u
     let iters = iters.min((budget.as_secs_f64() / one.as_secs_f64().max(1e-6)) as usize).max(20);
     let before = Upstream::read(kube).await;
     let mut samples = Vec::with_capacity(iters);
+    let mut upstream = Vec::with_capacity(iters);
     let mut bytes = 0;
     for _ in 0..iters {
         let t = Instant::now();
         match direct_list(pods).await {
-            Ok(body) => bytes = body.len(),
+            Ok((body, listed)) => {
+                bytes = body.len();
+                upstream.push(listed);
+            }
             Err(e) => {
                 eprintln!("{case}: {e}");
                 continue;
@@ -467,6 +481,7 @@ async fn bench_direct(pods: &Api<Pod>, kube: &kube::Client, case: &str, iters: u
         bytes,
         lists: after.lists - before.lists,
         watches: after.watches - before.watches,
+        upstream,
     }
 }
 
@@ -523,6 +538,7 @@ async fn run() {
     let patch_time = started.elapsed();
     eprintln!("patched {running} Pod statuses to Running in {patch_time:.1?}");
 
+    let watches_before_farm = Upstream::read(&kube).await.open_watches;
     eprintln!("starting farm-apiserver ({})", env!("CARGO_BIN_EXE_farm-apiserver"));
     let started = Instant::now();
     let mut farm = Farm::start(&cp.kubeconfig);
@@ -539,7 +555,7 @@ async fn run() {
     assert_eq!(item_count(&body), n_pods, "farm-apiserver lists every Pod");
     let pods_all: Api<Pod> = Api::all(kube.clone());
     let pods_ns: Api<Pod> = Api::namespaced(kube.clone(), ONE_NAMESPACE);
-    assert_eq!(item_count(&direct_list(&pods_all).await.expect("direct list")), n_pods, "direct list sees every Pod");
+    assert_eq!(item_count(&direct_list(&pods_all).await.expect("direct list").0), n_pods, "direct list sees every Pod");
 
     let load_before = loadavg();
     eprintln!("measuring farm-apiserver, all namespaces ({iters_all} requests)");
@@ -580,6 +596,15 @@ async fn run() {
         ratio(&direct_all, &farm_all),
         ratio(&direct_ns, &farm_ns)
     ));
+    for r in [&direct_all, &direct_ns] {
+        let list = mean(&r.upstream);
+        out.push_str(&format!(
+            "Per-request mean split, {}: upstream LIST with decoding {}, convert + serialize {}\n",
+            r.case,
+            ms(list),
+            ms(r.mean().saturating_sub(list))
+        ));
+    }
     out.push_str(&format!(
         "\nPod creation: {n_pods} Pods in {create_time:.1?} ({:.0}/s, {concurrency} in flight); \
          {running} status patches to Running in {patch_time:.1?}\n",
@@ -590,7 +615,8 @@ async fn run() {
     ));
     out.push_str(&format!("farm-apiserver RSS: {rss_synced:.1} MiB after sync, {rss_after:.1} MiB after the runs\n"));
     out.push_str(&format!(
-        "Open upstream Pod watches (apiserver_longrunning_requests): {watches_open} after sync, {watches_open_after} after the runs\n"
+        "Open upstream Pod watches (apiserver_longrunning_requests): {watches_before_farm} before farm-apiserver started, \
+         {watches_open} after its sync, {watches_open_after} after the runs\n"
     ));
     out.push_str(&format!("Load average (1/5/15 min): {load_before} before the runs, {load_after} after\n"));
     out.push_str(&format!(

@@ -35,6 +35,10 @@ pub enum Command {
 pub enum Authentication {
     /// Trust every caller. Development only: refused on a non-loopback address.
     None,
+    /// Like any aggregated API server: the aggregator by its front-proxy client
+    /// certificate, others by client certificate or bearer token (TokenReview);
+    /// every request authorized with SubjectAccessReview.
+    Delegated,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -75,9 +79,43 @@ pub struct ServeArgs {
     #[arg(long, env = "FARM_SERVICE_NAMESPACE", default_value = "farm-system")]
     pub service_namespace: String,
 
-    /// How callers are authenticated.
-    #[arg(long, env = "FARM_AUTHENTICATION", value_enum, default_value_t = Authentication::None)]
-    pub authentication: Authentication,
+    /// How callers are authenticated. Default: `none` on a loopback address,
+    /// `delegated` otherwise.
+    #[arg(long, env = "FARM_AUTHENTICATION", value_enum)]
+    pub authentication: Option<Authentication>,
+
+    /// The ConfigMap (namespace/name) holding the front-proxy and client CAs,
+    /// watched so changes apply without a restart.
+    #[arg(
+        long,
+        env = "FARM_AUTHENTICATION_CONFIGMAP",
+        default_value = "kube-system/extension-apiserver-authentication"
+    )]
+    pub authentication_configmap: String,
+
+    /// Front-proxy CA bundle (PEM file); overrides the ConfigMap's.
+    #[arg(long, env = "FARM_REQUESTHEADER_CLIENT_CA_FILE")]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+
+    /// Common names allowed for front-proxy certificates (comma-separated); overrides the ConfigMap's.
+    #[arg(long, env = "FARM_REQUESTHEADER_ALLOWED_NAMES", value_delimiter = ',')]
+    pub requestheader_allowed_names: Option<Vec<String>>,
+
+    /// Client CA bundle (PEM file) for client-certificate users; overrides the ConfigMap's.
+    #[arg(long, env = "FARM_CLIENT_CA_FILE")]
+    pub client_ca_file: Option<PathBuf>,
+
+    /// How long authorization allowals are cached.
+    #[arg(long, env = "FARM_AUTHORIZATION_ALLOW_TTL", default_value = "10", value_parser = parse_seconds)]
+    pub authorization_allow_ttl: Duration,
+
+    /// How long authorization denials are cached.
+    #[arg(long, env = "FARM_AUTHORIZATION_DENY_TTL", default_value = "10", value_parser = parse_seconds)]
+    pub authorization_deny_ttl: Duration,
+
+    /// How long TokenReview answers are cached.
+    #[arg(long, env = "FARM_TOKEN_CACHE_TTL", default_value = "10", value_parser = parse_seconds)]
+    pub token_cache_ttl: Duration,
 
     /// Where Llamas are stored.
     #[arg(long, env = "FARM_STORAGE", value_enum, default_value_t = StorageBackend::Memory)]
@@ -144,6 +182,18 @@ pub struct CertsArgs {
     /// Namespace of the Service.
     #[arg(long, env = "FARM_SERVICE_NAMESPACE", default_value = "farm-system")]
     pub service_namespace: String,
+}
+
+impl ServeArgs {
+    /// The authentication mode in force: as given, else `none` on loopback and
+    /// `delegated` elsewhere.
+    pub fn authentication_mode(&self) -> Authentication {
+        self.authentication.unwrap_or(if self.bind.ip().is_loopback() {
+            Authentication::None
+        } else {
+            Authentication::Delegated
+        })
+    }
 }
 
 /// Seconds as an integer or a decimal ("0.5").

@@ -28,6 +28,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Everything a request may need.
 pub struct App {
     pub resources: Arc<Resources>,
+    /// Authentication and authorization; None with `--authentication none`.
+    pub guard: Option<crate::auth::Guard>,
     pub discovery: Discovery,
     pub openapi: OpenApi,
     pub health: Health,
@@ -36,7 +38,11 @@ pub struct App {
 }
 
 impl App {
-    pub async fn new(args: &ServeArgs, shutdown: CancellationToken) -> Arc<Self> {
+    pub async fn new(args: &ServeArgs, shutdown: CancellationToken) -> anyhow::Result<Arc<Self>> {
+        let guard = match args.authentication_mode() {
+            Authentication::None => None,
+            Authentication::Delegated => Some(crate::auth::delegated(args).await?),
+        };
         let served = resources::build(args).await;
         let registries = served.registries;
         let metrics = Arc::new(Metrics::new());
@@ -74,14 +80,15 @@ impl App {
             "compiler": "rustc",
             "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
         });
-        Arc::new(Self {
+        Ok(Arc::new(Self {
+            guard,
             resources: Arc::new(Resources { registries, settings, shutdown, watches: metrics.clone() }),
             discovery,
             openapi,
             health,
             metrics,
             version: bytes::Bytes::from(serde_json::to_vec(&version).unwrap_or_default()),
-        })
+        }))
     }
 
     pub fn router(self: &Arc<Self>) -> Router {
@@ -99,7 +106,10 @@ async fn route(State(app): State<Arc<App>>, req: Request<Body>) -> Response {
     let info = request_info::classify(req.method(), req.uri().path(), req.uri().query());
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let resp = serve(&app, &info, req).await;
+    let resp = match guard(&app, &info, req).await {
+        Ok(req) => serve(&app, &info, req).await,
+        Err(refused) => refused.into_response(),
+    };
     let code = resp.status().as_u16();
     let elapsed = started.elapsed();
     let (verb, resource) = metric_labels(&app, &info);
@@ -128,6 +138,20 @@ fn metric_labels<'a>(app: &App, info: &'a RequestInfo) -> (&'a str, &'static str
         .map(|r| r.kind.names().plural)
         .unwrap_or("other");
     (verb, resource)
+}
+
+/// Authenticates and authorizes the request (when a guard is configured).
+async fn guard(app: &App, info: &RequestInfo, req: Request<Body>) -> Result<Request<Body>, ApiError> {
+    let Some(guard) = &app.guard else { return Ok(req) };
+    let also_requires = app
+        .resources
+        .find(&info.api_group, &info.api_version, &info.resource)
+        .filter(|_| info.is_resource_request)
+        .map(|r| r.kind.also_requires())
+        .unwrap_or(&[]);
+    let (parts, body) = req.into_parts();
+    guard.check(&parts, info, also_requires).await?;
+    Ok(Request::from_parts(parts, body))
 }
 
 async fn serve(app: &Arc<App>, info: &RequestInfo, req: Request<Body>) -> Response {
@@ -189,7 +213,7 @@ fn serving_cert_files(args: &ServeArgs) -> anyhow::Result<(std::path::PathBuf, s
 
 /// Runs the server until SIGTERM or Ctrl-C.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    if args.authentication == Authentication::None && !args.bind.ip().is_loopback() {
+    if args.authentication_mode() == Authentication::None && !args.bind.ip().is_loopback() {
         bail!("--authentication none trusts every caller and is only allowed on a loopback address, not {}", args.bind);
     }
     let (cert, key) = serving_cert_files(&args)?;
@@ -199,7 +223,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let tls_config = tls::server_config(reloading)?;
 
     let shutdown = CancellationToken::new();
-    let app = App::new(&args, shutdown.clone()).await;
+    let app = App::new(&args, shutdown.clone()).await?;
     let handle = axum_server::Handle::new();
     {
         let handle = handle.clone();
@@ -211,7 +235,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             handle.graceful_shutdown(Some(grace));
         });
     }
-    tracing::info!(bind = %args.bind, version = VERSION, "farm-apiserver serving");
+    tracing::info!(bind = %args.bind, version = VERSION, authentication = ?args.authentication_mode(), "farm-apiserver serving");
     tls::serve_tls(args.bind, app.router(), tls_config, handle).await
 }
 

@@ -113,8 +113,10 @@ fn strings(v: &Value) -> Vec<&str> {
 fn dev_overlay_passes_server_side_dry_run() {
     let cp = controlplane_with_namespace();
     let m = Manifests::with_dev_certs();
-    let (ok, stdout, stderr) = cp.kubectl(&["apply", "--dry-run=server", "-k", &m.dev()]);
-    assert!(ok, "kubectl apply --dry-run=server -k overlays/dev failed:\n{stdout}\n{stderr}");
+    // The documented entry point: `kubectl apply -k manifests/` (the dev overlay).
+    let top = m.root.display().to_string();
+    let (ok, stdout, stderr) = cp.kubectl(&["apply", "--dry-run=server", "-k", &top]);
+    assert!(ok, "kubectl apply --dry-run=server -k manifests/ failed:\n{stdout}\n{stderr}");
     // The restricted Pod Security level the namespace enforces would show up
     // here as "Warning: would violate PodSecurity ..." for the Deployment.
     assert!(!stderr.contains("Warning"), "warnings from the server:\n{stderr}");

@@ -25,7 +25,7 @@ fn memory_store(kind: &Arc<dyn Kind>, args: &ServeArgs) -> Arc<MemoryStore> {
 }
 
 /// The cluster FarmPods read, from --kubeconfig or the usual inference.
-async fn cluster_client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
+pub async fn cluster_client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
     use anyhow::Context;
     let config = match &args.kubeconfig {
         Some(path) => {

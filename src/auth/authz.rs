@@ -1,0 +1,1010 @@
+//! Authorization the way a delegating aggregated API server does it
+//! (k8s.io/apiserver `DelegatingAuthorizationOptions`): members of
+//! `system:masters` and the health probes are let through without asking
+//! anyone; everything else is decided by the cluster through a
+//! `SubjectAccessReview`, whose answers are cached for a while (allowed and
+//! denied answers with separate TTLs, like the webhook authorizer). A refusal
+//! is answered with the same 403 `Status` kube-apiserver writes.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec, SubjectAccessReviewStatus,
+};
+use kube::api::{Api, PostParams};
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use crate::machinery::gofmt::go_quote;
+use crate::machinery::request_info::RequestInfo;
+use crate::machinery::status::{ApiError, Reason};
+
+/// The group whose members are allowed everything without a review
+/// (`user.SystemPrivilegedGroup`).
+pub const SYSTEM_MASTERS: &str = "system:masters";
+
+/// Paths anyone may reach without a review: the kubelet probes them without
+/// credentials. Sub-paths (`/readyz/ping`, `/livez/log`...) are allowed too.
+pub const ALWAYS_ALLOWED_PATHS: [&str; 3] = ["/healthz", "/livez", "/readyz"];
+
+/// How many answers the cache keeps at most.
+const CACHE_CAPACITY: usize = 10_000;
+
+/// Requests whose requester-controlled attributes add up to this many bytes or
+/// more are never cached (the webhook authorizer's `shouldCache`): a client
+/// must not be able to fill the cache with huge keys.
+const MAX_CACHED_ATTRIBUTE_BYTES: usize = 10_000;
+
+/// Who is asking (filled by authentication).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
+pub struct User {
+    pub name: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    Deny { reason: String },
+}
+
+/// Asks whether a user may do something: the cluster, or a fake in tests.
+#[async_trait::async_trait]
+pub trait AccessReviewer: Send + Sync {
+    /// Ok(decision) or Err(message) when the review itself failed.
+    async fn review(&self, user: &User, attrs: &Attributes) -> Result<Decision, String>;
+}
+
+/// What is being done, as a SubjectAccessReview sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Attributes {
+    pub verb: String,
+    pub api_group: String,
+    pub api_version: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+    pub path: String,
+    pub resource_request: bool,
+}
+
+impl Attributes {
+    pub fn from_request(info: &RequestInfo) -> Self {
+        Self {
+            verb: info.verb.clone(),
+            api_group: info.api_group.clone(),
+            api_version: info.api_version.clone(),
+            resource: info.resource.clone(),
+            subresource: info.subresource.clone(),
+            namespace: info.namespace.clone(),
+            name: info.name.clone(),
+            path: info.path.clone(),
+            resource_request: info.is_resource_request,
+        }
+    }
+
+    /// The same request against another resource, e.g. the `pods` (group "")
+    /// behind a FarmPod: same verb, namespace and name, no subresource. The
+    /// version is kept when the group is unchanged, is `v1` for the core group
+    /// and empty (any version; RBAC ignores it) otherwise. The path is cleared:
+    /// a review of a resource request does not look at it.
+    pub fn for_resource(&self, api_group: &str, resource: &str) -> Self {
+        let api_version = if api_group == self.api_group {
+            self.api_version.clone()
+        } else if api_group.is_empty() {
+            "v1".to_string()
+        } else {
+            String::new()
+        };
+        Self {
+            verb: self.verb.clone(),
+            api_group: api_group.to_string(),
+            api_version,
+            resource: resource.to_string(),
+            subresource: String::new(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            path: String::new(),
+            resource_request: true,
+        }
+    }
+
+    /// The bytes a client controls, as the webhook authorizer counts them.
+    fn controlled_size(&self) -> usize {
+        [
+            &self.namespace,
+            &self.verb,
+            &self.api_group,
+            &self.api_version,
+            &self.resource,
+            &self.subresource,
+            &self.name,
+            &self.path,
+        ]
+        .iter()
+        .map(|s| s.len())
+        .sum()
+    }
+}
+
+/// Whether `path` is a health probe anyone may call: `/healthz`, `/livez`,
+/// `/readyz`, or one of their checks below them (`/readyz/ping`). Sub-path
+/// segments must be plain names (letters, digits, `-`, `_`, `.`, and not `.`
+/// or `..`), so no encoded or dot segment can ride on the exemption.
+pub fn always_allowed_path(path: &str) -> bool {
+    ALWAYS_ALLOWED_PATHS.iter().any(|prefix| match path.strip_prefix(prefix) {
+        Some("") => true,
+        Some(rest) => rest.strip_prefix('/').is_some_and(|rest| rest.split('/').all(plain_segment)),
+        None => false,
+    })
+}
+
+fn plain_segment(s: &str) -> bool {
+    !s.is_empty()
+        && s != "."
+        && s != ".."
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Reviews access with the cluster: `POST
+/// /apis/authorization.k8s.io/v1/subjectaccessreviews`.
+pub struct KubeAccessReviewer {
+    api: Api<SubjectAccessReview>,
+}
+
+impl KubeAccessReviewer {
+    pub fn new(client: kube::Client) -> Self {
+        Self { api: Api::all(client) }
+    }
+}
+
+#[async_trait::async_trait]
+impl AccessReviewer for KubeAccessReviewer {
+    async fn review(&self, user: &User, attrs: &Attributes) -> Result<Decision, String> {
+        let review = review_request(user, attrs);
+        let answer = self.api.create(&PostParams::default(), &review).await.map_err(|e| e.to_string())?;
+        Ok(decision_from_status(answer.status.as_ref()))
+    }
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+/// The SubjectAccessReview the webhook authorizer sends for this request.
+/// Empty strings, lists and maps are left out, as Go's `omitempty` does.
+fn review_request(user: &User, attrs: &Attributes) -> SubjectAccessReview {
+    let mut spec = SubjectAccessReviewSpec {
+        user: non_empty(&user.name),
+        uid: non_empty(&user.uid),
+        groups: (!user.groups.is_empty()).then(|| user.groups.clone()),
+        extra: (!user.extra.is_empty()).then(|| user.extra.clone()),
+        ..Default::default()
+    };
+    if attrs.resource_request {
+        spec.resource_attributes = Some(ResourceAttributes {
+            namespace: non_empty(&attrs.namespace),
+            verb: non_empty(&attrs.verb),
+            group: non_empty(&attrs.api_group),
+            version: non_empty(&attrs.api_version),
+            resource: non_empty(&attrs.resource),
+            subresource: non_empty(&attrs.subresource),
+            name: non_empty(&attrs.name),
+            ..Default::default()
+        });
+    } else {
+        spec.non_resource_attributes =
+            Some(NonResourceAttributes { path: non_empty(&attrs.path), verb: non_empty(&attrs.verb) });
+    }
+    SubjectAccessReview { spec, ..Default::default() }
+}
+
+/// Reads a review's status the way the webhook authorizer does. "No opinion"
+/// (neither allowed nor denied) is a denial here, as it is at the end of the
+/// delegating authorizer chain. `evaluationError` does not change the
+/// decision; it is only logged.
+fn decision_from_status(status: Option<&SubjectAccessReviewStatus>) -> Decision {
+    let Some(status) = status else {
+        return Decision::Deny { reason: String::new() };
+    };
+    if let Some(err) = status.evaluation_error.as_deref().filter(|e| !e.is_empty()) {
+        tracing::debug!(evaluation_error = err, "SubjectAccessReview reported an evaluation error");
+    }
+    let reason = status.reason.clone().unwrap_or_default();
+    let denied = status.denied.unwrap_or(false);
+    if status.allowed && !denied {
+        Decision::Allow
+    } else {
+        if status.allowed && denied {
+            tracing::warn!("SubjectAccessReview returned both allowed and denied; denying");
+        }
+        Decision::Deny { reason }
+    }
+}
+
+type CacheKey = (User, Attributes);
+type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
+
+struct CacheEntry {
+    decision: Decision,
+    expires: Instant,
+    seq: u64,
+}
+
+/// A bounded TTL cache of review answers. Full, it first drops what has
+/// expired, then the oldest entries.
+struct DecisionCache {
+    capacity: usize,
+    next_seq: u64,
+    entries: HashMap<Arc<CacheKey>, CacheEntry>,
+    /// Insertion order: seq -> key.
+    by_age: BTreeMap<u64, Arc<CacheKey>>,
+    /// Expiry order: (expires, seq).
+    by_expiry: BTreeSet<(Instant, u64)>,
+}
+
+impl DecisionCache {
+    fn new(capacity: usize) -> Self {
+        Self {
+            capacity: capacity.max(1),
+            next_seq: 0,
+            entries: HashMap::new(),
+            by_age: BTreeMap::new(),
+            by_expiry: BTreeSet::new(),
+        }
+    }
+
+    fn get(&mut self, key: &CacheKey, now: Instant) -> Option<Decision> {
+        let entry = self.entries.get(key)?;
+        if entry.expires > now {
+            return Some(entry.decision.clone());
+        }
+        self.remove(key);
+        None
+    }
+
+    fn remove(&mut self, key: &CacheKey) {
+        if let Some(entry) = self.entries.remove(key) {
+            self.by_age.remove(&entry.seq);
+            self.by_expiry.remove(&(entry.expires, entry.seq));
+        }
+    }
+
+    fn remove_seq(&mut self, seq: u64) {
+        if let Some(key) = self.by_age.get(&seq).cloned() {
+            self.remove(&key);
+        }
+    }
+
+    fn insert(&mut self, key: CacheKey, decision: Decision, expires: Instant, now: Instant) {
+        self.remove(&key);
+        while let Some(&(when, seq)) = self.by_expiry.first() {
+            if when > now {
+                break;
+            }
+            self.remove_seq(seq);
+        }
+        while self.entries.len() >= self.capacity {
+            let Some((&seq, _)) = self.by_age.first_key_value() else { break };
+            self.remove_seq(seq);
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let key = Arc::new(key);
+        self.by_age.insert(seq, key.clone());
+        self.by_expiry.insert((expires, seq));
+        self.entries.insert(key, CacheEntry { decision, expires, seq });
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+/// Decides whether a request may proceed.
+pub struct Authorizer {
+    reviewer: Arc<dyn AccessReviewer>,
+    allow_ttl: Duration,
+    deny_ttl: Duration,
+    cache: Mutex<DecisionCache>,
+    clock: Clock,
+}
+
+impl Authorizer {
+    /// kube's defaults are 10 s for both TTLs
+    /// (`--authorization-webhook-cache-authorized-ttl` / `-unauthorized-ttl`).
+    pub fn new(reviewer: Arc<dyn AccessReviewer>, allow_ttl: Duration, deny_ttl: Duration) -> Self {
+        Self::with_parts(reviewer, allow_ttl, deny_ttl, CACHE_CAPACITY, Arc::new(Instant::now))
+    }
+
+    fn with_parts(
+        reviewer: Arc<dyn AccessReviewer>,
+        allow_ttl: Duration,
+        deny_ttl: Duration,
+        capacity: usize,
+        clock: Clock,
+    ) -> Self {
+        Self { reviewer, allow_ttl, deny_ttl, cache: Mutex::new(DecisionCache::new(capacity)), clock }
+    }
+
+    fn cache(&self) -> MutexGuard<'_, DecisionCache> {
+        self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// `system:masters` members and the health probe paths are allowed without
+    /// a review. Otherwise the reviewer decides; its allowed and denied answers
+    /// are cached (per user and attributes) for `allow_ttl` / `deny_ttl`. A
+    /// review that fails is not cached and denies the request, with the
+    /// failure as the reason.
+    pub async fn authorize(&self, user: &User, attrs: &Attributes) -> Decision {
+        if user.groups.iter().any(|g| g == SYSTEM_MASTERS) {
+            return Decision::Allow;
+        }
+        if !attrs.resource_request && always_allowed_path(&attrs.path) {
+            return Decision::Allow;
+        }
+        let cacheable = attrs.controlled_size() < MAX_CACHED_ATTRIBUTE_BYTES;
+        let key = cacheable.then(|| (user.clone(), attrs.clone()));
+        if let Some(key) = &key {
+            let now = (self.clock)();
+            if let Some(decision) = self.cache().get(key, now) {
+                return decision;
+            }
+        }
+        match self.reviewer.review(user, attrs).await {
+            Ok(decision) => {
+                if let Some(key) = key {
+                    let ttl = match decision {
+                        Decision::Allow => self.allow_ttl,
+                        Decision::Deny { .. } => self.deny_ttl,
+                    };
+                    if !ttl.is_zero() {
+                        let now = (self.clock)();
+                        self.cache().insert(key, decision.clone(), now + ttl, now);
+                    }
+                }
+                decision
+            }
+            Err(err) => {
+                tracing::warn!(user = %user.name, verb = %attrs.verb, error = %err, "access review failed; denying");
+                Decision::Deny { reason: format!("authorization review failed: {err}") }
+            }
+        }
+    }
+}
+
+/// Go's `sanitizer` in responsewriters: nothing in the message may look like HTML.
+fn sanitize(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// responsewriters.forbiddenMessage.
+fn forbidden_message(user: &User, attrs: &Attributes) -> String {
+    let username = go_quote(&user.name);
+    if !attrs.resource_request {
+        return format!("User {username} cannot {} path {}", attrs.verb, go_quote(&attrs.path));
+    }
+    let mut resource = attrs.resource.clone();
+    if !attrs.subresource.is_empty() {
+        resource.push('/');
+        resource.push_str(&attrs.subresource);
+    }
+    let (resource, group) = (go_quote(&resource), go_quote(&attrs.api_group));
+    if attrs.namespace.is_empty() {
+        format!("User {username} cannot {} resource {resource} in API group {group} at the cluster scope", attrs.verb)
+    } else {
+        format!(
+            "User {username} cannot {} resource {resource} in API group {group} in the namespace {}",
+            attrs.verb,
+            go_quote(&attrs.namespace)
+        )
+    }
+}
+
+/// The 403 kube-apiserver sends (responsewriters.Forbidden, then
+/// apierrors.NewForbidden): e.g. `llamas.farm.example.com "x" is forbidden:
+/// User "u" cannot delete resource "llamas" in API group "farm.example.com" in
+/// the namespace "ns"`, with `: <reason>` appended when there is a reason.
+/// Details carry name, group and kind (the resource), each left out when empty.
+pub fn forbidden(user: &User, attrs: &Attributes, reason: &str) -> ApiError {
+    let msg = sanitize(&forbidden_message(user, attrs));
+    let err = if reason.is_empty() { msg } else { format!("{msg}: {reason}") };
+    let (group, resource, name) = (&attrs.api_group, &attrs.resource, &attrs.name);
+    let qualified = if group.is_empty() { resource.clone() } else { format!("{resource}.{group}") };
+    let message = if group.is_empty() && resource.is_empty() {
+        format!("forbidden: {err}")
+    } else if name.is_empty() {
+        format!("{qualified} is forbidden: {err}")
+    } else {
+        format!("{qualified} {} is forbidden: {err}", go_quote(name))
+    };
+    let mut details = serde_json::Map::new();
+    for (field, value) in [("name", name), ("group", group), ("kind", resource)] {
+        if !value.is_empty() {
+            details.insert(field.to_string(), json!(value));
+        }
+    }
+    ApiError::new(403, Reason::Forbidden, message).with_details(Value::Object(details))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machinery::request_info::classify;
+    use http::Method;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+    const GROUP: &str = "farm.example.com";
+
+    fn user(name: &str) -> User {
+        User { name: name.to_string(), ..Default::default() }
+    }
+
+    fn res(verb: &str, resource: &str, subresource: &str, namespace: &str, name: &str) -> Attributes {
+        Attributes {
+            verb: verb.to_string(),
+            api_group: GROUP.to_string(),
+            api_version: "v1alpha".to_string(),
+            resource: resource.to_string(),
+            subresource: subresource.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            path: String::new(),
+            resource_request: true,
+        }
+    }
+
+    fn non_res(verb: &str, path: &str) -> Attributes {
+        Attributes {
+            verb: verb.to_string(),
+            api_group: String::new(),
+            api_version: String::new(),
+            resource: String::new(),
+            subresource: String::new(),
+            namespace: String::new(),
+            name: String::new(),
+            path: path.to_string(),
+            resource_request: false,
+        }
+    }
+
+    // ---- forbidden() ----
+
+    #[test]
+    fn forbidden_named_resource_in_namespace() {
+        let e = forbidden(&user("u"), &res("delete", "llamas", "", "ns", "x"), "");
+        assert_eq!(e.code, 403);
+        assert_eq!(e.reason, Reason::Forbidden);
+        assert_eq!(
+            e.message,
+            r#"llamas.farm.example.com "x" is forbidden: User "u" cannot delete resource "llamas" in API group "farm.example.com" in the namespace "ns""#
+        );
+        assert_eq!(e.details, Some(json!({"name": "x", "group": GROUP, "kind": "llamas"})));
+        let body = e.status_body();
+        assert_eq!(body["reason"], "Forbidden");
+        assert_eq!(body["code"], 403);
+    }
+
+    #[test]
+    fn forbidden_list_has_no_name() {
+        let e = forbidden(&user("u"), &res("list", "llamas", "", "ns", ""), "");
+        assert_eq!(
+            e.message,
+            r#"llamas.farm.example.com is forbidden: User "u" cannot list resource "llamas" in API group "farm.example.com" in the namespace "ns""#
+        );
+        assert_eq!(e.details, Some(json!({"group": GROUP, "kind": "llamas"})));
+    }
+
+    #[test]
+    fn forbidden_cluster_scope() {
+        let e = forbidden(&user("u"), &res("watch", "llamas", "", "", ""), "");
+        assert_eq!(
+            e.message,
+            r#"llamas.farm.example.com is forbidden: User "u" cannot watch resource "llamas" in API group "farm.example.com" at the cluster scope"#
+        );
+    }
+
+    #[test]
+    fn forbidden_subresource() {
+        let e = forbidden(&user("u"), &res("update", "llamas", "status", "ns", "x"), "");
+        assert_eq!(
+            e.message,
+            r#"llamas.farm.example.com "x" is forbidden: User "u" cannot update resource "llamas/status" in API group "farm.example.com" in the namespace "ns""#
+        );
+        // details name the resource, not the subresource
+        assert_eq!(e.details, Some(json!({"name": "x", "group": GROUP, "kind": "llamas"})));
+    }
+
+    #[test]
+    fn forbidden_core_group() {
+        let attrs = res("get", "llamas", "", "ns", "x").for_resource("", "pods");
+        let e = forbidden(&user("system:serviceaccount:ns:sa"), &attrs, "");
+        assert_eq!(
+            e.message,
+            r#"pods "x" is forbidden: User "system:serviceaccount:ns:sa" cannot get resource "pods" in API group "" in the namespace "ns""#
+        );
+        assert_eq!(e.details, Some(json!({"name": "x", "kind": "pods"})));
+    }
+
+    #[test]
+    fn forbidden_non_resource_path() {
+        let e = forbidden(&user("u"), &non_res("get", "/apis"), "");
+        assert_eq!(e.message, r#"forbidden: User "u" cannot get path "/apis""#);
+        assert_eq!(e.details, Some(json!({})));
+        assert_eq!(e.status_body()["details"], json!({}));
+    }
+
+    #[test]
+    fn forbidden_appends_reason() {
+        let e = forbidden(&user("u"), &res("list", "llamas", "", "ns", ""), "no RBAC policy matched");
+        assert_eq!(
+            e.message,
+            r#"llamas.farm.example.com is forbidden: User "u" cannot list resource "llamas" in API group "farm.example.com" in the namespace "ns": no RBAC policy matched"#
+        );
+        let e = forbidden(&user("u"), &non_res("get", "/apis"), "nope");
+        assert_eq!(e.message, r#"forbidden: User "u" cannot get path "/apis": nope"#);
+    }
+
+    #[test]
+    fn forbidden_quotes_and_sanitizes_like_go() {
+        // %q escapes quotes; the sanitizer turns &, <, > into entities (not in the reason).
+        let e = forbidden(&user("a\"b<c>&"), &non_res("get", "/x\ty"), "<r>");
+        assert_eq!(e.message, r#"forbidden: User "a\"b&lt;c&gt;&amp;" cannot get path "/x\ty": <r>"#);
+        // an empty user name is quoted as ""
+        let e = forbidden(&User::default(), &non_res("get", "/"), "");
+        assert_eq!(e.message, r#"forbidden: User "" cannot get path "/""#);
+    }
+
+    // ---- Authorizer ----
+
+    type Answer = Box<dyn Fn(&User, &Attributes) -> Result<Decision, String> + Send + Sync>;
+
+    struct FakeReviewer {
+        calls: AtomicUsize,
+        answer: Answer,
+    }
+
+    impl FakeReviewer {
+        fn new(answer: impl Fn(&User, &Attributes) -> Result<Decision, String> + Send + Sync + 'static) -> Arc<Self> {
+            Arc::new(Self { calls: AtomicUsize::new(0), answer: Box::new(answer) })
+        }
+        fn calls(&self) -> usize {
+            self.calls.load(Ordering::SeqCst)
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl AccessReviewer for FakeReviewer {
+        async fn review(&self, user: &User, attrs: &Attributes) -> Result<Decision, String> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            tokio::task::yield_now().await;
+            (self.answer)(user, attrs)
+        }
+    }
+
+    /// A clock the test moves by hand.
+    #[derive(Clone)]
+    struct FakeClock {
+        base: Instant,
+        offset_ms: Arc<AtomicU64>,
+    }
+
+    impl FakeClock {
+        fn new() -> Self {
+            Self { base: Instant::now(), offset_ms: Arc::new(AtomicU64::new(0)) }
+        }
+        fn advance(&self, d: Duration) {
+            self.offset_ms.fetch_add(d.as_millis() as u64, Ordering::SeqCst);
+        }
+        fn clock(&self) -> Clock {
+            let me = self.clone();
+            Arc::new(move || me.base + Duration::from_millis(me.offset_ms.load(Ordering::SeqCst)))
+        }
+    }
+
+    fn authorizer(reviewer: Arc<FakeReviewer>, allow: u64, deny: u64, clock: &FakeClock) -> Authorizer {
+        Authorizer::with_parts(
+            reviewer,
+            Duration::from_secs(allow),
+            Duration::from_secs(deny),
+            CACHE_CAPACITY,
+            clock.clock(),
+        )
+    }
+
+    fn deny(reason: &str) -> Decision {
+        Decision::Deny { reason: reason.to_string() }
+    }
+
+    #[tokio::test]
+    async fn allow_is_cached_for_allow_ttl() {
+        let reviewer = FakeReviewer::new(|_, _| Ok(Decision::Allow));
+        let clock = FakeClock::new();
+        let authz = authorizer(reviewer.clone(), 10, 3, &clock);
+        let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
+        assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
+        assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
+        assert_eq!(reviewer.calls(), 1);
+        clock.advance(Duration::from_millis(9_999));
+        assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
+        assert_eq!(reviewer.calls(), 1, "still cached just before allow_ttl");
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
+        assert_eq!(reviewer.calls(), 2, "reviewed again once allow_ttl has passed");
+    }
+
+    #[tokio::test]
+    async fn deny_is_cached_with_its_own_ttl() {
+        let reviewer = FakeReviewer::new(|_, a| if a.verb == "get" { Ok(Decision::Allow) } else { Ok(deny("no")) });
+        let clock = FakeClock::new();
+        let authz = authorizer(reviewer.clone(), 10, 3, &clock);
+        let u = user("u");
+        let (get, del) = (res("get", "llamas", "", "ns", "x"), res("delete", "llamas", "", "ns", "x"));
+        assert_eq!(authz.authorize(&u, &del).await, deny("no"));
+        assert_eq!(authz.authorize(&u, &get).await, Decision::Allow);
+        assert_eq!(authz.authorize(&u, &del).await, deny("no"));
+        assert_eq!(reviewer.calls(), 2);
+        clock.advance(Duration::from_secs(3));
+        // the denial expired after deny_ttl, the allow (10 s) did not
+        assert_eq!(authz.authorize(&u, &del).await, deny("no"));
+        assert_eq!(authz.authorize(&u, &get).await, Decision::Allow);
+        assert_eq!(reviewer.calls(), 3);
+        clock.advance(Duration::from_secs(7));
+        assert_eq!(authz.authorize(&u, &get).await, Decision::Allow);
+        assert_eq!(reviewer.calls(), 4);
+    }
+
+    #[tokio::test]
+    async fn entries_are_per_user_and_attributes() {
+        let reviewer = FakeReviewer::new(|u, _| if u.name == "alice" { Ok(Decision::Allow) } else { Ok(deny("")) });
+        let clock = FakeClock::new();
+        let authz = authorizer(reviewer.clone(), 10, 10, &clock);
+        let a = res("get", "llamas", "", "ns", "x");
+        assert_eq!(authz.authorize(&user("alice"), &a).await, Decision::Allow);
+        assert_eq!(authz.authorize(&user("bob"), &a).await, deny(""));
+        assert_eq!(reviewer.calls(), 2);
+        // same name, other groups / uid / extra: other users
+        let mut alice2 = user("alice");
+        alice2.groups = vec!["farmers".into()];
+        authz.authorize(&alice2, &a).await;
+        let mut alice3 = user("alice");
+        alice3.uid = "1".into();
+        authz.authorize(&alice3, &a).await;
+        let mut alice4 = user("alice");
+        alice4.extra.insert("scopes".into(), vec!["x".into()]);
+        authz.authorize(&alice4, &a).await;
+        assert_eq!(reviewer.calls(), 5);
+        // every attribute is part of the key
+        let variants = [
+            res("list", "llamas", "", "ns", "x"),
+            res("get", "farmpods", "", "ns", "x"),
+            res("get", "llamas", "status", "ns", "x"),
+            res("get", "llamas", "", "other", "x"),
+            res("get", "llamas", "", "ns", "y"),
+            Attributes { api_group: "other.example.com".into(), ..a.clone() },
+            Attributes { api_version: "v1".into(), ..a.clone() },
+            Attributes { path: "/p".into(), ..a.clone() },
+        ];
+        for v in &variants {
+            authz.authorize(&user("alice"), v).await;
+        }
+        assert_eq!(reviewer.calls(), 5 + variants.len());
+        // and the first answers are still there
+        assert_eq!(authz.authorize(&user("alice"), &a).await, Decision::Allow);
+        assert_eq!(authz.authorize(&user("bob"), &a).await, deny(""));
+        assert_eq!(reviewer.calls(), 5 + variants.len());
+    }
+
+    #[tokio::test]
+    async fn review_errors_deny_and_are_not_cached() {
+        let reviewer = FakeReviewer::new(|_, _| Err("connection refused".to_string()));
+        let clock = FakeClock::new();
+        let authz = authorizer(reviewer.clone(), 10, 10, &clock);
+        let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
+        assert_eq!(authz.authorize(&u, &a).await, deny("authorization review failed: connection refused"));
+        assert_eq!(authz.authorize(&u, &a).await, deny("authorization review failed: connection refused"));
+        assert_eq!(reviewer.calls(), 2);
+        assert_eq!(authz.cache().len(), 0);
+    }
+
+    #[tokio::test]
+    async fn system_masters_skip_the_review() {
+        let reviewer = FakeReviewer::new(|_, _| Ok(deny("no")));
+        let clock = FakeClock::new();
+        let authz = authorizer(reviewer.clone(), 10, 10, &clock);
+        let mut admin = user("kubernetes-admin");
+        admin.groups = vec!["system:authenticated".into(), SYSTEM_MASTERS.into()];
+        assert_eq!(authz.authorize(&admin, &res("delete", "llamas", "", "ns", "x")).await, Decision::Allow);
+        assert_eq!(authz.authorize(&admin, &non_res("get", "/metrics")).await, Decision::Allow);
+        assert_eq!(reviewer.calls(), 0);
+        // a group of a similar name is nothing special
+        let mut other = user("u");
+        other.groups = vec!["system:masters-not".into()];
+        assert_eq!(authz.authorize(&other, &non_res("get", "/metrics")).await, deny("no"));
+        assert_eq!(reviewer.calls(), 1);
+    }
+
+    #[tokio::test]
+    async fn probe_paths_are_always_allowed() {
+        let reviewer = FakeReviewer::new(|_, _| Ok(deny("no")));
+        let clock = FakeClock::new();
+        let authz = authorizer(reviewer.clone(), 10, 10, &clock);
+        let anonymous = User {
+            name: "system:anonymous".into(),
+            groups: vec!["system:unauthenticated".into()],
+            ..Default::default()
+        };
+        for p in
+            ["/healthz", "/livez", "/readyz", "/readyz/ping", "/livez/log", "/healthz/poststarthook/start-informers"]
+        {
+            assert_eq!(authz.authorize(&anonymous, &non_res("get", p)).await, Decision::Allow, "{p}");
+        }
+        assert_eq!(reviewer.calls(), 0);
+        for p in [
+            "/healthzx",
+            "/readyz/",
+            "/readyz/../apis",
+            "/livez/./x",
+            "/livez/%2e%2e",
+            "/livez//x",
+            "/",
+            "/metrics",
+            "/apis",
+        ] {
+            assert!(!always_allowed_path(p), "{p}");
+            assert_eq!(authz.authorize(&anonymous, &non_res("get", p)).await, deny("no"), "{p}");
+        }
+        assert!(always_allowed_path("/readyz/etcd-readiness"));
+        // only non-resource requests are exempt
+        let odd = Attributes { path: "/healthz".into(), ..res("get", "llamas", "", "ns", "x") };
+        assert_eq!(authz.authorize(&anonymous, &odd).await, deny("no"));
+    }
+
+    #[tokio::test]
+    async fn oversized_attributes_are_not_cached() {
+        let reviewer = FakeReviewer::new(|_, _| Ok(Decision::Allow));
+        let clock = FakeClock::new();
+        let authz = authorizer(reviewer.clone(), 10, 10, &clock);
+        let u = user("u");
+        let big = res("get", "llamas", "", "ns", &"x".repeat(MAX_CACHED_ATTRIBUTE_BYTES));
+        assert_eq!(authz.authorize(&u, &big).await, Decision::Allow);
+        assert_eq!(authz.authorize(&u, &big).await, Decision::Allow);
+        assert_eq!(reviewer.calls(), 2);
+        assert_eq!(authz.cache().len(), 0);
+    }
+
+    #[tokio::test]
+    async fn cache_is_bounded_evicting_expired_then_oldest() {
+        let reviewer =
+            FakeReviewer::new(|_, a| if a.name.starts_with('d') { Ok(deny("")) } else { Ok(Decision::Allow) });
+        let clock = FakeClock::new();
+        let authz =
+            Authorizer::with_parts(reviewer.clone(), Duration::from_secs(60), Duration::from_secs(5), 3, clock.clock());
+        let u = user("u");
+        let get = |n: &str| res("get", "llamas", "", "ns", n);
+        authz.authorize(&u, &get("a1")).await;
+        authz.authorize(&u, &get("d1")).await;
+        authz.authorize(&u, &get("a2")).await;
+        assert_eq!(authz.cache().len(), 3);
+        // full, nothing expired: the oldest (a1) goes
+        authz.authorize(&u, &get("a3")).await;
+        assert_eq!(authz.cache().len(), 3);
+        assert_eq!(reviewer.calls(), 4);
+        authz.authorize(&u, &get("a2")).await;
+        authz.authorize(&u, &get("a3")).await;
+        assert_eq!(reviewer.calls(), 4, "a2 and a3 are still cached");
+        // full, d1 has expired: it goes first, before the older-than-a3 a2
+        clock.advance(Duration::from_secs(5));
+        authz.authorize(&u, &get("a4")).await;
+        assert_eq!(reviewer.calls(), 5);
+        authz.authorize(&u, &get("a2")).await;
+        authz.authorize(&u, &get("a3")).await;
+        authz.authorize(&u, &get("a4")).await;
+        assert_eq!(reviewer.calls(), 5, "a2, a3 and a4 are cached");
+        authz.authorize(&u, &get("a1")).await;
+        assert_eq!(reviewer.calls(), 6, "a1 was evicted");
+    }
+
+    #[tokio::test]
+    async fn zero_ttl_does_not_cache() {
+        let reviewer = FakeReviewer::new(|_, _| Ok(Decision::Allow));
+        let clock = FakeClock::new();
+        let authz = authorizer(reviewer.clone(), 0, 0, &clock);
+        let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
+        authz.authorize(&u, &a).await;
+        authz.authorize(&u, &a).await;
+        assert_eq!(reviewer.calls(), 2);
+    }
+
+    #[tokio::test]
+    async fn real_clock_constructor_caches() {
+        let reviewer = FakeReviewer::new(|_, _| Ok(Decision::Allow));
+        let authz = Authorizer::new(reviewer.clone(), Duration::from_secs(10), Duration::from_secs(10));
+        let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
+        assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
+        assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
+        assert_eq!(reviewer.calls(), 1);
+    }
+
+    #[test]
+    fn authorize_future_is_send() {
+        fn assert_send<T: Send>(_: &T) {}
+        let authz = Authorizer::new(FakeReviewer::new(|_, _| Ok(Decision::Allow)), Duration::ZERO, Duration::ZERO);
+        let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
+        assert_send(&authz.authorize(&u, &a));
+    }
+
+    // ---- Attributes ----
+
+    fn attrs(method: Method, path: &str, query: Option<&str>) -> Attributes {
+        Attributes::from_request(&classify(&method, path, query))
+    }
+
+    #[test]
+    fn attributes_from_requests() {
+        let base = "/apis/farm.example.com/v1alpha";
+        let list = attrs(Method::GET, &format!("{base}/namespaces/ns/llamas"), None);
+        assert_eq!(
+            list,
+            Attributes { path: format!("{base}/namespaces/ns/llamas"), ..res("list", "llamas", "", "ns", "") }
+        );
+
+        let get = attrs(Method::GET, &format!("{base}/namespaces/ns/llamas/x"), None);
+        assert_eq!(
+            get,
+            Attributes { path: format!("{base}/namespaces/ns/llamas/x"), ..res("get", "llamas", "", "ns", "x") }
+        );
+
+        let watch = attrs(Method::GET, &format!("{base}/llamas"), Some("watch=true"));
+        assert_eq!(watch, Attributes { path: format!("{base}/llamas"), ..res("watch", "llamas", "", "", "") });
+        let watch_path = attrs(Method::GET, &format!("{base}/watch/namespaces/ns/llamas"), None);
+        assert_eq!((watch_path.verb.as_str(), watch_path.namespace.as_str()), ("watch", "ns"));
+
+        let create = attrs(Method::POST, &format!("{base}/namespaces/ns/farmpods"), None);
+        assert_eq!(
+            create,
+            Attributes { path: format!("{base}/namespaces/ns/farmpods"), ..res("create", "farmpods", "", "ns", "") }
+        );
+
+        let status = attrs(Method::PUT, &format!("{base}/namespaces/ns/llamas/x/status"), None);
+        assert_eq!(
+            status,
+            Attributes {
+                path: format!("{base}/namespaces/ns/llamas/x/status"),
+                ..res("update", "llamas", "status", "ns", "x")
+            }
+        );
+
+        let disco = attrs(Method::GET, "/apis", None);
+        assert_eq!(disco, non_res("get", "/apis"));
+        let health = attrs(Method::GET, "/readyz", None);
+        assert_eq!(health, non_res("get", "/readyz"));
+        assert!(!attrs(Method::GET, base, None).resource_request);
+    }
+
+    #[test]
+    fn for_resource_pods() {
+        let fp = Attributes {
+            path: "/apis/farm.example.com/v1alpha/namespaces/ns/farmpods/p/status".into(),
+            ..res("get", "farmpods", "status", "ns", "p")
+        };
+        assert_eq!(
+            fp.for_resource("", "pods"),
+            Attributes {
+                verb: "get".into(),
+                api_group: String::new(),
+                api_version: "v1".into(),
+                resource: "pods".into(),
+                subresource: String::new(),
+                namespace: "ns".into(),
+                name: "p".into(),
+                path: String::new(),
+                resource_request: true,
+            }
+        );
+        let list = res("list", "farmpods", "", "ns", "").for_resource("", "pods");
+        assert_eq!((list.verb.as_str(), list.name.as_str(), list.namespace.as_str()), ("list", "", "ns"));
+        // same group keeps the version; another group leaves it open
+        assert_eq!(fp.for_resource(GROUP, "llamas").api_version, "v1alpha");
+        assert_eq!(fp.for_resource("apps", "deployments").api_version, "");
+    }
+
+    // ---- SubjectAccessReview ----
+
+    #[test]
+    fn review_request_for_a_resource() {
+        let u = User {
+            name: "alice".into(),
+            uid: "42".into(),
+            groups: vec!["farmers".into(), "system:authenticated".into()],
+            extra: BTreeMap::from([("scopes".to_string(), vec!["a".to_string(), "b".to_string()])]),
+        };
+        let sar = review_request(&u, &res("update", "llamas", "status", "ns", "x"));
+        assert_eq!(
+            serde_json::to_value(&sar).ok(),
+            Some(json!({
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SubjectAccessReview",
+                "metadata": {},
+                "spec": {
+                    "user": "alice",
+                    "uid": "42",
+                    "groups": ["farmers", "system:authenticated"],
+                    "extra": {"scopes": ["a", "b"]},
+                    "resourceAttributes": {
+                        "verb": "update",
+                        "group": "farm.example.com",
+                        "version": "v1alpha",
+                        "resource": "llamas",
+                        "subresource": "status",
+                        "namespace": "ns",
+                        "name": "x"
+                    }
+                }
+            }))
+        );
+    }
+
+    #[test]
+    fn review_request_omits_empty_fields() {
+        let core_list = res("list", "llamas", "", "", "").for_resource("", "pods");
+        let sar = review_request(&user("bob"), &core_list);
+        assert_eq!(
+            serde_json::to_value(&sar.spec).ok(),
+            Some(json!({
+                "user": "bob",
+                "resourceAttributes": {"verb": "list", "version": "v1", "resource": "pods"}
+            }))
+        );
+    }
+
+    #[test]
+    fn review_request_for_a_path() {
+        let mut u = user("carol");
+        u.groups = vec!["g".into()];
+        let sar = review_request(&u, &non_res("get", "/apis/farm.example.com"));
+        assert_eq!(
+            serde_json::to_value(&sar.spec).ok(),
+            Some(json!({
+                "user": "carol",
+                "groups": ["g"],
+                "nonResourceAttributes": {"path": "/apis/farm.example.com", "verb": "get"}
+            }))
+        );
+    }
+
+    #[test]
+    fn decisions_from_review_status() {
+        let status = |v: Value| serde_json::from_value::<SubjectAccessReviewStatus>(v).ok();
+        assert_eq!(decision_from_status(status(json!({"allowed": true})).as_ref()), Decision::Allow);
+        assert_eq!(
+            decision_from_status(status(json!({"allowed": false, "reason": "RBAC: no"})).as_ref()),
+            deny("RBAC: no")
+        );
+        assert_eq!(decision_from_status(status(json!({"allowed": false, "denied": true})).as_ref()), deny(""));
+        assert_eq!(
+            decision_from_status(status(json!({"allowed": true, "denied": true, "reason": "both"})).as_ref()),
+            deny("both")
+        );
+        assert_eq!(
+            decision_from_status(status(json!({"allowed": false, "evaluationError": "boom"})).as_ref()),
+            deny("")
+        );
+        assert_eq!(decision_from_status(None), deny(""));
+    }
+}

@@ -16,11 +16,14 @@
 //! Upstream calls are read from kube-apiserver's own `/metrics`
 //! (`apiserver_request_total` for resource `pods`) before and after each case.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+// The same fixtures as the tests: control plane, farm-apiserver, TLS clients.
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::io::Write;
 use std::time::{Duration, Instant};
+
+use common::{Options, Server};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
@@ -40,194 +43,15 @@ fn env_usize(name: &str, default: usize) -> usize {
     }
 }
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
-}
-
-/// The control plane (etcd, kube-apiserver, kube-controller-manager in one
-/// process); it stops when its stdin closes, so it dies with this process.
-struct ControlPlane {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    kubeconfig: PathBuf,
-    server: String,
-    _dir: tempfile::TempDir,
-}
-
-impl ControlPlane {
-    fn start() -> ControlPlane {
-        let script = repo_root().join("tests/controlplane/build.sh");
-        let out = Command::new("bash").arg(&script).output().expect("run tests/controlplane/build.sh");
-        assert!(
-            out.status.success(),
-            "building the control plane failed ({:?}):\n{}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let bin = repo_root().join("target/controlplane/controlplane");
-        let dir = tempfile::Builder::new().prefix("farm-bench-cp-").tempdir().expect("tempdir");
-        let log_path = dir.path().join("controlplane.log");
-        let log = std::fs::File::create(&log_path).expect("control plane log file");
-        let mut child = Command::new(&bin)
-            .arg("--dir")
-            .arg(dir.path().join("cp"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
-        let stdin = child.stdin.take().expect("control plane stdin");
-        let stdout = child.stdout.take().expect("control plane stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(json) = line.strip_prefix("READY ") {
-                    let _ = tx.send(json.to_string());
-                }
-            }
-        });
-        let ready = rx.recv_timeout(Duration::from_secs(180)).unwrap_or_else(|_| {
-            panic!(
-                "the control plane did not become ready:\n{}",
-                std::fs::read_to_string(&log_path).unwrap_or_default()
-            )
-        });
-        let info: Value = serde_json::from_str(&ready).expect("READY json");
-        let kubeconfig = PathBuf::from(info["kubeconfig"].as_str().expect("kubeconfig in READY"));
-        let server = info["server"].as_str().expect("server in READY").to_string();
-        ControlPlane { child, stdin: Some(stdin), kubeconfig, server, _dir: dir }
-    }
-
-    async fn client(&self) -> kube::Client {
-        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("read admin kubeconfig");
-        let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .expect("kube config from the admin kubeconfig");
-        kube::Client::try_from(cfg).expect("kube client")
-    }
-}
-
-impl Drop for ControlPlane {
-    fn drop(&mut self) {
-        // Closing stdin stops it; it removes its own directory on the way out.
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The release farm-apiserver, run under a small shell that kills it when our
-/// end of its stdin closes (so it never outlives this process).
-struct Farm {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    pid: u32,
-    base: String,
-    ca_file: PathBuf,
-    log_file: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Farm {
-    fn start(kubeconfig: &Path) -> Farm {
-        // `cargo bench` builds the binary with the bench (= release) profile
-        // before running benches; CARGO_BIN_EXE_* is its path.
-        let bin = env!("CARGO_BIN_EXE_farm-apiserver");
-        let dir = tempfile::Builder::new().prefix("farm-bench-server-").tempdir().expect("tempdir");
-        let cert_dir = dir.path().join("certs");
-        let log_file = dir.path().join("farm-apiserver.log");
-        let log = std::fs::File::create(&log_file).expect("farm-apiserver log file");
-        let port = free_port();
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(r#"exec 3<&0; "$@" </dev/null & child=$!; echo "$child"; (cat <&3 >/dev/null; kill $child) & wait $child"#)
-            .arg("sh")
-            .arg(bin)
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--bind")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--cert-dir")
-            .arg(&cert_dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .expect("start farm-apiserver");
-        let stdin = child.stdin.take();
-        let mut pid_line = String::new();
-        BufReader::new(child.stdout.take().expect("shell stdout")).read_line(&mut pid_line).expect("read server pid");
-        let pid: u32 = pid_line.trim().parse().unwrap_or_else(|_| panic!("server pid from {pid_line:?}"));
-        Farm {
-            child,
-            stdin,
-            pid,
-            base: format!("https://127.0.0.1:{port}"),
-            ca_file: cert_dir.join("ca.crt"),
-            log_file,
-            _dir: dir,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log_file).unwrap_or_default()
-    }
-
-    /// Waits for /readyz 200 (after the Pod watch listed everything); returns the client.
-    async fn wait_ready(&mut self, timeout: Duration) -> reqwest::Client {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("farm-apiserver exited early ({status}):\n{}", self.log());
-            }
-            if let Ok(client) = client_trusting(&self.ca_file) {
-                if let Ok(r) = client.get(format!("{}/readyz", self.base)).send().await {
-                    if r.status().is_success() {
-                        return client;
-                    }
-                }
-            }
-            assert!(Instant::now() < deadline, "farm-apiserver not ready within {timeout:?}:\n{}", self.log());
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    fn rss_mib(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .map(|kb| kb / 1024.0)
-            .unwrap_or(f64::NAN)
-    }
-}
-
-impl Drop for Farm {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.wait();
-    }
-}
-
-fn client_trusting(ca: &Path) -> anyhow::Result<reqwest::Client> {
-    let pem = std::fs::read(ca)?;
-    Ok(reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(&pem)?)
-        .timeout(Duration::from_secs(120))
-        .build()?)
+/// Resident memory of a process, from /proc.
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
 }
 
 fn pod(i: usize) -> Pod {
@@ -503,7 +327,7 @@ async fn run() {
 
     eprintln!("starting the control plane");
     let started = Instant::now();
-    let cp = ControlPlane::start();
+    let cp = common::cluster::controlplane();
     let cp_start = started.elapsed();
     eprintln!("control plane {} ready in {cp_start:.1?}", cp.server);
     let kube = cp.client().await;
@@ -541,10 +365,17 @@ async fn run() {
     let watches_before_farm = Upstream::read(&kube).await.open_watches;
     eprintln!("starting farm-apiserver ({})", env!("CARGO_BIN_EXE_farm-apiserver"));
     let started = Instant::now();
-    let mut farm = Farm::start(&cp.kubeconfig);
-    let http = farm.wait_ready(Duration::from_secs(300)).await;
+    let farm = Server::start_with(Options {
+        kubeconfig: Some(cp.kubeconfig.clone()),
+        // Request logs off: they would be part of what is measured.
+        log: Some("info".into()),
+        ready_timeout: Some(Duration::from_secs(300)),
+        ..Default::default()
+    })
+    .await;
+    let http = farm.client.clone();
     let sync_time = started.elapsed();
-    let rss_synced = farm.rss_mib();
+    let rss_synced = rss_mib(farm.pid());
     eprintln!("farm-apiserver ready in {sync_time:.1?}, RSS {rss_synced:.1} MiB");
     let watches_open = Upstream::read(&kube).await.open_watches;
 
@@ -567,7 +398,7 @@ async fn run() {
     eprintln!("measuring per-request list+convert, {ONE_NAMESPACE} (up to {iters_ns} requests)");
     let direct_ns = bench_direct(&pods_ns, &kube, &format!("per-request, {ONE_NAMESPACE}"), iters_ns, budget * 4).await;
     let load_after = loadavg();
-    let rss_after = farm.rss_mib();
+    let rss_after = rss_mib(farm.pid());
     let watches_open_after = Upstream::read(&kube).await.open_watches;
 
     let mut out = String::new();
@@ -630,9 +461,9 @@ async fn run() {
     let _ = stdout.write_all(out.as_bytes());
     let _ = stdout.flush();
 
+    // The control plane stops when this process ends (its stdin closes).
     eprintln!("cleaning up");
     drop(farm);
-    drop(cp);
 }
 
 fn main() {

@@ -33,6 +33,10 @@ pub struct Options {
     /// Stop the server when this test process ends, however it ends (for
     /// servers kept in statics, which are never dropped).
     pub tie_to_test_process: bool,
+    /// Log filter (default: debug for farm-apiserver, i.e. every request).
+    pub log: Option<String>,
+    /// How long to wait for /readyz (default 30 s).
+    pub ready_timeout: Option<Duration>,
 }
 
 pub struct Server {
@@ -97,7 +101,7 @@ impl Server {
             .arg("--cert-dir")
             .arg(&cert_dir)
             .arg("--log")
-            .arg("info,farm_apiserver=debug")
+            .arg(opts.log.as_deref().unwrap_or("info,farm_apiserver=debug"))
             .args(&opts.args)
             .stdin(if opts.tie_to_test_process { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::null())
@@ -110,12 +114,12 @@ impl Server {
         let base = format!("https://127.0.0.1:{port}");
         let mut server =
             Server { child, _stdin: stdin, port, base, dir, ca_file, client: reqwest::Client::new(), log_file };
-        server.wait_ready().await;
+        server.wait_ready(opts.ready_timeout.unwrap_or(Duration::from_secs(30))).await;
         server
     }
 
-    async fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
+    async fn wait_ready(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("farm-apiserver exited early ({status}):\n{}", self.log());

@@ -190,7 +190,7 @@ impl AuthnConfig {
 // ---------------------------------------------------------------------------------------------
 
 /// An authenticated user, as kube's `user.Info`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
 pub struct UserInfo {
     /// The username.
     pub name: String,

@@ -37,14 +37,8 @@ const CACHE_CAPACITY: usize = 10_000;
 /// must not be able to fill the cache with huge keys.
 const MAX_CACHED_ATTRIBUTE_BYTES: usize = 10_000;
 
-/// Who is asking (filled by authentication).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
-pub struct User {
-    pub name: String,
-    pub uid: String,
-    pub groups: Vec<String>,
-    pub extra: BTreeMap<String, Vec<String>>,
-}
+/// Who is asking: the user authentication established.
+pub use super::authn::UserInfo as User;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {

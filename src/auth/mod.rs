@@ -45,7 +45,6 @@ impl Guard {
                 return Err(ApiError::unauthorized("Unauthorized"));
             }
         };
-        let user = authz::User { name: user.name, uid: user.uid, groups: user.groups, extra: user.extra };
         let attrs = authz::Attributes::from_request(info);
         if let authz::Decision::Deny { reason } = self.authz.authorize(&user, &attrs).await {
             return Err(authz::forbidden(&user, &attrs, &reason));

@@ -2,6 +2,9 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
+# .cargo/config.toml and scripts/protoc give etcd-client's build the vendored protoc.
+COPY .cargo ./.cargo
+COPY scripts/protoc ./scripts/protoc
 COPY src ./src
 RUN cargo build --release --locked --bin farm-apiserver
 

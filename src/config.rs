@@ -43,8 +43,10 @@ pub enum Authentication {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum StorageBackend {
-    /// One replica, in memory.
+    /// One replica, in memory: lost on restart.
     Memory,
+    /// etcd (--etcd-servers): durable, and shared by every replica.
+    Etcd,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -121,6 +123,31 @@ pub struct ServeArgs {
     #[arg(long, env = "FARM_STORAGE", value_enum, default_value_t = StorageBackend::Memory)]
     pub storage: StorageBackend,
 
+    /// etcd servers (comma-separated http:// or https:// URLs), for --storage etcd.
+    #[arg(long, env = "FARM_ETCD_SERVERS", value_delimiter = ',')]
+    pub etcd_servers: Vec<String>,
+
+    /// CA bundle (PEM) that signed the etcd servers' certificates.
+    #[arg(long, env = "FARM_ETCD_CAFILE")]
+    pub etcd_cafile: Option<PathBuf>,
+
+    /// Client certificate (PEM) presented to etcd (mutual TLS).
+    #[arg(long, env = "FARM_ETCD_CERTFILE", requires = "etcd_keyfile")]
+    pub etcd_certfile: Option<PathBuf>,
+
+    /// Private key (PEM) of the etcd client certificate.
+    #[arg(long, env = "FARM_ETCD_KEYFILE", requires = "etcd_certfile")]
+    pub etcd_keyfile: Option<PathBuf>,
+
+    /// Prefix of every key this server writes: <prefix>/<resource>/<namespace>/<name>.
+    #[arg(long, env = "FARM_ETCD_PREFIX", default_value = "/registry/farm.example.com")]
+    pub etcd_prefix: String,
+
+    /// How long one etcd request may take; a write etcd does not answer in
+    /// time fails with 504 (reads keep being served from the watch cache).
+    #[arg(long, env = "FARM_ETCD_REQUEST_TIMEOUT", default_value = "10", value_parser = parse_seconds)]
+    pub etcd_request_timeout: Duration,
+
     /// Kubeconfig of the cluster whose Pods FarmPods show. Default: $KUBECONFIG or
     /// ~/.kube/config, else the in-cluster service account. Without any, the server
     /// still serves Llamas and FarmPod requests get 503.
@@ -185,6 +212,18 @@ pub struct CertsArgs {
 }
 
 impl ServeArgs {
+    /// The etcd settings, for --storage etcd.
+    pub fn etcd_options(&self) -> crate::storage::etcd::EtcdOptions {
+        crate::storage::etcd::EtcdOptions {
+            servers: self.etcd_servers.clone(),
+            ca_file: self.etcd_cafile.clone(),
+            cert_file: self.etcd_certfile.clone(),
+            key_file: self.etcd_keyfile.clone(),
+            prefix: self.etcd_prefix.clone(),
+            request_timeout: self.etcd_request_timeout,
+        }
+    }
+
     /// The authentication mode in force: as given, else `none` on loopback and
     /// `delegated` elsewhere.
     pub fn authentication_mode(&self) -> Authentication {

@@ -43,7 +43,7 @@ impl App {
             Authentication::None => None,
             Authentication::Delegated => Some(crate::auth::delegated(args).await?),
         };
-        let served = resources::build(args).await;
+        let served = resources::build(args).await?;
         let registries = served.registries;
         let metrics = Arc::new(Metrics::new());
         let cache = served.pod_cache.clone();

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::encode::{self, IncludeObject, ListMeta};
 use super::negotiation::{self, BodyType, Output, Shape};
 use super::patch::Patch;
-use super::query::{ListOptions, Query, WriteOptions};
+use super::query::{ListOptions, Query, Rv, WriteOptions};
 use super::registry::{DeleteOptions, DeleteOutcome, Part, Registry, WatchStart, WriteOutcome};
 use super::request_info::RequestInfo;
 use super::resource::Verb;
@@ -184,7 +184,8 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
     match verb {
         Verb::Get => {
             let output = negotiation::negotiate(accept, Shape::Object)?;
-            let obj = reg.get(ns, name).await?;
+            let rv = Rv::parse(query.get("resourceVersion"))?;
+            let obj = reg.get(ns, name, rv).await?;
             let include = IncludeObject::parse(query.get("includeObject"))?;
             Ok(one_object(&reg, output, &obj, include))
         }

@@ -17,7 +17,7 @@ use super::resource::Kind;
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::{ApiError, ApiResult, FieldError, Reason, Target};
 use super::validation;
-use crate::storage::{ListRequest, ObjectKey, Store, StoreError, StoredObject, WatchStream};
+use crate::storage::{ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject, Updated, WatchStream};
 
 /// How long a read naming a future resourceVersion waits for it, as the watch cache does.
 const RV_WAIT: Duration = Duration::from_secs(3);
@@ -115,6 +115,15 @@ impl DeleteOptions {
             )),
         }
     }
+}
+
+/// What an update or patch decides for the object as it is now.
+enum Decision {
+    Unchanged,
+    Write(Value),
+    /// The object's last finalizer was removed while it is being deleted:
+    /// it goes now (the value is what a dry run answers).
+    Delete(Value),
 }
 
 /// What a delete did.
@@ -266,6 +275,7 @@ impl Registry {
             StoreError::Conflict => ApiError::conflict(self.target(name), StoreError::Conflict),
             StoreError::Expired { .. } => ApiError::expired(e.to_string()),
             StoreError::TooLarge { .. } => too_large_rv(&e),
+            StoreError::Unavailable(msg) => storage_unavailable(&msg),
             StoreError::Internal(msg) => ApiError::internal_error(msg),
         }
     }
@@ -274,7 +284,16 @@ impl Registry {
         ObjectKey::new(if self.kind.namespaced() { ns } else { "" }, name)
     }
 
-    pub async fn get(&self, ns: &str, name: &str) -> ApiResult<StoredObject> {
+    /// GET: the latest state (resourceVersion unset), any cached state ("0"),
+    /// or one not older than a revision, as kube-apiserver serves reads.
+    pub async fn get(&self, ns: &str, name: &str, rv: Rv) -> ApiResult<StoredObject> {
+        match rv {
+            Rv::Unset => {
+                self.store.sync_latest().await.map_err(|e| self.store_error(name, e))?;
+            }
+            Rv::At(n) => self.store.wait_for_rv(n, RV_WAIT).await.map_err(|e| too_large_rv(&e))?,
+            Rv::Any => {}
+        }
         self.store
             .get(&self.key(ns, name))
             .await
@@ -338,7 +357,11 @@ impl Registry {
     /// The revision a list reads at: None = latest.
     async fn read_revision(&self, rv: Rv, rv_match: RvMatch) -> ApiResult<Option<u64>> {
         match (rv, rv_match) {
-            (Rv::Unset | Rv::Any, _) => Ok(None),
+            (Rv::Unset, _) => {
+                self.store.sync_latest().await.map_err(|e| self.store_error("", e))?;
+                Ok(None)
+            }
+            (Rv::Any, _) => Ok(None),
             (Rv::At(n), RvMatch::Exact) => {
                 self.store.wait_for_rv(n, RV_WAIT).await.map_err(|e| too_large_rv(&e))?;
                 Ok(Some(n))
@@ -370,7 +393,8 @@ impl Registry {
         } else {
             match opts.rv {
                 Rv::At(n) => (Vec::new(), n),
-                Rv::Unset | Rv::Any => (Vec::new(), self.store.current_rv()),
+                Rv::Unset => (Vec::new(), self.store.sync_latest().await.map_err(|e| self.store_error("", e))?),
+                Rv::Any => (Vec::new(), self.store.current_rv()),
             }
         };
         match self.store.watch(ns, from).await {
@@ -550,28 +574,35 @@ impl Registry {
                 )))
             }
         }
-        let current = self.get(ns, name).await?;
         let requested_rv = meta_str(&obj, "resourceVersion").unwrap_or("").to_string();
-        if requested_rv.is_empty() {
-            let n = self.kind.names();
-            return Err(ApiError::invalid(
-                n.group,
-                n.kind,
-                name,
-                &[FieldError::invalid_raw("metadata.resourceVersion", "0x0", "must be specified for an update")],
-            ));
-        }
-        if requested_rv != current.rv.to_string() {
-            return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
-        }
-        let mut out = self.apply_update(ns, name, part, current, obj, wopts).await?;
+        let mut out = self
+            .write_current(ns, name, wopts, |current| {
+                if requested_rv.is_empty() {
+                    let n = self.kind.names();
+                    return Err(ApiError::invalid(
+                        n.group,
+                        n.kind,
+                        name,
+                        &[FieldError::invalid_raw(
+                            "metadata.resourceVersion",
+                            "0x0",
+                            "must be specified for an update",
+                        )],
+                    ));
+                }
+                if requested_rv != current.rv.to_string() {
+                    return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
+                }
+                self.prepare_update(name, part, current, obj.clone())
+            })
+            .await?;
         out.warnings.splice(0..0, warnings);
         Ok(out)
     }
 
-    /// PATCH: applies the patch to the current object and writes the result,
-    /// retrying when another writer got there first (unless the patch pins a
-    /// resourceVersion).
+    /// PATCH: applies the patch to the current object and writes the result;
+    /// the store retries it on the newer state when another writer got there
+    /// first (a patch that pins a resourceVersion then fails with 409).
     pub async fn patch(
         &self,
         ns: &str,
@@ -580,61 +611,86 @@ impl Registry {
         patch: &super::patch::Patch,
         wopts: &WriteOptions,
     ) -> ApiResult<WriteOutcome> {
-        for _ in 0..WRITE_RETRIES {
-            let current = self.get(ns, name).await?;
-            let mut warnings = Vec::new();
-            let patched = patch.apply(current.value().map_err(|e| self.store_error(name, e))?)?;
-            let patched_bytes = serde_json::to_vec(&patched).map_err(ApiError::internal_error)?;
-            let mut obj = self.decode_object(&patched_bytes, wopts, &mut warnings)?;
-            if let Some(dups) = patch.duplicates() {
-                match wopts.field_validation {
-                    FieldValidation::Ignore => {}
-                    FieldValidation::Warn => warnings.extend(validation::strict_warnings(dups, &[])),
-                    FieldValidation::Strict => {
-                        if let Some(e) = validation::strict_decoding_error(dups, &[]) {
-                            return Err(ApiError::bad_request(e));
+        let mut warnings = Vec::new();
+        let mut out = self
+            .write_current(ns, name, wopts, |current| {
+                warnings.clear();
+                let patched = patch.apply(current.value().map_err(|e| self.store_error(name, e))?)?;
+                let patched_bytes = serde_json::to_vec(&patched).map_err(ApiError::internal_error)?;
+                let mut obj = self.decode_object(&patched_bytes, wopts, &mut warnings)?;
+                if let Some(dups) = patch.duplicates() {
+                    match wopts.field_validation {
+                        FieldValidation::Ignore => {}
+                        FieldValidation::Warn => warnings.extend(validation::strict_warnings(dups, &[])),
+                        FieldValidation::Strict => {
+                            if let Some(e) = validation::strict_decoding_error(dups, &[]) {
+                                return Err(ApiError::bad_request(e));
+                            }
                         }
                     }
                 }
-            }
-            self.settle_namespace(&mut obj, ns)?;
-            let pinned = meta_str(&obj, "resourceVersion").map(str::to_string);
-            match pinned.as_deref() {
-                Some(rv) if rv != current.rv.to_string() => {
-                    return Err(ApiError::conflict(self.target(name), StoreError::Conflict))
+                self.settle_namespace(&mut obj, ns)?;
+                if meta_str(&obj, "resourceVersion").is_some_and(|rv| rv != current.rv.to_string()) {
+                    return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
                 }
-                _ => {}
-            }
-            if meta_str(&obj, "name") != Some(name) {
-                return Err(ApiError::bad_request(format!(
-                    "the name of the object ({}) does not match the name on the URL ({name})",
-                    meta_str(&obj, "name").unwrap_or("")
-                )));
-            }
-            let patch_pinned_rv = patch.pins_resource_version();
-            match self.apply_update(ns, name, part, current, obj, wopts).await {
-                Err(e) if e.reason == Reason::Conflict && !patch_pinned_rv => continue,
-                Err(e) => return Err(e),
-                Ok(mut out) => {
-                    out.warnings.splice(0..0, warnings);
-                    return Ok(out);
+                if meta_str(&obj, "name") != Some(name) {
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the object ({}) does not match the name on the URL ({name})",
+                        meta_str(&obj, "name").unwrap_or("")
+                    )));
                 }
-            }
-        }
-        Err(ApiError::conflict(self.target(name), StoreError::Conflict))
+                self.prepare_update(name, part, current, obj)
+            })
+            .await?;
+        out.warnings.splice(0..0, warnings);
+        Ok(out)
     }
 
-    /// The shared tail of update and patch: kube-apiserver's BeforeUpdate rules,
-    /// validation, no-op detection, finalizer completion, and the CAS write.
-    async fn apply_update(
+    /// Runs `decide` on the current object inside the store's
+    /// read-mutate-compare-and-swap loop and writes what it decides (nothing
+    /// with dry run: the would-be result is answered instead).
+    async fn write_current(
         &self,
         ns: &str,
         name: &str,
-        part: Part,
-        current: StoredObject,
-        new: Value,
         wopts: &WriteOptions,
+        mut decide: impl FnMut(&StoredObject) -> ApiResult<Decision> + Send,
     ) -> ApiResult<WriteOutcome> {
+        let mut refused = None;
+        let mut dry_run_result = None;
+        let updated = self
+            .store
+            .guaranteed_update(&self.key(ns, name), &mut |current| match decide(current) {
+                Err(e) => {
+                    refused = Some(e);
+                    Mutation::Abort
+                }
+                Ok(Decision::Unchanged) => Mutation::Keep,
+                Ok(decision) if wopts.dry_run => {
+                    dry_run_result = Some(decision);
+                    Mutation::Abort
+                }
+                Ok(Decision::Write(next)) => Mutation::Put(next),
+                Ok(Decision::Delete(_)) => Mutation::Delete,
+            })
+            .await
+            .map_err(|e| self.store_error(name, e))?;
+        let body = match updated {
+            Updated::Put(stored) | Updated::Deleted(stored) | Updated::Kept(stored) => stored.bytes,
+            Updated::Aborted => match (refused, dry_run_result) {
+                (Some(e), _) => return Err(e),
+                (None, Some(Decision::Write(next) | Decision::Delete(next))) => encode_value(&next)?,
+                _ => return Err(ApiError::internal("the store refused a write without a reason")),
+            },
+        };
+        Ok(WriteOutcome { code: 200, body, warnings: Vec::new() })
+    }
+
+    /// The shared rules of update and patch for the object as it is now:
+    /// kube-apiserver's BeforeUpdate (status and main resource apart,
+    /// generation, system metadata), validation, no-op detection, and
+    /// finalizer completion.
+    fn prepare_update(&self, name: &str, part: Part, current: &StoredObject, new: Value) -> ApiResult<Decision> {
         let old = current.value().map_err(|e| self.store_error(name, e))?;
         let mut next = match part {
             // /status changes status only: everything else stays as stored.
@@ -694,29 +750,22 @@ impl Registry {
         }
         self.validate(&next, Some(&old))?;
         if next == old {
-            return Ok(WriteOutcome { code: 200, body: current.bytes, warnings: Vec::new() });
+            return Ok(Decision::Unchanged);
         }
-        let key = self.key(ns, name);
         if deleting && finalizers(&next).is_empty() {
             // The last finalizer is gone: the object is deleted now.
-            if wopts.dry_run {
-                return Ok(WriteOutcome { code: 200, body: encode_value(&next)?, warnings: Vec::new() });
-            }
-            let gone = self.store.delete(&key, Some(current.rv)).await.map_err(|e| self.store_error(name, e))?;
-            return Ok(WriteOutcome { code: 200, body: gone.bytes, warnings: Vec::new() });
+            return Ok(Decision::Delete(next));
         }
-        if wopts.dry_run {
-            return Ok(WriteOutcome { code: 200, body: encode_value(&next)?, warnings: Vec::new() });
-        }
-        let stored = self.store.update(&key, next, current.rv).await.map_err(|e| self.store_error(name, e))?;
-        Ok(WriteOutcome { code: 200, body: stored.bytes, warnings: Vec::new() })
+        Ok(Decision::Write(next))
     }
 
     pub async fn delete(&self, ns: &str, name: &str, opts: &DeleteOptions) -> ApiResult<DeleteOutcome> {
         let wanted_finalizer = opts.finalizer()?;
-        for _ in 0..WRITE_RETRIES {
-            let current = self.get(ns, name).await?;
-            let uid = current.index.uid.clone();
+        let mut refused = None;
+        let mut dry_run_pending = None;
+        let mut uid = String::new();
+        let decide = |current: &StoredObject| -> ApiResult<Mutation> {
+            uid = current.index.uid.clone();
             if let Some(want) = &opts.precondition_uid {
                 if *want != uid {
                     return Err(ApiError::conflict(
@@ -746,45 +795,55 @@ impl Registry {
                 let other = if f == "orphan" { "foregroundDeletion" } else { "orphan" };
                 fins.retain(|x| x != other);
             }
-            let key = self.key(ns, name);
             if fins.is_empty() {
-                if !opts.dry_run {
-                    match self.store.delete(&key, Some(current.rv)).await {
-                        Err(StoreError::Conflict) => continue,
-                        Err(e) => return Err(self.store_error(name, e)),
-                        Ok(_) => {}
-                    }
-                }
-                let n = self.kind.names();
-                return Ok(DeleteOutcome::Deleted(json!({
-                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                    "details": {"name": name, "group": n.group, "kind": n.plural, "uid": uid},
-                })));
+                return Ok(if opts.dry_run { Mutation::Abort } else { Mutation::Delete });
             }
             let already_deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
             if already_deleting && fins == finalizers(&obj) {
-                return Ok(DeleteOutcome::Pending(current.bytes));
+                return Ok(Mutation::Keep);
             }
-            {
-                let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
-                let meta = meta_mut(&mut obj)?;
-                meta.insert("finalizers".into(), json!(fins));
-                if !already_deleting {
-                    meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
-                    meta.insert("deletionGracePeriodSeconds".into(), json!(0));
-                    meta.insert("generation".into(), json!(generation + 1));
-                }
+            let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+            let meta = meta_mut(&mut obj)?;
+            meta.insert("finalizers".into(), json!(fins));
+            if !already_deleting {
+                meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+                meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+                meta.insert("generation".into(), json!(generation + 1));
             }
             if opts.dry_run {
-                return Ok(DeleteOutcome::Pending(encode_value(&obj)?));
+                dry_run_pending = Some(obj);
+                return Ok(Mutation::Abort);
             }
-            match self.store.update(&key, obj, current.rv).await {
-                Ok(stored) => return Ok(DeleteOutcome::Pending(stored.bytes)),
-                Err(StoreError::Conflict) => continue,
-                Err(e) => return Err(self.store_error(name, e)),
-            }
+            Ok(Mutation::Put(obj))
+        };
+        let mut decide = decide;
+        let updated = self
+            .store
+            .guaranteed_update(&self.key(ns, name), &mut |current| {
+                decide(current).unwrap_or_else(|e| {
+                    refused = Some(e);
+                    Mutation::Abort
+                })
+            })
+            .await
+            .map_err(|e| self.store_error(name, e))?;
+        let gone = || {
+            let n = self.kind.names();
+            DeleteOutcome::Deleted(json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {"name": name, "group": n.group, "kind": n.plural, "uid": uid},
+            }))
+        };
+        match updated {
+            Updated::Deleted(_) => Ok(gone()),
+            Updated::Put(stored) | Updated::Kept(stored) => Ok(DeleteOutcome::Pending(stored.bytes)),
+            Updated::Aborted => match (refused, dry_run_pending) {
+                (Some(e), _) => Err(e),
+                (None, Some(obj)) => Ok(DeleteOutcome::Pending(encode_value(&obj)?)),
+                // A dry run of an immediate deletion.
+                (None, None) => Ok(gone()),
+            },
         }
-        Err(ApiError::conflict(self.target(name), StoreError::Conflict))
     }
 
     /// DELETE on a collection: deletes every selected object as a single delete
@@ -816,6 +875,20 @@ fn too_large_rv(e: &StoreError) -> ApiError {
     let mut err = ApiError::new(504, Reason::Timeout, e.to_string()).with_details(json!({
         "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
     }));
+    err.retry_after = Some(1);
+    err
+}
+
+/// A storage backend that did not answer in time: kube-apiserver's 504 when
+/// etcd does not complete a request within its deadline.
+fn storage_unavailable(why: &str) -> ApiError {
+    tracing::warn!(error = why, "storage unavailable");
+    let mut err = ApiError::new(
+        504,
+        Reason::Timeout,
+        "Timeout: request did not complete within requested timeout - context deadline exceeded",
+    )
+    .with_details(json!({}));
     err.retry_after = Some(1);
     err
 }

@@ -18,7 +18,7 @@ use super::encode::{self, IncludeObject, ListMeta};
 use super::negotiation::Output;
 use super::registry::{Filter, Registry, WatchPlan};
 use super::status::ApiError;
-use crate::storage::{encode_watch_line, EventType, StoredObject, WatchEnd};
+use crate::storage::{Event, EventType, StoredObject, WatchEnd};
 
 /// Everything one watch stream needs to run.
 pub struct WatchJob {
@@ -34,8 +34,25 @@ pub struct WatchJob {
     pub on_end: Option<Box<dyn FnOnce() + Send>>,
 }
 
+/// `{"type":"<kind>","object":<object>}\n`
+fn encode_watch_line(kind: &str, object: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(object.len() + 40);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    out.extend_from_slice(object);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
+}
+
+/// The plain JSON line of a live event sent as `as_type`, encoded by the first
+/// watcher that needs it and shared by all the others.
+fn shared_json_line(ev: &Event, as_type: EventType) -> Bytes {
+    ev.encoded.get_or_init(as_type, || encode_watch_line(as_type.as_str(), &ev.object.bytes))
+}
+
 /// Encodes one event line. Plain JSON lines of live events come from the
-/// event's shared encoding instead (see [`Event::json_line`]).
+/// event's shared encoding instead (see [`shared_json_line`]).
 fn event_line(registry: &Registry, output: Output, kind: EventType, obj: &StoredObject) -> Bytes {
     match output {
         Output::Json => encode_watch_line(kind.as_str(), &obj.bytes),
@@ -138,7 +155,7 @@ pub async fn run(mut job: WatchJob, tx: mpsc::Sender<Bytes>) {
                     _ => continue,
                 };
                 let line = match output {
-                    Output::Json => ev.json_line(kind),
+                    Output::Json => shared_json_line(&ev, kind),
                     other => event_line(&reg, other, kind, &ev.object),
                 };
                 if tx.send(line).await.is_err() {

@@ -6,12 +6,14 @@ pub mod llama;
 
 use std::sync::Arc;
 
-use crate::config::ServeArgs;
+use crate::config::{ServeArgs, StorageBackend};
 use crate::machinery::encode::KindIndexer;
 use crate::machinery::registry::Registry;
 use crate::machinery::resource::Kind;
-use crate::ops::health::{Check, DetailedCheck};
+use crate::ops::health::{Check, DetailedCheck, FnCheck};
+use crate::storage::etcd::{EtcdStore, KeyCodec};
 use crate::storage::memory::MemoryStore;
+use crate::storage::Store;
 
 /// The served kinds with their storage, and the readiness checks they add.
 pub struct Served {
@@ -22,6 +24,41 @@ pub struct Served {
 
 fn memory_store(kind: &Arc<dyn Kind>, args: &ServeArgs) -> Arc<MemoryStore> {
     Arc::new(MemoryStore::new(Arc::new(KindIndexer(kind.clone())), args.watch_history, args.watch_buffer))
+}
+
+/// Where the kinds this server owns keep their objects.
+enum Storage {
+    Memory,
+    Etcd { client: Box<etcd_client::Client>, prefix: String },
+}
+
+impl Storage {
+    async fn open(args: &ServeArgs) -> anyhow::Result<Self> {
+        match args.storage {
+            StorageBackend::Memory => Ok(Self::Memory),
+            StorageBackend::Etcd => {
+                let options = args.etcd_options();
+                let prefix = options.checked_prefix()?;
+                let client = options.connect().await?;
+                tracing::info!(servers = ?options.servers, prefix, "storing in etcd");
+                Ok(Self::Etcd { client: Box::new(client), prefix })
+            }
+        }
+    }
+
+    /// A store for `kind`, and its readiness check when it has one.
+    fn store_for(&self, kind: &Arc<dyn Kind>, args: &ServeArgs) -> (Arc<dyn Store>, Option<Arc<dyn Check>>) {
+        match self {
+            Self::Memory => (memory_store(kind, args), None),
+            Self::Etcd { client, prefix } => {
+                let codec = KeyCodec::new(prefix, kind.names().plural, kind.namespaced());
+                let store =
+                    EtcdStore::start((**client).clone(), codec, memory_store(kind, args), args.etcd_request_timeout);
+                let feed = store.feed();
+                (Arc::new(store), Some(Arc::new(FnCheck("etcd", move || feed.readiness()))))
+            }
+        }
+    }
 }
 
 /// The cluster FarmPods read, from --kubeconfig or the usual inference.
@@ -39,9 +76,13 @@ pub async fn cluster_client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
 }
 
 /// Builds every served kind; starts the Pod watch when a cluster is configured.
-pub async fn build(args: &ServeArgs) -> Served {
+pub async fn build(args: &ServeArgs) -> anyhow::Result<Served> {
+    let storage = Storage::open(args).await?;
+    let mut ready_checks: Vec<Arc<dyn Check>> = Vec::new();
     let llama: Arc<dyn Kind> = Arc::new(llama::LlamaKind);
-    let llamas = Arc::new(Registry::new(llama.clone(), memory_store(&llama, args)));
+    let (llama_store, llama_check) = storage.store_for(&llama, args);
+    ready_checks.extend(llama_check);
+    let llamas = Arc::new(Registry::new(llama.clone(), llama_store));
 
     let (pod_cache, client) = match cluster_client(args).await {
         Ok(client) => (Arc::new(farmpod::PodCache::default()), Some(client)),
@@ -57,13 +98,10 @@ pub async fn build(args: &ServeArgs) -> Served {
     }
     let farmpods = Arc::new(Registry::new(farmpod, pod_store));
     let (cache, detail) = (pod_cache.clone(), pod_cache.clone());
-    Served {
-        registries: vec![llamas, farmpods],
-        ready_checks: vec![Arc::new(DetailedCheck(
-            "farmpod-cache",
-            move || cache.readiness(),
-            move || detail.readiness_detail(),
-        ))],
-        pod_cache,
-    }
+    ready_checks.push(Arc::new(DetailedCheck(
+        "farmpod-cache",
+        move || cache.readiness(),
+        move || detail.readiness_detail(),
+    )));
+    Ok(Served { registries: vec![llamas, farmpods], ready_checks, pod_cache })
 }

@@ -3,6 +3,10 @@
 //! revision (paging, resourceVersionMatch=Exact) and watches resuming from one
 //! work until the history moves past it; then they get `Expired`, which the API
 //! layer turns into 410 like kube-apiserver after an etcd compaction.
+//!
+//! It is the whole store with `--storage memory`, and the watch cache of each
+//! kind with `--storage etcd`: there revisions come from etcd ([`MemoryStore::apply`],
+//! [`MemoryStore::advance`], [`MemoryStore::reset`]) instead of a counter.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -14,7 +18,8 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
 use super::{
-    Event, EventType, Indexer, ListPage, ListRequest, ObjectKey, Store, StoreError, StoredObject, WatchStream,
+    Event, EventType, Indexer, ListPage, ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject, Updated,
+    WatchStream, UPDATE_RETRIES,
 };
 
 /// One version of a key; `None` marks a deletion.
@@ -30,14 +35,16 @@ struct Inner {
     objects: BTreeMap<Arc<ObjectKey>, Vec<Version>>,
     live: usize,
     history: VecDeque<Arc<Event>>,
+    /// Live events for watchers; replaced (closing every watcher) on [`MemoryStore::reset`].
+    events: broadcast::Sender<Arc<Event>>,
 }
 
 pub struct MemoryStore {
     inner: RwLock<Inner>,
-    events: broadcast::Sender<Arc<Event>>,
     revision: watch::Sender<u64>,
     indexer: Arc<dyn Indexer>,
     history_limit: usize,
+    watcher_buffer: usize,
 }
 
 impl MemoryStore {
@@ -45,14 +52,22 @@ impl MemoryStore {
     /// paging; `watcher_buffer` is how far a watcher may fall behind before it
     /// is closed (it then re-lists or resumes from history).
     pub fn new(indexer: Arc<dyn Indexer>, history_limit: usize, watcher_buffer: usize) -> Self {
-        let (events, _) = broadcast::channel(watcher_buffer.max(16));
+        let watcher_buffer = watcher_buffer.max(16);
+        let (events, _) = broadcast::channel(watcher_buffer);
         let (revision, _) = watch::channel(1);
         Self {
-            inner: RwLock::new(Inner { rv: 1, oldest: 1, objects: BTreeMap::new(), live: 0, history: VecDeque::new() }),
-            events,
+            inner: RwLock::new(Inner {
+                rv: 1,
+                oldest: 1,
+                objects: BTreeMap::new(),
+                live: 0,
+                history: VecDeque::new(),
+                events,
+            }),
             revision,
             indexer,
             history_limit: history_limit.max(1),
+            watcher_buffer,
         }
     }
 
@@ -65,7 +80,7 @@ impl MemoryStore {
     }
 
     /// Stamps `rv` into the object and encodes it with its index.
-    fn encode(&self, key: &Arc<ObjectKey>, mut obj: Value, rv: u64) -> Result<StoredObject, StoreError> {
+    pub fn encode(&self, key: &ObjectKey, mut obj: Value, rv: u64) -> Result<StoredObject, StoreError> {
         match obj.get_mut("metadata").and_then(Value::as_object_mut) {
             Some(meta) => {
                 meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
@@ -74,12 +89,13 @@ impl MemoryStore {
         }
         let index = Arc::new(self.indexer.index(&obj));
         let bytes = serde_json::to_vec(&obj).map_err(|e| StoreError::Internal(format!("encoding object: {e}")))?;
-        Ok(StoredObject { key: key.clone(), rv, bytes: Bytes::from(bytes), index })
+        Ok(StoredObject { key: Arc::new(key.clone()), rv, bytes: Bytes::from(bytes), index })
     }
 
     /// Records a write made under the lock: version, history, fan-out.
-    fn commit(&self, inner: &mut Inner, key: &Arc<ObjectKey>, event: Event) {
+    fn commit(&self, inner: &mut Inner, event: Event) {
         let rv = event.rv();
+        let key = event.object.key.clone();
         let obj = match event.kind {
             EventType::Deleted => None,
             _ => Some(event.object.clone()),
@@ -89,7 +105,7 @@ impl MemoryStore {
             (true, false) => inner.live = inner.live.saturating_sub(1),
             _ => {}
         }
-        inner.objects.entry(key.clone()).or_default().push(Version { rv, obj });
+        inner.objects.entry(key).or_default().push(Version { rv, obj });
         inner.rv = rv;
         let event = Arc::new(event);
         inner.history.push_back(event.clone());
@@ -101,12 +117,103 @@ impl MemoryStore {
         }
         // Sent under the lock so that a watcher subscribing under the lock sees
         // every later event exactly once.
-        let _ = self.events.send(event);
+        let _ = inner.events.send(event);
         self.revision.send_replace(rv);
     }
 
     fn latest<'a>(inner: &'a Inner, key: &ObjectKey) -> Option<&'a StoredObject> {
         inner.objects.get(key).and_then(|v| v.last()).and_then(|v| v.obj.as_ref())
+    }
+
+    /// Writes `obj` (or deletes, with `None`) at the next revision if the key is
+    /// at `expected` (`Some(None)`: absent; `None`: whatever it is).
+    fn write_next(
+        &self,
+        key: &ObjectKey,
+        obj: Option<Value>,
+        expected: Option<Option<u64>>,
+    ) -> Result<StoredObject, StoreError> {
+        let mut inner = self.write()?;
+        let prev = Self::latest(&inner, key).cloned();
+        match (expected, &prev) {
+            (Some(None), Some(_)) => return Err(StoreError::AlreadyExists),
+            (Some(Some(_)), None) => return Err(StoreError::NotFound),
+            (Some(Some(rv)), Some(p)) if p.rv != rv => return Err(StoreError::Conflict),
+            _ => {}
+        }
+        let rv = inner.rv + 1;
+        self.commit_at(&mut inner, key, obj, prev, rv)
+    }
+
+    /// Records the new state of `key` at revision `rv` (`None`: deleted).
+    fn commit_at(
+        &self,
+        inner: &mut Inner,
+        key: &ObjectKey,
+        obj: Option<Value>,
+        prev: Option<StoredObject>,
+        rv: u64,
+    ) -> Result<StoredObject, StoreError> {
+        let (kind, stored) = match (obj, &prev) {
+            (Some(obj), p) => {
+                (if p.is_some() { EventType::Modified } else { EventType::Added }, self.encode(key, obj, rv)?)
+            }
+            (None, Some(p)) => (EventType::Deleted, self.encode(key, p.value()?, rv)?),
+            (None, None) => return Err(StoreError::NotFound),
+        };
+        self.commit(inner, Event::new(kind, stored.clone(), prev));
+        Ok(stored)
+    }
+
+    /// Applies a change that happened upstream at revision `rv` (the watch
+    /// cache's feed): `obj` is the new state, `None` a deletion. Changes at or
+    /// below the current revision were already applied and are skipped.
+    pub fn apply(&self, key: &ObjectKey, obj: Option<Value>, rv: u64) -> Result<(), StoreError> {
+        let mut inner = self.write()?;
+        if rv <= inner.rv {
+            return Ok(());
+        }
+        let prev = Self::latest(&inner, key).cloned();
+        if obj.is_none() && prev.is_none() {
+            // Deleting what this cache never held: only the revision moves.
+            inner.rv = rv;
+            self.revision.send_replace(rv);
+            return Ok(());
+        }
+        self.commit_at(&mut inner, key, obj, prev, rv).map(|_| ())
+    }
+
+    /// Moves the revision forward without a change of ours (upstream progress:
+    /// writes elsewhere in etcd), so waits for it end and bookmarks carry it.
+    pub fn advance(&self, rv: u64) {
+        if let Ok(mut inner) = self.write() {
+            if rv > inner.rv {
+                inner.rv = rv;
+                self.revision.send_replace(rv);
+            }
+        }
+    }
+
+    /// Replaces everything with `objects` as of revision `rv` (a re-list after
+    /// the upstream history was compacted): the history starts again at `rv`,
+    /// and every open watch is closed, so its client resumes from its last
+    /// revision and gets 410 Expired, as after kube-apiserver's cacher re-lists.
+    /// Each object comes with the revision it was last modified at.
+    pub fn reset(&self, rv: u64, objects: Vec<(ObjectKey, Value, u64)>) -> Result<(), StoreError> {
+        let mut encoded = BTreeMap::new();
+        for (key, obj, modified) in objects {
+            let stored = self.encode(&key, obj, modified)?;
+            encoded.insert(stored.key.clone(), vec![Version { rv: stored.rv, obj: Some(stored) }]);
+        }
+        let mut inner = self.write()?;
+        inner.live = encoded.len();
+        inner.objects = encoded;
+        inner.history.clear();
+        inner.rv = inner.rv.max(rv);
+        inner.oldest = rv;
+        inner.events = broadcast::channel(self.watcher_buffer).0;
+        self.revision.send_replace(inner.rv);
+        Ok(())
     }
 
     /// Replaces the content of one namespace (or all, with `None`) with
@@ -140,39 +247,22 @@ impl MemoryStore {
     /// alone (no new revision, no event).
     pub fn upsert(&self, key: &ObjectKey, obj: Value) -> Result<Option<StoredObject>, StoreError> {
         let mut inner = self.write()?;
-        let key = Arc::new(key.clone());
-        let prev = Self::latest(&inner, &key).cloned();
+        let prev = Self::latest(&inner, key).cloned();
         if let Some(p) = &prev {
             if same_but_version(p, &obj) {
                 return Ok(None);
             }
         }
         let rv = inner.rv + 1;
-        let stored = self.encode(&key, obj, rv)?;
-        let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
-        self.commit(&mut inner, &key, Event::new(kind, stored.clone(), prev));
-        Ok(Some(stored))
+        self.commit_at(&mut inner, key, Some(obj), prev, rv).map(Some)
     }
 
     /// Deletes unconditionally; absent keys are fine.
     pub fn delete_now(&self, key: &ObjectKey) -> Result<(), StoreError> {
-        match self.delete_locked(key, None) {
+        match self.write_next(key, None, None) {
             Ok(_) | Err(StoreError::NotFound) => Ok(()),
             Err(e) => Err(e),
         }
-    }
-
-    fn delete_locked(&self, key: &ObjectKey, expected_rv: Option<u64>) -> Result<StoredObject, StoreError> {
-        let mut inner = self.write()?;
-        let key = Arc::new(key.clone());
-        let prev = Self::latest(&inner, &key).cloned().ok_or(StoreError::NotFound)?;
-        if expected_rv.is_some_and(|rv| rv != prev.rv) {
-            return Err(StoreError::Conflict);
-        }
-        let rv = inner.rv + 1;
-        let last = self.encode(&key, prev.value()?, rv)?;
-        self.commit(&mut inner, &key, Event::new(EventType::Deleted, last.clone(), Some(prev)));
-        Ok(last)
     }
 }
 
@@ -210,21 +300,14 @@ fn visible_at(versions: &[Version], at: u64) -> Option<&StoredObject> {
     versions.iter().rev().find(|v| v.rv <= at).and_then(|v| v.obj.as_ref())
 }
 
-#[async_trait::async_trait]
-impl Store for MemoryStore {
-    fn current_rv(&self) -> u64 {
-        *self.revision.borrow()
+impl MemoryStore {
+    /// The state of `key`, or `NotFound`.
+    pub fn current(&self, key: &ObjectKey) -> Result<StoredObject, StoreError> {
+        Self::latest(&*self.read()?, key).cloned().ok_or(StoreError::NotFound)
     }
 
-    fn len(&self) -> usize {
-        self.read().map(|i| i.live).unwrap_or(0)
-    }
-
-    async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
-        Ok(Self::latest(&*self.read()?, key).cloned())
-    }
-
-    async fn list(&self, req: ListRequest<'_>) -> Result<ListPage, StoreError> {
+    /// A list served from memory (the etcd store's reads come here too).
+    pub fn list_now(&self, req: ListRequest<'_>) -> Result<ListPage, StoreError> {
         let inner = self.read()?;
         let at = req.at.unwrap_or(inner.rv);
         if at < inner.oldest {
@@ -267,45 +350,8 @@ impl Store for MemoryStore {
         Ok(ListPage { rv: at, items, next_start_after, remaining })
     }
 
-    async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> Result<(), StoreError> {
-        let mut rx = self.revision.subscribe();
-        let reached = tokio::time::timeout(timeout, rx.wait_for(|current| *current >= rv)).await;
-        match reached {
-            Ok(Ok(_)) => Ok(()),
-            _ => Err(StoreError::TooLarge { requested: rv, current: self.current_rv() }),
-        }
-    }
-
-    async fn create(&self, key: &ObjectKey, obj: Value) -> Result<StoredObject, StoreError> {
-        let mut inner = self.write()?;
-        let key = Arc::new(key.clone());
-        if Self::latest(&inner, &key).is_some() {
-            return Err(StoreError::AlreadyExists);
-        }
-        let rv = inner.rv + 1;
-        let stored = self.encode(&key, obj, rv)?;
-        self.commit(&mut inner, &key, Event::new(EventType::Added, stored.clone(), None));
-        Ok(stored)
-    }
-
-    async fn update(&self, key: &ObjectKey, obj: Value, expected_rv: u64) -> Result<StoredObject, StoreError> {
-        let mut inner = self.write()?;
-        let key = Arc::new(key.clone());
-        let prev = Self::latest(&inner, &key).cloned().ok_or(StoreError::NotFound)?;
-        if prev.rv != expected_rv {
-            return Err(StoreError::Conflict);
-        }
-        let rv = inner.rv + 1;
-        let stored = self.encode(&key, obj, rv)?;
-        self.commit(&mut inner, &key, Event::new(EventType::Modified, stored.clone(), Some(prev)));
-        Ok(stored)
-    }
-
-    async fn delete(&self, key: &ObjectKey, expected_rv: Option<u64>) -> Result<StoredObject, StoreError> {
-        self.delete_locked(key, expected_rv)
-    }
-
-    async fn watch(&self, namespace: Option<&str>, after_rv: u64) -> Result<WatchStream, StoreError> {
+    /// A watch served from memory: history after `after_rv`, then live events.
+    pub fn watch_now(&self, namespace: Option<&str>, after_rv: u64) -> Result<WatchStream, StoreError> {
         let inner = self.read()?;
         if after_rv < inner.oldest {
             return Err(StoreError::Expired { requested: after_rv, oldest: inner.oldest });
@@ -313,8 +359,85 @@ impl Store for MemoryStore {
         // History is ordered by revision: find the first event after `after_rv`.
         let start = inner.history.partition_point(|e| e.rv() <= after_rv);
         let backlog = inner.history.range(start..).cloned().collect();
-        let live = self.events.subscribe();
+        let live = inner.events.subscribe();
         Ok(WatchStream { backlog, live, namespace: namespace.map(str::to_string), last_rv: after_rv })
+    }
+
+    /// Waits until the revision reaches `rv`, or `TooLarge` after `timeout`.
+    pub async fn wait_until(&self, rv: u64, timeout: Duration) -> Result<(), StoreError> {
+        let mut rx = self.revision.subscribe();
+        let reached = tokio::time::timeout(timeout, rx.wait_for(|current| *current >= rv)).await;
+        match reached {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(StoreError::TooLarge { requested: rv, current: self.revision() }),
+        }
+    }
+
+    /// The revision of the newest change applied.
+    pub fn revision(&self) -> u64 {
+        *self.revision.borrow()
+    }
+
+    /// Objects currently held.
+    pub fn live(&self) -> usize {
+        self.read().map(|i| i.live).unwrap_or(0)
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for MemoryStore {
+    fn current_rv(&self) -> u64 {
+        self.revision()
+    }
+
+    fn len(&self) -> usize {
+        self.live()
+    }
+
+    async fn sync_latest(&self) -> Result<u64, StoreError> {
+        // One process holds every write: the newest revision is already here.
+        Ok(self.revision())
+    }
+
+    async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> Result<(), StoreError> {
+        self.wait_until(rv, timeout).await
+    }
+
+    async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
+        Ok(Self::latest(&*self.read()?, key).cloned())
+    }
+
+    async fn list(&self, req: ListRequest<'_>) -> Result<ListPage, StoreError> {
+        self.list_now(req)
+    }
+
+    async fn watch(&self, namespace: Option<&str>, after_rv: u64) -> Result<WatchStream, StoreError> {
+        self.watch_now(namespace, after_rv)
+    }
+
+    async fn create(&self, key: &ObjectKey, obj: Value) -> Result<StoredObject, StoreError> {
+        self.write_next(key, Some(obj), Some(None))
+    }
+
+    async fn guaranteed_update(
+        &self,
+        key: &ObjectKey,
+        try_update: &mut (dyn for<'o> FnMut(&'o StoredObject) -> Mutation + Send),
+    ) -> Result<Updated, StoreError> {
+        for _ in 0..UPDATE_RETRIES {
+            let current = self.current(key)?;
+            let result = match try_update(&current) {
+                Mutation::Abort => return Ok(Updated::Aborted),
+                Mutation::Keep => return Ok(Updated::Kept(current)),
+                Mutation::Put(obj) => self.write_next(key, Some(obj), Some(Some(current.rv))).map(Updated::Put),
+                Mutation::Delete => self.write_next(key, None, Some(Some(current.rv))).map(Updated::Deleted),
+            };
+            match result {
+                Err(StoreError::Conflict) => continue,
+                other => return other,
+            }
+        }
+        Err(StoreError::Conflict)
     }
 }
 
@@ -356,7 +479,10 @@ mod tests {
         let v: Value = serde_json::from_slice(&b.bytes).unwrap();
         assert_eq!(v["metadata"]["resourceVersion"], b.rv.to_string());
         assert_eq!(s.create(&key("a"), obj("a", 2)).await.unwrap_err(), StoreError::AlreadyExists);
-        assert_eq!(s.update(&key("a"), obj("a", 2), a.rv + 100).await.unwrap_err(), StoreError::Conflict);
+        assert_eq!(
+            s.write_next(&key("a"), Some(obj("a", 2)), Some(Some(a.rv + 100))).unwrap_err(),
+            StoreError::Conflict
+        );
         assert_eq!(s.len(), 2);
     }
 
@@ -364,10 +490,10 @@ mod tests {
     async fn reads_at_old_revisions_until_compacted() {
         let s = store(3);
         let a1 = s.create(&key("a"), obj("a", 1)).await.unwrap();
-        let a2 = s.update(&key("a"), obj("a", 2), a1.rv).await.unwrap();
+        let a2 = s.write_next(&key("a"), Some(obj("a", 2)), Some(Some(a1.rv))).unwrap();
         let page = s.list(ListRequest { at: Some(a1.rv), ..all() }).await.unwrap();
         assert_eq!(page.items[0].rv, a1.rv);
-        s.delete(&key("a"), Some(a2.rv)).await.unwrap();
+        s.write_next(&key("a"), None, Some(Some(a2.rv))).unwrap();
         let page = s.list(ListRequest { at: Some(a2.rv), ..all() }).await.unwrap();
         assert_eq!(page.items.len(), 1);
         assert!(s.list(all()).await.unwrap().items.is_empty());
@@ -401,12 +527,12 @@ mod tests {
         let s = store(100);
         let a = s.create(&key("a"), obj("a", 1)).await.unwrap();
         s.create(&ObjectKey::new("other", "z"), json!({"metadata": {"name": "z"}})).await.unwrap();
-        s.update(&key("a"), obj("a", 2), a.rv).await.unwrap();
+        s.write_next(&key("a"), Some(obj("a", 2)), Some(Some(a.rv))).unwrap();
         let mut w = s.watch(Some("ns"), a.rv).await.unwrap();
         let ev = w.next().await.unwrap();
         assert_eq!(ev.kind, EventType::Modified);
         assert_eq!(ev.prev.as_ref().unwrap().rv, a.rv);
-        s.delete(&key("a"), None).await.unwrap();
+        s.write_next(&key("a"), None, None).unwrap();
         let ev = w.next().await.unwrap();
         assert_eq!(ev.kind, EventType::Deleted);
         assert!(w.is_drained());

@@ -1,10 +1,12 @@
 //! Versioned object storage with an event history, the contract every backend
-//! (memory today, etcd for several replicas) fulfils.
+//! fulfils: memory (one replica), and etcd behind a watch cache (several
+//! replicas, durable).
 //!
 //! Objects are kept as their JSON encoding (`Bytes`) next to a small index of what
 //! selectors, tables and metadata views need, so list and watch write stored
 //! bytes instead of re-serializing.
 
+pub mod etcd;
 pub mod memory;
 
 use std::collections::BTreeMap;
@@ -90,41 +92,36 @@ pub struct Event {
     pub kind: EventType,
     pub object: StoredObject,
     pub prev: Option<StoredObject>,
-    /// The encoded JSON watch line per event type (a selector can turn a
-    /// MODIFIED into ADDED or DELETED for some watchers), made by the first
-    /// watcher that needs it and shared by all the others.
-    lines: [std::sync::OnceLock<Bytes>; 3],
+    /// Room for the watch machinery to keep what it derives from this event
+    /// once for all watchers (its encoded lines); storage never reads it.
+    pub encoded: EventMemo,
+}
+
+/// One lazily filled slot per event type (a selector can turn a MODIFIED into
+/// ADDED or DELETED for some watchers).
+#[derive(Debug, Default)]
+pub struct EventMemo([std::sync::OnceLock<Bytes>; 3]);
+
+impl EventMemo {
+    /// The bytes kept for `as_type`, made by `make` on first use.
+    pub fn get_or_init(&self, as_type: EventType, make: impl FnOnce() -> Bytes) -> Bytes {
+        let slot = match as_type {
+            EventType::Added => &self.0[0],
+            EventType::Modified => &self.0[1],
+            EventType::Deleted => &self.0[2],
+        };
+        slot.get_or_init(make).clone()
+    }
 }
 
 impl Event {
     pub fn new(kind: EventType, object: StoredObject, prev: Option<StoredObject>) -> Self {
-        Self { kind, object, prev, lines: Default::default() }
+        Self { kind, object, prev, encoded: EventMemo::default() }
     }
 
     pub fn rv(&self) -> u64 {
         self.object.rv
     }
-
-    /// The JSON watch line `{"type":..,"object":..}\n` for `as_type`, encoded once.
-    pub fn json_line(&self, as_type: EventType) -> Bytes {
-        let slot = match as_type {
-            EventType::Added => &self.lines[0],
-            EventType::Modified => &self.lines[1],
-            EventType::Deleted => &self.lines[2],
-        };
-        slot.get_or_init(|| encode_watch_line(as_type.as_str(), &self.object.bytes)).clone()
-    }
-}
-
-/// `{"type":"<kind>","object":<object>}\n`
-pub fn encode_watch_line(kind: &str, object: &[u8]) -> Bytes {
-    let mut out = Vec::with_capacity(object.len() + 40);
-    out.extend_from_slice(b"{\"type\":\"");
-    out.extend_from_slice(kind.as_bytes());
-    out.extend_from_slice(b"\",\"object\":");
-    out.extend_from_slice(object);
-    out.extend_from_slice(b"}\n");
-    Bytes::from(out)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -141,9 +138,41 @@ pub enum StoreError {
     /// The requested revision has not happened yet (and did not within the wait).
     #[error("Too large resource version: {requested}, current: {current}")]
     TooLarge { requested: u64, current: u64 },
+    /// The backend could not be reached in time (etcd down or partitioned):
+    /// the write may or may not have happened, as with kube-apiserver's timeouts.
+    #[error("{0}")]
+    Unavailable(String),
     #[error("storage: {0}")]
     Internal(String),
 }
+
+/// What a [`Store::guaranteed_update`] callback decides for the current state.
+#[derive(Debug)]
+pub enum Mutation {
+    /// Replace the object with this one.
+    Put(Value),
+    /// Delete the object.
+    Delete,
+    /// Leave it as it is.
+    Keep,
+    /// Stop: the callback refused the change (and keeps its own reason).
+    Abort,
+}
+
+/// What a [`Store::guaranteed_update`] did.
+#[derive(Debug)]
+pub enum Updated {
+    Put(StoredObject),
+    /// The last state, stamped with the deletion's revision.
+    Deleted(StoredObject),
+    /// Nothing written: the state the callback saw.
+    Kept(StoredObject),
+    Aborted,
+}
+
+/// How often [`Store::guaranteed_update`] re-reads and retries after losing a
+/// compare-and-swap to another writer before answering `Conflict`.
+pub const UPDATE_RETRIES: usize = 32;
 
 /// Which objects to list, at which revision, from where.
 pub struct ListRequest<'a> {
@@ -220,26 +249,39 @@ impl WatchStream {
     }
 }
 
-/// The storage contract. Writes take and return whole objects; the resource
-/// version is assigned by the store and written into `metadata.resourceVersion`.
+/// The storage contract, fulfilled by the memory store and by etcd behind a
+/// watch cache; `tests/storage_contract.rs` runs one suite against both.
+/// Writes take and return whole objects; the store assigns the revision and
+/// writes it into `metadata.resourceVersion`.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync {
-    /// The revision of the newest write.
+    /// The newest revision this store's reads reflect (for bookmarks).
     fn current_rv(&self) -> u64;
     /// How many live objects are stored.
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError>;
-    async fn list(&self, req: ListRequest<'_>) -> Result<ListPage, StoreError>;
+    /// Waits until reads reflect every write acknowledged (by any replica)
+    /// before this call and returns that revision: what a read asking for the
+    /// latest state does first.
+    async fn sync_latest(&self) -> Result<u64, StoreError>;
     /// Waits until the store has reached `rv`, or fails with `TooLarge` after `timeout`.
     async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> Result<(), StoreError>;
-    async fn create(&self, key: &ObjectKey, obj: Value) -> Result<StoredObject, StoreError>;
-    /// Replaces the object if its current revision is `expected_rv`.
-    async fn update(&self, key: &ObjectKey, obj: Value, expected_rv: u64) -> Result<StoredObject, StoreError>;
-    /// Deletes the object (if at `expected_rv`, when given); returns its last state.
-    async fn delete(&self, key: &ObjectKey, expected_rv: Option<u64>) -> Result<StoredObject, StoreError>;
+    /// The object in the newest state this store has seen.
+    async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError>;
+    async fn list(&self, req: ListRequest<'_>) -> Result<ListPage, StoreError>;
     /// Events after `after_rv` in `namespace` (all when `None`).
     async fn watch(&self, namespace: Option<&str>, after_rv: u64) -> Result<WatchStream, StoreError>;
+    /// Creates the object if the key is free (`AlreadyExists` otherwise).
+    async fn create(&self, key: &ObjectKey, obj: Value) -> Result<StoredObject, StoreError>;
+    /// Read, mutate, compare-and-swap, retry: calls `try_update` with the
+    /// current state and writes what it decides only if nobody wrote the key
+    /// in between; otherwise calls it again with the newer state. `NotFound`
+    /// when the key does not exist.
+    async fn guaranteed_update(
+        &self,
+        key: &ObjectKey,
+        try_update: &mut (dyn for<'o> FnMut(&'o StoredObject) -> Mutation + Send),
+    ) -> Result<Updated, StoreError>;
 }

@@ -1,0 +1,99 @@
+//! Connecting to etcd: endpoints, mutual TLS (kube-apiserver's `--etcd-cafile`,
+//! `--etcd-certfile`, `--etcd-keyfile`), timeouts and keep-alives, checked at
+//! start so a bad flag is a clear error there rather than a failing request later.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+
+/// Where etcd is and how to reach it.
+#[derive(Debug, Clone)]
+pub struct EtcdOptions {
+    /// `http://host:port` or `https://host:port`.
+    pub servers: Vec<String>,
+    pub ca_file: Option<PathBuf>,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    /// Keys are `<prefix>/<resource>/<namespace>/<name>`.
+    pub prefix: String,
+    /// How long one etcd request may take before it fails (the write then
+    /// answers 504, as kube-apiserver does when etcd does not answer in time).
+    pub request_timeout: Duration,
+}
+
+impl EtcdOptions {
+    /// The prefix without a trailing slash, refused when it cannot be a key prefix.
+    pub fn checked_prefix(&self) -> anyhow::Result<String> {
+        let prefix = self.prefix.trim_end_matches('/');
+        if !self.prefix.starts_with('/') || prefix.is_empty() {
+            bail!(
+                "--etcd-prefix {:?} must start with '/' and name a directory, e.g. /registry/farm.example.com",
+                self.prefix
+            );
+        }
+        if prefix.contains("//") || prefix.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            bail!("--etcd-prefix {:?} must not contain empty segments, spaces or control characters", self.prefix);
+        }
+        Ok(prefix.to_string())
+    }
+
+    /// A client for these servers. Connections are made lazily: an unreachable
+    /// etcd shows in readiness and in failing writes, not here.
+    pub async fn connect(&self) -> anyhow::Result<Client> {
+        if self.servers.is_empty() {
+            bail!("--storage etcd needs --etcd-servers");
+        }
+        let mut tls_wanted = false;
+        for server in &self.servers {
+            let uri: http::Uri = server.parse().with_context(|| format!("--etcd-servers: {server:?} is not a URL"))?;
+            match uri.scheme_str() {
+                Some("https") => tls_wanted = true,
+                Some("http") => {}
+                _ => bail!("--etcd-servers: {server:?} must start with http:// or https://"),
+            }
+            if uri.host().is_none() {
+                bail!("--etcd-servers: {server:?} has no host");
+            }
+        }
+        let mut options = ConnectOptions::new()
+            .with_timeout(self.request_timeout)
+            .with_connect_timeout(self.request_timeout.min(Duration::from_secs(5)))
+            // Notice a dead or partitioned etcd on idle connections too.
+            .with_keep_alive(Duration::from_secs(5), Duration::from_secs(3))
+            .with_keep_alive_while_idle(true)
+            .with_require_leader(true);
+        if tls_wanted {
+            options = options.with_tls(self.tls()?);
+        } else if self.ca_file.is_some() || self.cert_file.is_some() {
+            bail!("--etcd-cafile/--etcd-certfile are given but --etcd-servers are not https:// URLs");
+        }
+        Client::connect(&self.servers, Some(options)).await.context("connecting to etcd")
+    }
+
+    fn tls(&self) -> anyhow::Result<TlsOptions> {
+        let read = |flag: &str, path: &PathBuf| {
+            std::fs::read(path).with_context(|| format!("{flag}: reading {}", path.display()))
+        };
+        let ca = self
+            .ca_file
+            .as_ref()
+            .context("https etcd servers need --etcd-cafile (the CA that signed etcd's certificate)")?;
+        let ca_pem = read("--etcd-cafile", ca)?;
+        if !String::from_utf8_lossy(&ca_pem).contains("-----BEGIN CERTIFICATE-----") {
+            bail!("--etcd-cafile {} holds no PEM certificate", ca.display());
+        }
+        let mut tls = TlsOptions::new().ca_certificate(Certificate::from_pem(ca_pem));
+        match (&self.cert_file, &self.key_file) {
+            (Some(cert), Some(key)) => {
+                let cert_pem = read("--etcd-certfile", cert)?;
+                let key_pem = read("--etcd-keyfile", key)?;
+                tls = tls.identity(Identity::from_pem(cert_pem, key_pem));
+            }
+            (None, None) => {}
+            _ => bail!("--etcd-certfile and --etcd-keyfile go together"),
+        }
+        Ok(tls)
+    }
+}

@@ -1,0 +1,328 @@
+//! etcd storage behind a watch cache, the way k8s.io/apiserver stores custom
+//! resources: etcd is the source of truth and resourceVersion is its revision;
+//! creates, updates and deletes are transactions comparing the key's revision;
+//! each replica serves get, list and watch from an in-memory cache fed by one
+//! etcd watch per kind ([`feed`]), and a read of the latest state first learns
+//! etcd's revision ([`revision`]) and waits until the cache has it, so no
+//! replica answers with a state older than a write another one acknowledged.
+
+pub mod client;
+mod feed;
+mod revision;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
+use serde_json::Value;
+
+pub use client::EtcdOptions;
+pub use feed::FeedState;
+
+use super::memory::MemoryStore;
+use super::{
+    ListPage, ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject, Updated, WatchStream, UPDATE_RETRIES,
+};
+
+/// How a kind's objects map to etcd keys: `<prefix>/<resource>/<namespace>/<name>`
+/// (`<prefix>/<resource>/<name>` for cluster-scoped kinds), as kube-apiserver lays them out.
+#[derive(Debug, Clone)]
+pub struct KeyCodec {
+    /// `<prefix>/<resource>/`
+    prefix: String,
+    namespaced: bool,
+}
+
+impl KeyCodec {
+    pub fn new(prefix: &str, resource: &str, namespaced: bool) -> Self {
+        Self { prefix: format!("{}/{resource}/", prefix.trim_end_matches('/')), namespaced }
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    pub fn key(&self, key: &ObjectKey) -> Vec<u8> {
+        if self.namespaced {
+            format!("{}{}/{}", self.prefix, key.namespace, key.name).into_bytes()
+        } else {
+            format!("{}{}", self.prefix, key.name).into_bytes()
+        }
+    }
+
+    /// The end of the prefix's key range (the prefix with its last byte + 1).
+    pub fn range_end(&self) -> Vec<u8> {
+        let mut end = self.prefix.as_bytes().to_vec();
+        if let Some(last) = end.last_mut() {
+            *last += 1;
+        }
+        end
+    }
+
+    pub fn decode_key(&self, raw: &[u8]) -> Option<ObjectKey> {
+        let rest = std::str::from_utf8(raw).ok()?.strip_prefix(&self.prefix)?;
+        let key = if self.namespaced {
+            let (ns, name) = rest.split_once('/')?;
+            ObjectKey::new(ns, name)
+        } else {
+            ObjectKey::new("", rest)
+        };
+        if key.name.is_empty() || key.name.contains('/') {
+            tracing::warn!(key = %String::from_utf8_lossy(raw), "ignoring an etcd key that names no object");
+            return None;
+        }
+        Some(key)
+    }
+
+    /// A stored key and value as an object; `None` (logged) for what is not ours.
+    pub fn decode(&self, raw_key: &[u8], value: &[u8]) -> Option<(ObjectKey, Value)> {
+        let key = self.decode_key(raw_key)?;
+        match serde_json::from_slice::<Value>(value) {
+            Ok(obj) if obj.get("metadata").is_some_and(Value::is_object) => Some((key, obj)),
+            Ok(_) => {
+                tracing::warn!(key = ?key, "ignoring an etcd value without metadata");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(key = ?key, error = %e, "ignoring an etcd value that is not JSON");
+                None
+            }
+        }
+    }
+}
+
+/// One kind's objects in etcd, read through its watch cache.
+pub struct EtcdStore {
+    client: Client,
+    codec: KeyCodec,
+    cache: Arc<MemoryStore>,
+    feed: Arc<FeedState>,
+    revisions: revision::RevisionReader,
+    timeout: Duration,
+}
+
+/// etcd's errors as the store's: an etcd that cannot be reached or does not
+/// answer in time is `Unavailable` (504 to the client), anything else internal.
+fn etcd_error(what: &str, e: etcd_client::Error) -> StoreError {
+    use etcd_client::Error as E;
+    match &e {
+        E::TransportError(_) | E::IoError(_) => StoreError::Unavailable(format!("{what}: {e}")),
+        E::GRpcStatus(status)
+            if matches!(
+                status.code(),
+                tonic::Code::Unavailable
+                    | tonic::Code::DeadlineExceeded
+                    | tonic::Code::Cancelled
+                    | tonic::Code::Unknown
+            ) =>
+        {
+            StoreError::Unavailable(format!("{what}: {e}"))
+        }
+        _ => StoreError::Internal(format!("{what}: {e}")),
+    }
+}
+
+/// The JSON kept in etcd: the object without its resourceVersion (the key's
+/// revision is the resourceVersion, stamped when read, as kube-apiserver does).
+fn stored_bytes(mut obj: Value) -> Result<(Vec<u8>, Value), StoreError> {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+    }
+    let bytes = serde_json::to_vec(&obj).map_err(|e| StoreError::Internal(format!("encoding object: {e}")))?;
+    Ok((bytes, obj))
+}
+
+impl EtcdStore {
+    /// Starts the kind's watch cache; `cache` is where reads are served from.
+    pub fn start(client: Client, codec: KeyCodec, cache: Arc<MemoryStore>, timeout: Duration) -> Self {
+        let feed = Arc::new(FeedState::default());
+        feed::spawn(client.clone(), codec.clone(), cache.clone(), feed.clone());
+        let revisions = revision::RevisionReader::spawn(client.clone(), codec.prefix().as_bytes().to_vec(), timeout);
+        Self { client, codec, cache, feed, revisions, timeout }
+    }
+
+    /// The feed's health, for readiness.
+    pub fn feed(&self) -> Arc<FeedState> {
+        self.feed.clone()
+    }
+
+    /// Runs one transaction with the store's deadline.
+    async fn txn(&self, what: &str, txn: Txn) -> Result<etcd_client::TxnResponse, StoreError> {
+        let mut kv = self.client.kv_client();
+        match tokio::time::timeout(self.timeout, kv.txn(txn)).await {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(e)) => Err(etcd_error(what, e)),
+            Err(_) => Err(StoreError::Unavailable(format!("{what}: etcd did not answer within {:?}", self.timeout))),
+        }
+    }
+
+    /// The object as etcd has it now (a linearizable read).
+    async fn read_fresh(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
+        let mut kv = self.client.kv_client();
+        let resp = match tokio::time::timeout(self.timeout, kv.get(self.codec.key(key), None)).await {
+            Ok(Ok(resp)) => resp,
+            Ok(Err(e)) => return Err(etcd_error("reading from etcd", e)),
+            Err(_) => {
+                return Err(StoreError::Unavailable(format!("reading from etcd: no answer within {:?}", self.timeout)))
+            }
+        };
+        resp.kvs().first().map(|item| self.decode_stored(item)).transpose()
+    }
+
+    fn decode_stored(&self, item: &etcd_client::KeyValue) -> Result<StoredObject, StoreError> {
+        let (key, obj) = self
+            .codec
+            .decode(item.key(), item.value())
+            .ok_or_else(|| StoreError::Internal("etcd holds a value that is not an object of this kind".into()))?;
+        self.cache.encode(&key, obj, item.mod_revision() as u64)
+    }
+
+    /// Writes `obj` (or deletes, with `None`) if the key is still at
+    /// `expected`'s revision; on losing the race, the state that won.
+    async fn compare_and_swap(
+        &self,
+        key: &ObjectKey,
+        expected: &StoredObject,
+        obj: Option<Value>,
+    ) -> Result<Result<Updated, Option<StoredObject>>, StoreError> {
+        let raw = self.codec.key(key);
+        let (op, written) = match obj {
+            Some(obj) => {
+                let (bytes, obj) = stored_bytes(obj)?;
+                (TxnOp::put(raw.clone(), bytes, None), Some(obj))
+            }
+            None => (TxnOp::delete(raw.clone(), None), None),
+        };
+        let txn = Txn::new()
+            .when([Compare::mod_revision(raw.clone(), CompareOp::Equal, expected.rv as i64)])
+            .and_then([op])
+            .or_else([TxnOp::get(raw, None)]);
+        let resp = self.txn("writing to etcd", txn).await?;
+        let revision = resp.header().map(|h| h.revision() as u64).unwrap_or_default();
+        if resp.succeeded() {
+            return Ok(Ok(match written {
+                Some(obj) => Updated::Put(self.cache.encode(key, obj, revision)?),
+                None => Updated::Deleted(self.cache.encode(key, expected.value()?, revision)?),
+            }));
+        }
+        let current = resp.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Get(get) => Some(get),
+            _ => None,
+        });
+        match current.as_ref().and_then(|get| get.kvs().first()) {
+            Some(item) => Ok(Err(Some(self.decode_stored(item)?))),
+            None => Ok(Err(None)),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for EtcdStore {
+    fn current_rv(&self) -> u64 {
+        self.cache.revision()
+    }
+
+    fn len(&self) -> usize {
+        self.cache.live()
+    }
+
+    async fn sync_latest(&self) -> Result<u64, StoreError> {
+        if !self.feed.healthy() {
+            // etcd is unreachable: keep serving what the cache has.
+            return Ok(self.cache.revision());
+        }
+        match self.revisions.current().await {
+            Ok(rev) => {
+                self.wait_for_rv(rev, self.timeout).await?;
+                Ok(rev)
+            }
+            Err(why) => {
+                self.feed.down(why);
+                Ok(self.cache.revision())
+            }
+        }
+    }
+
+    async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> Result<(), StoreError> {
+        if self.cache.revision() >= rv {
+            return Ok(());
+        }
+        // Events bring the cache there; a progress notification does when the
+        // revision was written outside this kind's keys.
+        self.feed.request_progress();
+        self.cache.wait_until(rv, timeout).await
+    }
+
+    async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
+        self.cache.get(key).await
+    }
+
+    async fn list(&self, req: ListRequest<'_>) -> Result<ListPage, StoreError> {
+        self.cache.list_now(req)
+    }
+
+    async fn watch(&self, namespace: Option<&str>, after_rv: u64) -> Result<WatchStream, StoreError> {
+        self.cache.watch_now(namespace, after_rv)
+    }
+
+    async fn create(&self, key: &ObjectKey, obj: Value) -> Result<StoredObject, StoreError> {
+        let raw = self.codec.key(key);
+        let (bytes, obj) = stored_bytes(obj)?;
+        let txn = Txn::new()
+            .when([Compare::create_revision(raw.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(raw, bytes, None)]);
+        let resp = self.txn("creating in etcd", txn).await?;
+        if !resp.succeeded() {
+            return Err(StoreError::AlreadyExists);
+        }
+        let revision = resp.header().map(|h| h.revision() as u64).unwrap_or_default();
+        self.cache.encode(key, obj, revision)
+    }
+
+    async fn guaranteed_update(
+        &self,
+        key: &ObjectKey,
+        try_update: &mut (dyn for<'o> FnMut(&'o StoredObject) -> Mutation + Send),
+    ) -> Result<Updated, StoreError> {
+        // The cache's copy first (usually current); a decision taken on it that
+        // writes nothing is confirmed against etcd, as kube's GuaranteedUpdate does.
+        let mut current = match self.cache.current(key) {
+            Ok(cached) => cached,
+            Err(StoreError::NotFound) => self.read_fresh(key).await?.ok_or(StoreError::NotFound)?,
+            Err(e) => return Err(e),
+        };
+        let mut confirmed = false;
+        for _ in 0..UPDATE_RETRIES {
+            let obj = match try_update(&current) {
+                decision @ (Mutation::Abort | Mutation::Keep) => {
+                    if !confirmed {
+                        confirmed = true;
+                        match self.read_fresh(key).await? {
+                            Some(fresh) if fresh.rv != current.rv => {
+                                current = fresh;
+                                continue;
+                            }
+                            Some(_) => {}
+                            None => return Err(StoreError::NotFound),
+                        }
+                    }
+                    return Ok(match decision {
+                        Mutation::Keep => Updated::Kept(current),
+                        _ => Updated::Aborted,
+                    });
+                }
+                Mutation::Put(obj) => Some(obj),
+                Mutation::Delete => None,
+            };
+            match self.compare_and_swap(key, &current, obj).await? {
+                Ok(done) => return Ok(done),
+                Err(Some(newer)) => {
+                    current = newer;
+                    confirmed = true;
+                }
+                Err(None) => return Err(StoreError::NotFound),
+            }
+        }
+        Err(StoreError::Conflict)
+    }
+}

@@ -4,17 +4,15 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::cluster::{self, eventually, namespace};
+use common::relay::Relay;
 use common::{KubectlStream, Options, Server};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::Api;
 use serde_json::{json, Value};
-use tokio::net::{TcpListener, TcpStream};
 
 fn ok(out: (bool, String, String)) -> String {
     assert!(out.0, "kubectl failed:\nstdout: {}\nstderr: {}", out.1, out.2);
@@ -93,58 +91,6 @@ async fn farmpods_follow_pods_through_the_aggregator() {
     eventually("db-1 gone", Duration::from_secs(10), || !cp.kubectl(&["get", "farmpod", "db-1", "-n", &ns]).0).await;
     let del = cp.kubectl(&["delete", "farmpod", "web-1", "-n", &ns]);
     assert!(!del.0 && del.2.contains("MethodNotAllowed"), "{del:?}");
-}
-
-/// A TCP relay to kube-apiserver that the test can cut and restore.
-struct Relay {
-    port: u16,
-    up: Arc<AtomicBool>,
-    generation: Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl Relay {
-    async fn start(target: String) -> Relay {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let up = Arc::new(AtomicBool::new(true));
-        let generation = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let (up2, gen2) = (up.clone(), generation.clone());
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-            rt.block_on(async move {
-                let listener = TcpListener::from_std(listener.into_std().unwrap()).unwrap();
-                loop {
-                    let Ok((mut inbound, _)) = listener.accept().await else { continue };
-                    if !up2.load(Ordering::SeqCst) {
-                        drop(inbound);
-                        continue;
-                    }
-                    let (target, up3, gen3) = (target.clone(), up2.clone(), gen2.clone());
-                    let born = gen3.load(Ordering::SeqCst);
-                    tokio::spawn(async move {
-                        let Ok(mut outbound) = TcpStream::connect(&target).await else { return };
-                        let copy = tokio::io::copy_bidirectional(&mut inbound, &mut outbound);
-                        let cut = async {
-                            while up3.load(Ordering::SeqCst) && gen3.load(Ordering::SeqCst) == born {
-                                tokio::time::sleep(Duration::from_millis(50)).await;
-                            }
-                        };
-                        tokio::select! { _ = copy => {}, _ = cut => {} }
-                    });
-                }
-            });
-        });
-        Relay { port, up, generation }
-    }
-
-    fn cut(&self) {
-        self.up.store(false, Ordering::SeqCst);
-        self.generation.fetch_add(1, Ordering::SeqCst);
-    }
-
-    fn restore(&self) {
-        self.up.store(true, Ordering::SeqCst);
-    }
 }
 
 async fn farmpod_names(s: &Server, client: &reqwest::Client, ns: &str) -> Result<Vec<String>, String> {

@@ -2,12 +2,13 @@
 //! `kube::runtime::watcher`, which must see every change, also across a 410
 //! that forces it to re-list.
 
+#[macro_use]
 mod common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::Server;
+use common::{Backend, Server};
 use farm_apiserver::resources::llama::{Llama, LlamaSpec, LlamaStatus};
 use futures::StreamExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -25,9 +26,8 @@ fn new_llama(name: &str, weight: f64) -> Llama {
     Llama::new(name, LlamaSpec { weight, height: 1.2 })
 }
 
-#[tokio::test]
-async fn typed_api_round_trip() {
-    let s = Server::start(&[]).await;
+async fn typed_api_round_trip(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     let api: Api<Llama> = Api::namespaced(client(&s).await, "default");
     let created = api.create(&PostParams::default(), &new_llama("kuzco", 31.4)).await.unwrap();
     assert_eq!(created.spec.weight, 31.4);
@@ -83,10 +83,10 @@ async fn server_state(api: &Api<Llama>) -> BTreeMap<String, f64> {
     api.list(&ListParams::default()).await.unwrap().items.into_iter().map(|l| (l.name_any(), l.spec.weight)).collect()
 }
 
-async fn watcher_sees_everything(streaming: bool) {
+async fn watcher_sees_everything(backend: Backend, streaming: bool) {
     // Tiny history and watcher buffer so that a watcher that stops reading is
     // closed and its resume point is compacted: the next watch gets a 410.
-    let s = Server::start(&["--watch-history", "20", "--watch-buffer", "16"]).await;
+    let s = Server::start_on(backend, &["--watch-history", "20", "--watch-buffer", "16"]).await;
     let api: Api<Llama> = Api::namespaced(client(&s).await, "default");
     for i in 0..3 {
         api.create(&PostParams::default(), &new_llama(&format!("pre{i}"), i as f64 + 1.0)).await.unwrap();
@@ -143,12 +143,16 @@ async fn watcher_sees_everything(streaming: bool) {
     assert_eq!(state.get("live"), Some(&37.0));
 }
 
-#[tokio::test]
-async fn watcher_recovers_from_410_with_list_then_watch() {
-    watcher_sees_everything(false).await;
+async fn watcher_recovers_from_410_with_list_then_watch(backend: Backend) {
+    watcher_sees_everything(backend, false).await;
 }
 
-#[tokio::test]
-async fn watcher_recovers_from_410_with_streaming_lists() {
-    watcher_sees_everything(true).await;
+async fn watcher_recovers_from_410_with_streaming_lists(backend: Backend) {
+    watcher_sees_everything(backend, true).await;
 }
+
+on_both_stores!(
+    typed_api_round_trip,
+    watcher_recovers_from_410_with_list_then_watch,
+    watcher_recovers_from_410_with_streaming_lists,
+);

@@ -2,11 +2,12 @@
 //! apply, get (tables, yaml, -w, selectors, short name, category), label,
 //! patch, replace, delete, finalizers, explain.
 
+#[macro_use]
 mod common;
 
 use std::time::Duration;
 
-use common::{kubectl, kubectl_stdin, KubectlStream, Server};
+use common::{kubectl, kubectl_stdin, Backend, KubectlStream, Server};
 
 const DOLLY: &str = "apiVersion: farm.example.com/v1alpha
 kind: Llama
@@ -24,9 +25,8 @@ fn ok(out: (bool, String, String)) -> String {
     out.1
 }
 
-#[tokio::test]
-async fn kubectl_lifecycle() {
-    let s = Server::start(&[]).await;
+async fn kubectl_lifecycle(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     let kc = s.kubeconfig();
     let out = ok(kubectl_stdin(&kc, &["apply", "-f", "-"], Some(DOLLY)));
     assert!(out.contains("llama.farm.example.com/dolly created"), "{out}");
@@ -89,9 +89,8 @@ async fn kubectl_lifecycle() {
     assert!(!gone.0 && gone.2.contains("NotFound"), "{gone:?}");
 }
 
-#[tokio::test]
-async fn kubectl_delete_waits_for_finalizers() {
-    let s = Server::start(&[]).await;
+async fn kubectl_delete_waits_for_finalizers(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     let kc = s.kubeconfig();
     let held = DOLLY.replace("  labels:\n", "  finalizers: [farm.example.com/shear]\n  labels:\n");
     ok(kubectl_stdin(&kc, &["apply", "-f", "-"], Some(&held)));
@@ -107,9 +106,8 @@ async fn kubectl_delete_waits_for_finalizers() {
     assert!(!gone.0, "{gone:?}");
 }
 
-#[tokio::test]
-async fn kubectl_explain_and_validation() {
-    let s = Server::start(&[]).await;
+async fn kubectl_explain_and_validation(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     let kc = s.kubeconfig();
     let out = ok(kubectl(&kc, &["explain", "llamas"]));
     assert!(out.contains("Llama") && out.contains("spec"), "{out}");
@@ -124,3 +122,5 @@ async fn kubectl_explain_and_validation() {
     let r = kubectl_stdin(&kc, &["create", "-f", "-"], Some(&DOLLY.replace("31.4", "-1")));
     assert!(!r.0 && r.2.contains("spec.weight"), "{r:?}");
 }
+
+on_both_stores!(kubectl_lifecycle, kubectl_delete_waits_for_finalizers, kubectl_explain_and_validation,);

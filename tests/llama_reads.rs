@@ -2,11 +2,12 @@
 //! rules; watch with resume, 410, bookmarks, timeouts and initial events;
 //! Table and PartialObjectMetadata representations.
 
+#[macro_use]
 mod common;
 
 use std::time::Duration;
 
-use common::{llama, Server};
+use common::{llama, Backend, Server};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
@@ -35,9 +36,8 @@ fn rv_of(v: &Value) -> u64 {
     v["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap()
 }
 
-#[tokio::test]
-async fn list_selectors_and_namespaces() {
-    let s = Server::start(&[]).await;
+async fn list_selectors_and_namespaces(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     labelled(&s, "default", "a", json!({"herd": "north", "tier": "1"}), 10.0).await;
     labelled(&s, "default", "b", json!({"herd": "south"}), 20.0).await;
     labelled(&s, "default", "c", json!({"tier": "2"}), 31.4).await;
@@ -82,9 +82,8 @@ async fn list_selectors_and_namespaces() {
     assert_eq!(names(&v), ["a", "d"]);
 }
 
-#[tokio::test]
-async fn paging_reads_one_snapshot_and_expired_tokens_get_410() {
-    let s = Server::start(&["--watch-history", "5"]).await;
+async fn paging_reads_one_snapshot_and_expired_tokens_get_410(backend: Backend) {
+    let s = Server::start_on(backend, &["--watch-history", "5"]).await;
     for i in 0..5 {
         create(&s, "default", &llama(&format!("l{i}"), 1.0, 1.0)).await;
     }
@@ -115,9 +114,8 @@ async fn paging_reads_one_snapshot_and_expired_tokens_get_410() {
     assert_eq!(code, 400, "{e}");
 }
 
-#[tokio::test]
-async fn resource_version_rules_for_list() {
-    let s = Server::start(&[]).await;
+async fn resource_version_rules_for_list(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     let a = create(&s, "default", &llama("a", 1.0, 1.0)).await;
     let rv_a = rv_of(&a);
     create(&s, "default", &llama("b", 1.0, 1.0)).await;
@@ -142,9 +140,8 @@ async fn resource_version_rules_for_list() {
     assert!(v["message"].as_str().unwrap().starts_with("Too large resource version"), "{v}");
 }
 
-#[tokio::test]
-async fn tables_for_kubectl() {
-    let s = Server::start(&[]).await;
+async fn tables_for_kubectl(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     create(&s, "default", &llama("dolly", 31.4, 1.7)).await;
     let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
     let r = s.client.get(s.llamas("default", "")).header("Accept", accept).send().await.unwrap();
@@ -190,9 +187,8 @@ async fn tables_for_kubectl() {
     assert!(t["rows"][0].get("object").is_none());
 }
 
-#[tokio::test]
-async fn partial_object_metadata_views() {
-    let s = Server::start(&[]).await;
+async fn partial_object_metadata_views(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     labelled(&s, "default", "meta", json!({"a": "b"}), 1.0).await;
     let one = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io";
     let list = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io";
@@ -259,9 +255,8 @@ impl Watch {
     }
 }
 
-#[tokio::test]
-async fn watch_streams_changes_and_resumes() {
-    let s = Server::start(&[]).await;
+async fn watch_streams_changes_and_resumes(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     let a = create(&s, "default", &llama("a", 1.0, 1.0)).await;
     let base = s.llamas("default", "");
     // No resourceVersion: the current state as ADDED, then changes.
@@ -301,9 +296,8 @@ async fn watch_streams_changes_and_resumes() {
     assert_eq!(all.next().await["object"]["metadata"]["name"], "y");
 }
 
-#[tokio::test]
-async fn watch_selector_transitions() {
-    let s = Server::start(&[]).await;
+async fn watch_selector_transitions(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     labelled(&s, "default", "a", json!({"herd": "north"}), 1.0).await;
     let mut w =
         Watch::open(&s, &format!("{}?watch=true&labelSelector=herd%3Dnorth", s.llamas("default", "")), None).await;
@@ -327,9 +321,8 @@ async fn watch_selector_transitions() {
     assert_eq!(one.next().await["object"]["metadata"]["name"], "b");
 }
 
-#[tokio::test]
-async fn watch_from_compacted_history_sends_410_in_stream() {
-    let s = Server::start(&["--watch-history", "3"]).await;
+async fn watch_from_compacted_history_sends_410_in_stream(backend: Backend) {
+    let s = Server::start_on(backend, &["--watch-history", "3"]).await;
     let first = create(&s, "default", &llama("a", 1.0, 1.0)).await;
     for i in 0..5 {
         create(&s, "default", &llama(&format!("b{i}"), 1.0, 1.0)).await;
@@ -344,9 +337,8 @@ async fn watch_from_compacted_history_sends_410_in_stream() {
     assert!(w.try_next().await.is_none(), "the stream ends after the error");
 }
 
-#[tokio::test]
-async fn watch_bookmarks_timeout_and_initial_events() {
-    let s = Server::start(&["--bookmark-interval", "0.2"]).await;
+async fn watch_bookmarks_timeout_and_initial_events(backend: Backend) {
+    let s = Server::start_on(backend, &["--bookmark-interval", "0.2"]).await;
     let a = create(&s, "default", &llama("a", 1.0, 1.0)).await;
     let base = s.llamas("default", "");
     // Bookmarks carry a resourceVersion at least as new as what was delivered.
@@ -381,9 +373,8 @@ async fn watch_bookmarks_timeout_and_initial_events() {
     assert_eq!(code, 422, "{v}");
 }
 
-#[tokio::test]
-async fn table_watch_for_kubectl_get_w() {
-    let s = Server::start(&[]).await;
+async fn table_watch_for_kubectl_get_w(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     create(&s, "default", &llama("a", 4.5, 1.0)).await;
     let accept = "application/json;as=Table;v=v1;g=meta.k8s.io";
     let mut w =
@@ -393,3 +384,16 @@ async fn table_watch_for_kubectl_get_w() {
     assert_eq!(ev["object"]["kind"], "Table");
     assert_eq!(ev["object"]["rows"][0]["cells"][1], json!(4.5));
 }
+
+on_both_stores!(
+    list_selectors_and_namespaces,
+    paging_reads_one_snapshot_and_expired_tokens_get_410,
+    resource_version_rules_for_list,
+    tables_for_kubectl,
+    partial_object_metadata_views,
+    watch_streams_changes_and_resumes,
+    watch_selector_transitions,
+    watch_from_compacted_history_sends_410_in_stream,
+    watch_bookmarks_timeout_and_initial_events,
+    table_watch_for_kubectl_get_w,
+);

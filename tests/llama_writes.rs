@@ -2,9 +2,10 @@
 //! finalizers, preconditions, dry run, and their errors, asserted against
 //! kube-apiserver's codes, reasons and messages.
 
+#[macro_use]
 mod common;
 
-use common::{llama, Server};
+use common::{llama, Backend, Server};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -56,9 +57,8 @@ fn assert_status(v: &Value, code: u16, reason: &str) {
     assert_eq!(v["reason"], reason, "{v}");
 }
 
-#[tokio::test]
-async fn create_sets_metadata_and_keeps_numbers_exact() {
-    let s = Server::start(&[]).await;
+async fn create_sets_metadata_and_keeps_numbers_exact(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     let v = create(&s, "default", &llama("dolly", 31.4, 1.7)).await;
     assert_eq!(v["spec"]["weight"], json!(31.4));
     assert_eq!(v["spec"]["weight"].to_string(), "31.4");
@@ -75,9 +75,8 @@ async fn create_sets_metadata_and_keeps_numbers_exact() {
     assert!(text.contains("\"weight\":31.4"), "{text}");
 }
 
-#[tokio::test]
-async fn generate_name_makes_a_unique_name() {
-    let s = Server::start(&[]).await;
+async fn generate_name_makes_a_unique_name(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     let body = json!({"apiVersion": "farm.example.com/v1alpha", "kind": "Llama",
         "metadata": {"generateName": "baby-"}, "spec": {"weight": 5, "height": 0.5}});
     let a = create(&s, "default", &body).await;
@@ -87,9 +86,8 @@ async fn generate_name_makes_a_unique_name() {
     assert_ne!(na, nb);
 }
 
-#[tokio::test]
-async fn create_errors_have_kube_status_bodies() {
-    let s = Server::start(&[]).await;
+async fn create_errors_have_kube_status_bodies(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     let url = s.llamas("default", "");
     // Malformed JSON.
     let (code, _, v) = call(&s, Method::POST, &url, "application/json", Some(b"{\"kind\": ".to_vec())).await;
@@ -159,9 +157,8 @@ async fn create_errors_have_kube_status_bodies() {
     assert_status(&v, 413, "RequestEntityTooLarge");
 }
 
-#[tokio::test]
-async fn not_found_method_not_allowed_and_not_acceptable() {
-    let s = Server::start(&[]).await;
+async fn not_found_method_not_allowed_and_not_acceptable(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     let (code, v) = get(&s, &s.llamas("default", "ghost")).await;
     assert_eq!(code, 404);
     assert_status(&v, 404, "NotFound");
@@ -190,9 +187,8 @@ async fn not_found_method_not_allowed_and_not_acceptable() {
     assert_eq!(code, 404);
 }
 
-#[tokio::test]
-async fn update_needs_current_resource_version_and_bumps_generation_on_spec_only() {
-    let s = Server::start(&[]).await;
+async fn update_needs_current_resource_version_and_bumps_generation_on_spec_only(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     let v = create(&s, "default", &llama("ursula", 100.0, 1.5)).await;
     let url = s.llamas("default", "ursula");
     // Without a resourceVersion: 422, like a CRD.
@@ -241,9 +237,8 @@ async fn update_needs_current_resource_version_and_bumps_generation_on_spec_only
     assert_eq!(code, 404);
 }
 
-#[tokio::test]
-async fn status_subresource_changes_only_status() {
-    let s = Server::start(&[]).await;
+async fn status_subresource_changes_only_status(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     let mut v = llama("stat", 10.0, 1.0);
     v["status"] = json!({"observedGeneration": 99});
     let v = create(&s, "default", &v).await;
@@ -280,9 +275,8 @@ async fn status_subresource_changes_only_status() {
     assert_eq!(e["details"]["causes"][0]["field"], "status.observedGeneration");
 }
 
-#[tokio::test]
-async fn patches_json_and_merge_and_refuses_strategic() {
-    let s = Server::start(&[]).await;
+async fn patches_json_and_merge_and_refuses_strategic(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     create(&s, "default", &llama("pat", 10.0, 1.0)).await;
     let url = s.llamas("default", "pat");
     let (code, v) = patch(
@@ -328,9 +322,8 @@ async fn patches_json_and_merge_and_refuses_strategic() {
     assert_eq!(code, 404);
 }
 
-#[tokio::test]
-async fn finalizers_hold_deletion_until_removed() {
-    let s = Server::start(&[]).await;
+async fn finalizers_hold_deletion_until_removed(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     let mut body = llama("held", 10.0, 1.0);
     body["metadata"]["finalizers"] = json!(["farm.example.com/shear"]);
     create(&s, "default", &body).await;
@@ -361,9 +354,8 @@ async fn finalizers_hold_deletion_until_removed() {
     assert_eq!(code, 404);
 }
 
-#[tokio::test]
-async fn delete_preconditions_and_status_answer() {
-    let s = Server::start(&[]).await;
+async fn delete_preconditions_and_status_answer(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     let v = create(&s, "default", &llama("pre", 10.0, 1.0)).await;
     let url = s.llamas("default", "pre");
     let bad_uid = json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "00000000-0000-0000-0000-000000000000"}});
@@ -387,9 +379,8 @@ async fn delete_preconditions_and_status_answer() {
     assert_status(&e, 404, "NotFound");
 }
 
-#[tokio::test]
-async fn dry_run_changes_nothing() {
-    let s = Server::start(&[]).await;
+async fn dry_run_changes_nothing(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     let (code, v) =
         send(&s, Method::POST, &format!("{}?dryRun=All", s.llamas("default", "")), &llama("ghost", 1.0, 1.0)).await;
     assert_eq!(code, 201, "{v}");
@@ -414,9 +405,8 @@ async fn dry_run_changes_nothing() {
     assert_eq!(code, 400, "{e}");
 }
 
-#[tokio::test]
-async fn delete_collection_honours_selectors() {
-    let s = Server::start(&[]).await;
+async fn delete_collection_honours_selectors(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     for (name, herd) in [("a", "north"), ("b", "north"), ("c", "south")] {
         let mut body = llama(name, 1.0, 1.0);
         body["metadata"]["labels"] = json!({"herd": herd});
@@ -441,9 +431,8 @@ async fn delete_collection_honours_selectors() {
     assert_eq!(get(&s, &s.llamas("other", "d")).await.0, 200);
 }
 
-#[tokio::test]
-async fn field_validation_strict_warn_ignore() {
-    let s = Server::start(&[]).await;
+async fn field_validation_strict_warn_ignore(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
     let body = br#"{"apiVersion":"farm.example.com/v1alpha","kind":"Llama","metadata":{"name":"fv"},"spec":{"weight":1,"height":2,"colour":"brown","weight":3}}"#;
     let base = s.llamas("default", "");
     let (code, _, e) =
@@ -475,3 +464,18 @@ async fn field_validation_strict_warn_ignore() {
         call(&s, Method::POST, &format!("{base}?fieldValidation=Loose"), "application/json", Some(body.to_vec())).await;
     assert_eq!(code, 400);
 }
+
+on_both_stores!(
+    create_sets_metadata_and_keeps_numbers_exact,
+    generate_name_makes_a_unique_name,
+    create_errors_have_kube_status_bodies,
+    not_found_method_not_allowed_and_not_acceptable,
+    update_needs_current_resource_version_and_bumps_generation_on_spec_only,
+    status_subresource_changes_only_status,
+    patches_json_and_merge_and_refuses_strategic,
+    finalizers_hold_deletion_until_removed,
+    delete_preconditions_and_status_answer,
+    dry_run_changes_nothing,
+    delete_collection_honours_selectors,
+    field_validation_strict_warn_ignore,
+);

@@ -471,74 +471,6 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn revisions_are_monotonic_and_stamped() {
-        let s = store(100);
-        let a = s.create(&key("a"), obj("a", 1)).await.unwrap();
-        let b = s.create(&key("b"), obj("b", 1)).await.unwrap();
-        assert!(b.rv > a.rv);
-        let v: Value = serde_json::from_slice(&b.bytes).unwrap();
-        assert_eq!(v["metadata"]["resourceVersion"], b.rv.to_string());
-        assert_eq!(s.create(&key("a"), obj("a", 2)).await.unwrap_err(), StoreError::AlreadyExists);
-        assert_eq!(
-            s.write_next(&key("a"), Some(obj("a", 2)), Some(Some(a.rv + 100))).unwrap_err(),
-            StoreError::Conflict
-        );
-        assert_eq!(s.len(), 2);
-    }
-
-    #[tokio::test]
-    async fn reads_at_old_revisions_until_compacted() {
-        let s = store(3);
-        let a1 = s.create(&key("a"), obj("a", 1)).await.unwrap();
-        let a2 = s.write_next(&key("a"), Some(obj("a", 2)), Some(Some(a1.rv))).unwrap();
-        let page = s.list(ListRequest { at: Some(a1.rv), ..all() }).await.unwrap();
-        assert_eq!(page.items[0].rv, a1.rv);
-        s.write_next(&key("a"), None, Some(Some(a2.rv))).unwrap();
-        let page = s.list(ListRequest { at: Some(a2.rv), ..all() }).await.unwrap();
-        assert_eq!(page.items.len(), 1);
-        assert!(s.list(all()).await.unwrap().items.is_empty());
-        for i in 0..5 {
-            s.create(&key(&format!("x{i}")), obj("x", i)).await.unwrap();
-        }
-        assert!(matches!(s.list(ListRequest { at: Some(a1.rv), ..all() }).await, Err(StoreError::Expired { .. })));
-        assert!(matches!(s.watch(None, a1.rv).await, Err(StoreError::Expired { .. })));
-    }
-
-    #[tokio::test]
-    async fn paging_is_consistent_and_counts_remaining() {
-        let s = store(100);
-        for n in ["a", "b", "c", "d"] {
-            s.create(&key(n), obj(n, 1)).await.unwrap();
-        }
-        let p1 = s.list(ListRequest { limit: Some(2), ..all() }).await.unwrap();
-        assert_eq!(p1.items.len(), 2);
-        assert_eq!(p1.remaining, Some(2));
-        s.create(&key("bb"), obj("bb", 1)).await.unwrap();
-        let after = p1.next_start_after.clone().unwrap();
-        let p2 =
-            s.list(ListRequest { at: Some(p1.rv), start_after: Some(&after), limit: Some(2), ..all() }).await.unwrap();
-        let names: Vec<_> = p2.items.iter().map(|o| o.key.name.clone()).collect();
-        assert_eq!(names, ["c", "d"]);
-        assert!(p2.next_start_after.is_none());
-    }
-
-    #[tokio::test]
-    async fn watch_resumes_and_filters_namespace() {
-        let s = store(100);
-        let a = s.create(&key("a"), obj("a", 1)).await.unwrap();
-        s.create(&ObjectKey::new("other", "z"), json!({"metadata": {"name": "z"}})).await.unwrap();
-        s.write_next(&key("a"), Some(obj("a", 2)), Some(Some(a.rv))).unwrap();
-        let mut w = s.watch(Some("ns"), a.rv).await.unwrap();
-        let ev = w.next().await.unwrap();
-        assert_eq!(ev.kind, EventType::Modified);
-        assert_eq!(ev.prev.as_ref().unwrap().rv, a.rv);
-        s.write_next(&key("a"), None, None).unwrap();
-        let ev = w.next().await.unwrap();
-        assert_eq!(ev.kind, EventType::Deleted);
-        assert!(w.is_drained());
-    }
-
-    #[tokio::test]
     async fn lagging_watcher_is_closed_not_buffered() {
         let s = MemoryStore::new(Arc::new(NoIndex), 1000, 16);
         let mut w = s.watch(None, s.current_rv()).await.unwrap();
@@ -558,5 +490,30 @@ mod tests {
         s.replace_scope(None, vec![(key("b"), obj("b", 1))]).unwrap();
         let names: Vec<_> = s.list(all()).await.unwrap().items.iter().map(|o| o.key.name.clone()).collect();
         assert_eq!(names, ["b"]);
+    }
+
+    #[tokio::test]
+    async fn as_a_watch_cache_it_takes_upstream_revisions() {
+        let s = store(100);
+        s.apply(&key("a"), Some(obj("a", 1)), 10).unwrap();
+        let mut w = s.watch(None, 10).await.unwrap();
+        s.apply(&key("a"), Some(obj("a", 2)), 14).unwrap();
+        s.apply(&key("a"), Some(obj("a", 0)), 12).unwrap(); // already past: skipped
+        s.apply(&key("gone"), None, 15).unwrap(); // never held: only the revision moves
+        assert_eq!(s.current_rv(), 15);
+        let ev = w.next().await.unwrap();
+        assert_eq!((ev.kind, ev.rv(), ev.prev.as_ref().map(|p| p.rv)), (EventType::Modified, 14, Some(10)));
+        s.advance(20);
+        s.wait_for_rv(20, Duration::from_millis(10)).await.unwrap();
+        let listed = s.list(ListRequest { at: Some(17), ..all() }).await.unwrap();
+        assert_eq!(listed.items[0].rv, 14);
+        // A re-list after compaction: new contents, history from its revision,
+        // open watches closed.
+        s.reset(30, vec![(key("b"), obj("b", 1), 25)]).unwrap();
+        assert_eq!(w.next().await.unwrap_err(), super::super::WatchEnd::Closed);
+        assert!(matches!(s.watch(None, 20).await, Err(StoreError::Expired { .. })));
+        let names: Vec<_> = s.list(all()).await.unwrap().items.iter().map(|o| (o.key.name.clone(), o.rv)).collect();
+        assert_eq!(names, [("b".to_string(), 25)]);
+        assert_eq!(s.len(), 1);
     }
 }

@@ -35,7 +35,7 @@ fn repo_root() -> PathBuf {
 
 /// Builds tests/controlplane (a no-op when up to date); panics with the build's
 /// output when it fails.
-fn build_controlplane() -> PathBuf {
+pub fn build_controlplane() -> PathBuf {
     let script = repo_root().join("tests/controlplane/build.sh");
     let started = Instant::now();
     let out = Command::new("bash").arg(&script).output().expect("run tests/controlplane/build.sh");

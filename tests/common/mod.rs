@@ -5,6 +5,8 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod etcd;
+pub mod relay;
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -37,6 +39,47 @@ pub struct Options {
     pub log: Option<String>,
     /// How long to wait for /readyz (default 30 s).
     pub ready_timeout: Option<Duration>,
+    /// The probe that must answer ok before the server counts as started
+    /// (default /readyz; /livez for a server expected not to be ready).
+    pub ready_path: Option<String>,
+}
+
+/// Where the server under test keeps Llamas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Memory,
+    /// The test binary's shared etcd, under a key prefix of the server's own.
+    Etcd,
+}
+
+impl Backend {
+    /// The flags selecting this backend.
+    pub fn args(self) -> Vec<String> {
+        match self {
+            Backend::Memory => Vec::new(),
+            Backend::Etcd => etcd::shared().server_args(&etcd::unique_prefix()),
+        }
+    }
+}
+
+/// Turns each listed `async fn(Backend)` into two tests, `memory::<name>` and
+/// `etcd::<name>`, so one suite proves the same behaviour on both stores.
+#[macro_export]
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name($crate::common::Backend::Memory).await
+            })*
+        }
+        mod etcd {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name($crate::common::Backend::Etcd).await
+            })*
+        }
+    };
 }
 
 pub struct Server {
@@ -60,6 +103,13 @@ impl Server {
     /// 503), and waits until /readyz answers ok.
     pub async fn start(extra: &[&str]) -> Server {
         Self::start_with(Options { args: extra.iter().map(|a| a.to_string()).collect(), ..Default::default() }).await
+    }
+
+    /// Starts the server on `backend` with extra flags, without a cluster.
+    pub async fn start_on(backend: Backend, extra: &[&str]) -> Server {
+        let mut args = backend.args();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        Self::start_with(Options { args, ..Default::default() }).await
     }
 
     /// Starts the server reading Pods through `kubeconfig` (None: no cluster).
@@ -114,11 +164,12 @@ impl Server {
         let base = format!("https://127.0.0.1:{port}");
         let mut server =
             Server { child, _stdin: stdin, port, base, dir, ca_file, client: reqwest::Client::new(), log_file };
-        server.wait_ready(opts.ready_timeout.unwrap_or(Duration::from_secs(30))).await;
+        let probe = opts.ready_path.as_deref().unwrap_or("/readyz");
+        server.wait_ready(probe, opts.ready_timeout.unwrap_or(Duration::from_secs(30))).await;
         server
     }
 
-    async fn wait_ready(&mut self, timeout: Duration) {
+    async fn wait_ready(&mut self, probe: &str, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -126,7 +177,7 @@ impl Server {
             }
             if self.ca_file.exists() {
                 if let Ok(client) = client_trusting(&self.ca_file) {
-                    if let Ok(r) = client.get(format!("{}/readyz", self.base)).send().await {
+                    if let Ok(r) = client.get(format!("{}{probe}", self.base)).send().await {
                         if r.status().is_success() {
                             self.client = client;
                             return;

@@ -8,6 +8,11 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 
+/// The largest answer accepted from etcd. A list page or a watch catching up
+/// carries many objects of up to etcd's 1.5 MiB each; kube-apiserver lifts the
+/// gRPC limit the same way.
+pub const MAX_MESSAGE_BYTES: usize = 1 << 31;
+
 /// Where etcd is and how to reach it.
 #[derive(Debug, Clone)]
 pub struct EtcdOptions {

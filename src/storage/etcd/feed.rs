@@ -14,6 +14,7 @@ use etcd_client::{Client, EventType, GetOptions, WatchOptions};
 use serde_json::Value;
 use tokio::sync::Notify;
 
+use super::client::MAX_MESSAGE_BYTES;
 use super::KeyCodec;
 use crate::storage::memory::MemoryStore;
 
@@ -141,7 +142,7 @@ async fn list(
     client: &Client,
     codec: &KeyCodec,
 ) -> Result<(u64, Vec<(crate::storage::ObjectKey, Value, u64)>), String> {
-    let mut kv = client.kv_client();
+    let mut kv = client.kv_client().max_decoding_message_size(MAX_MESSAGE_BYTES);
     let end = codec.range_end();
     let mut from = codec.prefix().as_bytes().to_vec();
     let mut revision = 0i64;
@@ -177,7 +178,8 @@ async fn follow(client: &Client, codec: &KeyCodec, cache: &MemoryStore, state: &
     let start = cache.revision() + 1;
     let options =
         WatchOptions::new().with_range(codec.range_end()).with_start_revision(start as i64).with_progress_notify();
-    let mut stream = match client.watch_client().watch(codec.prefix().as_bytes().to_vec(), Some(options)).await {
+    let mut watch_client = client.watch_client().max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let mut stream = match watch_client.watch(codec.prefix().as_bytes().to_vec(), Some(options)).await {
         Ok(s) => s,
         Err(e) => return Ended::Failed(format!("watching etcd: {e}")),
     };

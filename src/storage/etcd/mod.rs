@@ -148,7 +148,7 @@ impl EtcdStore {
 
     /// Runs one transaction with the store's deadline.
     async fn txn(&self, what: &str, txn: Txn) -> Result<etcd_client::TxnResponse, StoreError> {
-        let mut kv = self.client.kv_client();
+        let mut kv = self.client.kv_client().max_decoding_message_size(client::MAX_MESSAGE_BYTES);
         match tokio::time::timeout(self.timeout, kv.txn(txn)).await {
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(e)) => Err(etcd_error(what, e)),
@@ -158,7 +158,7 @@ impl EtcdStore {
 
     /// The object as etcd has it now (a linearizable read).
     async fn read_fresh(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
-        let mut kv = self.client.kv_client();
+        let mut kv = self.client.kv_client().max_decoding_message_size(client::MAX_MESSAGE_BYTES);
         let resp = match tokio::time::timeout(self.timeout, kv.get(self.codec.key(key), None)).await {
             Ok(Ok(resp)) => resp,
             Ok(Err(e)) => return Err(etcd_error("reading from etcd", e)),

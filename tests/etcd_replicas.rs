@@ -113,6 +113,24 @@ async fn a_write_on_one_replica_is_read_and_watched_on_another() {
     assert_eq!(v["reason"], "Conflict");
     // Both replicas agree on everything.
     assert_eq!(names(&a).await, names(&b).await);
+
+    // A list paged across replicas: the first page from A, the rest from B,
+    // all at the first page's revision.
+    for i in 0..4 {
+        create(&a, &format!("page{i}"), 1.0).await;
+    }
+    let (_, p1) = call(&a, Method::GET, &format!("{}?limit=2", a.llamas("default", "")), None).await;
+    create(&a, "page-late", 1.0).await;
+    let token = p1["metadata"]["continue"].as_str().expect("continue token").to_string();
+    let (code, p2) =
+        call(&b, Method::GET, &format!("{}?limit=10&continue={token}", b.llamas("default", "")), None).await;
+    assert_eq!(code, 200, "{p2}");
+    assert_eq!(p2["metadata"]["resourceVersion"], p1["metadata"]["resourceVersion"]);
+    let listed: Vec<&str> = [&p1, &p2]
+        .iter()
+        .flat_map(|p| p["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(listed, ["dolly", "page0", "page1", "page2", "page3"]);
 }
 
 #[tokio::test]

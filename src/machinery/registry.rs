@@ -326,6 +326,8 @@ impl Registry {
         let (at, start_after) = match &opts.continue_token {
             Some(token) => {
                 let (rv, key) = decode_continue(token)?;
+                // The first page may have come from a replica further ahead.
+                self.store.wait_for_rv(rv, RV_WAIT).await.map_err(|e| too_large_rv(&e))?;
                 (Some(rv), Some(key))
             }
             None => (self.read_revision(opts.rv, opts.rv_match).await?, None),

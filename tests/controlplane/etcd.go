@@ -12,32 +12,69 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// etcdServer is an embedded single-member etcd on 127.0.0.1, plain HTTP.
+// etcdServer is an embedded single-member etcd on 127.0.0.1: clients over
+// plain HTTP, or HTTPS with client certificates required; peers over plain
+// HTTP.
 type etcdServer struct {
 	e        *embed.Etcd
 	endpoint string
 	logLevel zap.AtomicLevel
 }
 
-func startEtcd(ctx context.Context, dataDir string, clientPort, peerPort int, verbose bool) (*etcdServer, error) {
+// etcdConfig says how to run etcd.
+type etcdConfig struct {
+	dataDir    string // kept as it is: an existing member restarts with its data
+	clientPort int
+	peerPort   int
+	verbose    bool
+	tls        *etcdTLSFiles // nil: clients over plain HTTP
+}
+
+// etcdTLSFiles are the files of etcd's client TLS: clients must present a
+// certificate signed by caFile.
+type etcdTLSFiles struct {
+	caFile, caKeyFile string
+	serverCertFile    string // serving certificate (SANs 127.0.0.1, localhost)
+	serverKeyFile     string
+	clientCertFile    string // a client certificate (CN farm-apiserver)
+	clientKeyFile     string
+}
+
+func startEtcd(ctx context.Context, c etcdConfig) (*etcdServer, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "controlplane"
-	cfg.Dir = dataDir
-	clientURL := mustURL(fmt.Sprintf("http://127.0.0.1:%d", clientPort))
-	peerURL := mustURL(fmt.Sprintf("http://127.0.0.1:%d", peerPort))
+	cfg.Dir = c.dataDir
+	scheme := "http"
+	if c.tls != nil {
+		scheme = "https"
+		ti := &cfg.ClientTLSInfo
+		ti.CertFile = c.tls.serverCertFile
+		ti.KeyFile = c.tls.serverKeyFile
+		ti.TrustedCAFile = c.tls.caFile
+		ti.ClientCertAuth = true
+		// etcd's grpc-gateway (the JSON API on /v3/...) dials etcd's own
+		// gRPC server with this TLS configuration: without a client
+		// certificate of its own it would present the serving one, which
+		// has no client auth usage and is rejected.
+		ti.ClientCertFile = c.tls.clientCertFile
+		ti.ClientKeyFile = c.tls.clientKeyFile
+	}
+	clientURL := mustURL(fmt.Sprintf("%s://127.0.0.1:%d", scheme, c.clientPort))
+	peerURL := mustURL(fmt.Sprintf("http://127.0.0.1:%d", c.peerPort))
 	cfg.ListenClientUrls = []url.URL{clientURL}
 	cfg.AdvertiseClientUrls = []url.URL{clientURL}
 	cfg.ListenPeerUrls = []url.URL{peerURL}
 	cfg.AdvertisePeerUrls = []url.URL{peerURL}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.ListenMetricsUrls = nil
-	// The data is thrown away at exit: no need to survive a power failure.
+	// No fsync: the data survives the process being killed (it is in the
+	// page cache), only not a crash of the machine, which tests do not need.
 	cfg.UnsafeNoFsync = true
 	// etcd logs (zap, JSON) to stderr: errors only, or warnings too with
 	// --verbose. The level is raised while stopping: closing the listeners
 	// logs errors.
 	logLevel := zap.NewAtomicLevelAt(zapcore.ErrorLevel)
-	if verbose {
+	if c.verbose {
 		logLevel.SetLevel(zapcore.WarnLevel)
 	}
 	encoderConfig := zap.NewProductionEncoderConfig()

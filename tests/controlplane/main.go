@@ -8,7 +8,11 @@
 // When it is ready it prints one line `READY {json}` on stdout (the same JSON
 // as DIR/controlplane.json); everything else goes to stderr. It stops on
 // SIGTERM/SIGINT or when its stdin is closed (unless --ignore-stdin), and
-// removes what it created unless --keep. See README.md.
+// removes what it created unless --keep.
+//
+// With --etcd-only it runs only the embedded etcd (optionally over TLS with
+// client certificates, --etcd-tls), keeps its data and directory, and prints
+// `READY {json}` with the etcd endpoint (see EtcdOnlyInfo). See README.md.
 package main
 
 import (
@@ -142,6 +146,8 @@ type cpOptions struct {
 	startupTimeout time.Duration
 	apiserverArgs  multiFlag
 	kcmArgs        multiFlag
+	etcdOnly       bool // only etcd; its data and dir are kept
+	etcdTLS        bool // etcd-only: clients over HTTPS with client certificates
 }
 
 func main() {
@@ -165,6 +171,8 @@ func run() int {
 	fs.DurationVar(&o.startupTimeout, "startup-timeout", 3*time.Minute, "give up if the control plane is not ready within this time")
 	fs.Var(&o.apiserverArgs, "apiserver-arg", "extra kube-apiserver flag, e.g. --apiserver-arg=--feature-gates=Foo=true (repeatable)")
 	fs.Var(&o.kcmArgs, "controller-manager-arg", "extra kube-controller-manager flag (repeatable)")
+	fs.BoolVar(&o.etcdOnly, "etcd-only", false, "run only etcd (data in DIR/etcd, kept across runs; needs --dir)")
+	fs.BoolVar(&o.etcdTLS, "etcd-tls", false, "with --etcd-only: serve etcd clients over HTTPS and require client certificates (certificates in DIR/etcd-pki, created if missing)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -173,6 +181,10 @@ func run() int {
 	}
 	if fs.NArg() > 0 {
 		logf("unexpected arguments: %q", fs.Args())
+		return 2
+	}
+	if err := o.validate(fs); err != nil {
+		logf("%v", err)
 		return 2
 	}
 	if o.verbosity >= 0 {
@@ -246,6 +258,29 @@ func run() int {
 }
 
 var errRequested = errors.New("stop requested")
+
+// validate checks the combinations of flags.
+func (o cpOptions) validate(fs *flag.FlagSet) error {
+	if !o.etcdOnly {
+		if o.etcdTLS {
+			return errors.New("--etcd-tls needs --etcd-only")
+		}
+		return nil
+	}
+	if o.dir == "" {
+		return errors.New("--etcd-only needs --dir")
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "port", "apiserver-arg", "controller-manager-arg":
+			if err == nil {
+				err = fmt.Errorf("--%s cannot be used with --etcd-only", f.Name)
+			}
+		}
+	})
+	return err
+}
 
 // setupLogging sends klog output to stderr: everything up to the verbosity
 // with --verbose or --v, else errors only (kube-apiserver warns a lot while
@@ -354,6 +389,9 @@ func (cp *controlPlane) start(ctx context.Context) error {
 		}
 	}
 	cp.p = newPaths(dir)
+	if o.etcdOnly {
+		return cp.startEtcdOnly(ctx)
+	}
 	p := cp.p
 	// A fresh cluster every time, even if a previous run used --keep.
 	if err := os.RemoveAll(p.etcdData); err != nil {
@@ -389,19 +427,12 @@ func (cp *controlPlane) start(ctx context.Context) error {
 
 	// etcd.
 	logf("starting etcd on 127.0.0.1:%d", etcdPort)
-	cp.etcd, err = startEtcd(ctx, p.etcdData, etcdPort, etcdPeerPort, o.verbose)
+	cp.etcd, err = startEtcd(ctx, etcdConfig{dataDir: p.etcdData, clientPort: etcdPort, peerPort: etcdPeerPort, verbose: o.verbose})
 	if err != nil {
 		apiListener.Close()
 		return fmt.Errorf("etcd: %w", err)
 	}
-	go func() {
-		if err, ok := <-cp.etcd.Err(); ok && err != nil {
-			select {
-			case cp.failed <- fmt.Errorf("etcd: %w", err):
-			default:
-			}
-		}
-	}()
+	cp.watchEtcd()
 
 	componentsCtx, componentsCancel := context.WithCancel(context.Background())
 	cp.componentsCancel = componentsCancel
@@ -510,6 +541,18 @@ func (cp *controlPlane) start(ctx context.Context) error {
 	return nil
 }
 
+// watchEtcd reports on cp.failed when the running etcd fails.
+func (cp *controlPlane) watchEtcd() {
+	go func() {
+		if err, ok := <-cp.etcd.Err(); ok && err != nil {
+			select {
+			case cp.failed <- fmt.Errorf("etcd: %w", err):
+			default:
+			}
+		}
+	}()
+}
+
 // shutdown stops kube-controller-manager, kube-apiserver and etcd, each with a
 // time limit: kube-apiserver does not always stop all of its goroutines, and
 // the process exits right after anyway.
@@ -524,9 +567,9 @@ func (cp *controlPlane) shutdown() {
 	}
 }
 
-// cleanup removes what start created, unless --keep.
+// cleanup removes what start created, unless --keep or --etcd-only.
 func (cp *controlPlane) cleanup() {
-	if cp.opts.keep {
+	if cp.opts.keep || cp.opts.etcdOnly {
 		if cp.p.dir != "" {
 			logf("kept %s", cp.p.dir)
 		}

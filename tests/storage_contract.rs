@@ -15,6 +15,7 @@ use farm_apiserver::storage::memory::MemoryStore;
 use farm_apiserver::storage::{
     EventType, Indexer, ListRequest, Mutation, ObjectIndex, ObjectKey, Store, StoreError, StoredObject, Updated,
 };
+use futures::StreamExt;
 use serde_json::{json, Value};
 
 struct NameIndex;
@@ -186,7 +187,7 @@ async fn watches_resume_from_any_kept_revision(backend: Backend) {
     let x2 = put_n(a.as_ref(), "x", 2).await;
     b.wait_for_rv(x2.rv, Duration::from_secs(5)).await.unwrap();
     let mut w = b.watch(Some("ns"), x.rv).await.unwrap();
-    let ev = tokio::time::timeout(Duration::from_secs(5), w.next()).await.unwrap().unwrap();
+    let ev = tokio::time::timeout(Duration::from_secs(5), w.next()).await.unwrap().unwrap().unwrap();
     assert_eq!(ev.kind, EventType::Modified);
     assert_eq!(ev.rv(), x2.rv);
     assert_eq!(ev.prev.as_ref().unwrap().rv, x.rv);
@@ -196,7 +197,7 @@ async fn watches_resume_from_any_kept_revision(backend: Backend) {
         Updated::Deleted(o) => o,
         other => panic!("{other:?}"),
     };
-    let ev = tokio::time::timeout(Duration::from_secs(5), w.next()).await.unwrap().unwrap();
+    let ev = tokio::time::timeout(Duration::from_secs(5), w.next()).await.unwrap().unwrap().unwrap();
     assert_eq!(ev.kind, EventType::Deleted);
     assert_eq!(ev.rv(), gone.rv);
     assert_eq!(ev.object.bytes, gone.bytes);

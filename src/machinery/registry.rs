@@ -138,6 +138,8 @@ pub enum DeleteOutcome {
 pub struct WatchPlan {
     pub initial: Vec<StoredObject>,
     pub stream: WatchStream,
+    /// The revision the stream starts after.
+    pub from: u64,
     /// Send the `k8s.io/initial-events-end` bookmark after `initial`, at this revision.
     pub initial_events_end: Option<u64>,
 }
@@ -403,6 +405,7 @@ impl Registry {
             Ok(stream) => Ok(WatchStart::Stream(Box::new(WatchPlan {
                 initial,
                 stream,
+                from,
                 initial_events_end: (opts.send_initial_events == Some(true)).then_some(from),
             }))),
             Err(e @ StoreError::Expired { .. }) => Ok(WatchStart::Expired(ApiError::expired(e.to_string()))),

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use chrono::Utc;
+use futures::{FutureExt, StreamExt};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -118,50 +119,57 @@ pub async fn run(mut job: WatchJob, tx: mpsc::Sender<Bytes>) {
     }
     let mut bookmark_tick = tokio::time::interval(job.bookmark_interval);
     bookmark_tick.tick().await;
-    let mut sent_rv = job.plan.stream.last_rv();
+    let mut sent_rv = job.plan.from;
     loop {
-        tokio::select! {
+        let item = tokio::select! {
             biased;
             _ = job.shutdown.cancelled() => break,
             _ = &mut deadline => break,
             _ = tx.closed() => break,
             _ = bookmark_tick.tick(), if job.bookmarks => {
-                // Every revision up to `current` has been delivered to us once the
-                // stream is drained after reading it, so the bookmark is safe.
+                // The store publishes an event before its revision: when nothing
+                // is waiting in the stream after reading `current`, every event up
+                // to it has been delivered, so a bookmark there is safe.
                 let current = reg.store.current_rv();
-                let rv = if job.plan.stream.is_drained() { current.max(sent_rv) } else { sent_rv };
-                if rv > 0 && tx.send(bookmark_line(&reg, output, rv, false)).await.is_err() {
-                    break;
-                }
-            }
-            ev = job.plan.stream.next() => {
-                let ev = match ev {
-                    Ok(ev) => ev,
-                    Err(WatchEnd::Lagged) => {
-                        tracing::debug!(resource = reg.kind.names().plural, "closing a watcher that fell behind");
-                        break;
+                match job.plan.stream.next().now_or_never() {
+                    None => {
+                        let rv = current.max(sent_rv);
+                        if rv > 0 && tx.send(bookmark_line(&reg, output, rv, false)).await.is_err() {
+                            break;
+                        }
+                        continue;
                     }
-                    Err(WatchEnd::Closed) => break,
-                };
-                sent_rv = ev.rv();
-                let now = job.filter.matches(&ev.object);
-                let before = ev.prev.as_ref().is_some_and(|p| job.filter.matches(p));
-                let kind = match ev.kind {
-                    EventType::Added if now => EventType::Added,
-                    EventType::Modified if now && before => EventType::Modified,
-                    EventType::Modified if now => EventType::Added,
-                    EventType::Modified if before => EventType::Deleted,
-                    EventType::Deleted if before || now => EventType::Deleted,
-                    _ => continue,
-                };
-                let line = match output {
-                    Output::Json => shared_json_line(&ev, kind),
-                    other => event_line(&reg, other, kind, &ev.object),
-                };
-                if tx.send(line).await.is_err() {
-                    break;
+                    // An event was waiting: deliver it; a later tick bookmarks.
+                    Some(item) => item,
                 }
             }
+            item = job.plan.stream.next() => item,
+        };
+        let ev = match item {
+            Some(Ok(ev)) => ev,
+            Some(Err(WatchEnd::Lagged)) => {
+                tracing::debug!(resource = reg.kind.names().plural, "closing a watcher that fell behind");
+                break;
+            }
+            Some(Err(WatchEnd::Closed)) | None => break,
+        };
+        sent_rv = ev.rv();
+        let now = job.filter.matches(&ev.object);
+        let before = ev.prev.as_ref().is_some_and(|p| job.filter.matches(p));
+        let kind = match ev.kind {
+            EventType::Added if now => EventType::Added,
+            EventType::Modified if now && before => EventType::Modified,
+            EventType::Modified if now => EventType::Added,
+            EventType::Modified if before => EventType::Deleted,
+            EventType::Deleted if before || now => EventType::Deleted,
+            _ => continue,
+        };
+        let line = match output {
+            Output::Json => shared_json_line(&ev, kind),
+            other => event_line(&reg, other, kind, &ev.object),
+        };
+        if tx.send(line).await.is_err() {
+            break;
         }
     }
     finish(job)

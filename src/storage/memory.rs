@@ -19,7 +19,7 @@ use tokio::sync::{broadcast, watch};
 
 use super::{
     Event, EventType, Indexer, ListPage, ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject, Updated,
-    WatchStream, UPDATE_RETRIES,
+    WatchEnd, WatchStream, UPDATE_RETRIES,
 };
 
 /// One version of a key; `None` marks a deletion.
@@ -266,6 +266,46 @@ impl MemoryStore {
     }
 }
 
+/// What a watch reads: the history after its start, then live events.
+struct Events {
+    backlog: VecDeque<Arc<Event>>,
+    live: broadcast::Receiver<Arc<Event>>,
+    namespace: Option<String>,
+    last_rv: u64,
+    ended: bool,
+}
+
+impl Events {
+    /// The next event of the watched namespace(s); after an error, nothing.
+    async fn next(&mut self) -> Option<Result<Arc<Event>, WatchEnd>> {
+        if self.ended {
+            return None;
+        }
+        loop {
+            let ev = match self.backlog.pop_front() {
+                Some(ev) => ev,
+                None => match self.live.recv().await {
+                    Ok(ev) => ev,
+                    Err(e) => {
+                        self.ended = true;
+                        return Some(Err(match e {
+                            broadcast::error::RecvError::Lagged(_) => WatchEnd::Lagged,
+                            broadcast::error::RecvError::Closed => WatchEnd::Closed,
+                        }));
+                    }
+                },
+            };
+            if ev.rv() <= self.last_rv {
+                continue;
+            }
+            self.last_rv = ev.rv();
+            if self.namespace.as_deref().is_none_or(|ns| ns == ev.object.key.namespace) {
+                return Some(Ok(ev));
+            }
+        }
+    }
+}
+
 /// Whether a stored object already equals `obj` apart from its resourceVersion.
 fn same_but_version(stored: &StoredObject, obj: &Value) -> bool {
     let Ok(mut old) = stored.value() else { return false };
@@ -360,7 +400,12 @@ impl MemoryStore {
         let start = inner.history.partition_point(|e| e.rv() <= after_rv);
         let backlog = inner.history.range(start..).cloned().collect();
         let live = inner.events.subscribe();
-        Ok(WatchStream { backlog, live, namespace: namespace.map(str::to_string), last_rv: after_rv })
+        let events =
+            Events { backlog, live, namespace: namespace.map(str::to_string), last_rv: after_rv, ended: false };
+        Ok(Box::pin(futures::stream::unfold(events, |mut events| async move {
+            let item = events.next().await?;
+            Some((item, events))
+        })))
     }
 
     /// Waits until the revision reaches `rv`, or `TooLarge` after `timeout`.
@@ -445,6 +490,7 @@ impl Store for MemoryStore {
 mod tests {
     use super::*;
     use crate::storage::ObjectIndex;
+    use futures::StreamExt;
     use serde_json::json;
 
     struct NoIndex;
@@ -477,7 +523,7 @@ mod tests {
         for i in 0..40 {
             s.create(&key(&format!("o{i}")), obj("o", i)).await.unwrap();
         }
-        assert_eq!(w.next().await.unwrap_err(), super::super::WatchEnd::Lagged);
+        assert_eq!(w.next().await.unwrap().unwrap_err(), WatchEnd::Lagged);
     }
 
     #[tokio::test]
@@ -501,7 +547,7 @@ mod tests {
         s.apply(&key("a"), Some(obj("a", 0)), 12).unwrap(); // already past: skipped
         s.apply(&key("gone"), None, 15).unwrap(); // never held: only the revision moves
         assert_eq!(s.current_rv(), 15);
-        let ev = w.next().await.unwrap();
+        let ev = w.next().await.unwrap().unwrap();
         assert_eq!((ev.kind, ev.rv(), ev.prev.as_ref().map(|p| p.rv)), (EventType::Modified, 14, Some(10)));
         s.advance(20);
         s.wait_for_rv(20, Duration::from_millis(10)).await.unwrap();
@@ -510,7 +556,7 @@ mod tests {
         // A re-list after compaction: new contents, history from its revision,
         // open watches closed.
         s.reset(30, vec![(key("b"), obj("b", 1), 25)]).unwrap();
-        assert_eq!(w.next().await.unwrap_err(), super::super::WatchEnd::Closed);
+        assert_eq!(w.next().await.unwrap().unwrap_err(), WatchEnd::Closed);
         assert!(matches!(s.watch(None, 20).await, Err(StoreError::Expired { .. })));
         let names: Vec<_> = s.list(all()).await.unwrap().items.iter().map(|o| (o.key.name.clone(), o.rv)).collect();
         assert_eq!(names, [("b".to_string(), 25)]);

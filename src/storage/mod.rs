@@ -198,13 +198,12 @@ pub struct ListPage {
     pub remaining: Option<u64>,
 }
 
-/// A watch: history after the requested revision, then live events.
-pub struct WatchStream {
-    pub(crate) backlog: std::collections::VecDeque<Arc<Event>>,
-    pub(crate) live: tokio::sync::broadcast::Receiver<Arc<Event>>,
-    pub(crate) namespace: Option<String>,
-    pub(crate) last_rv: u64,
-}
+/// A watch: the events after the requested revision, in revision order, of
+/// the watched namespace(s), whatever the backend. It ends with the reason
+/// when it cannot go on; a consumer that polls it without waiting
+/// (`now_or_never`) and finds nothing knows every event up to a
+/// [`Store::current_rv`] read before has been delivered.
+pub type WatchStream = futures::stream::BoxStream<'static, Result<Arc<Event>, WatchEnd>>;
 
 /// Why a watch stream stopped delivering events.
 #[derive(Debug, PartialEq, Eq)]
@@ -213,40 +212,6 @@ pub enum WatchEnd {
     Closed,
     /// This watcher fell too far behind the writers; it must start again.
     Lagged,
-}
-
-impl WatchStream {
-    /// The next event of the watched namespace(s).
-    pub async fn next(&mut self) -> Result<Arc<Event>, WatchEnd> {
-        loop {
-            let ev = match self.backlog.pop_front() {
-                Some(ev) => ev,
-                None => match self.live.recv().await {
-                    Ok(ev) => ev,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return Err(WatchEnd::Lagged),
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return Err(WatchEnd::Closed),
-                },
-            };
-            if ev.rv() <= self.last_rv {
-                continue;
-            }
-            self.last_rv = ev.rv();
-            if self.namespace.as_deref().is_none_or(|ns| ns == ev.object.key.namespace) {
-                return Ok(ev);
-            }
-        }
-    }
-
-    /// True when no event is waiting to be read, so every revision up to one read
-    /// before this call has been delivered (used to place bookmarks safely).
-    pub fn is_drained(&self) -> bool {
-        self.backlog.is_empty() && self.live.is_empty()
-    }
-
-    /// The revision of the last event taken from the stream, matched or not.
-    pub fn last_rv(&self) -> u64 {
-        self.last_rv
-    }
 }
 
 /// The storage contract, fulfilled by the memory store and by etcd behind a

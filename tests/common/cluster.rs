@@ -65,20 +65,8 @@ fn start_controlplane() -> ControlPlane {
         .spawn()
         .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
     let stdin = child.stdin.take().expect("stdin");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(json) = line.strip_prefix("READY ") {
-                let _ = tx.send(json.to_string());
-            }
-        }
-    });
-    let ready = rx.recv_timeout(Duration::from_secs(180)).unwrap_or_else(|_| {
-        let log = std::fs::read_to_string(dir.join("controlplane.log")).unwrap_or_default();
-        panic!("the control plane did not become ready:\n{log}")
-    });
-    let info: Value = serde_json::from_str(&ready).expect("READY json");
+    let info =
+        read_ready_line(&mut child, Duration::from_secs(180), &dir.join("controlplane.log"), "the control plane");
     let path = |k: &str| PathBuf::from(info[k].as_str().unwrap_or_else(|| panic!("{k} in {info}")));
     ControlPlane {
         kubeconfig: path("kubeconfig"),
@@ -88,6 +76,25 @@ fn start_controlplane() -> ControlPlane {
         _child: Mutex::new(child),
         _stdin: Mutex::new(stdin),
     }
+}
+
+/// Waits for the `READY {json}` line tests/controlplane prints on stdout when
+/// it serves, or panics with its log.
+pub fn read_ready_line(child: &mut Child, timeout: Duration, log: &Path, what: &str) -> Value {
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(json) = line.strip_prefix("READY ") {
+                let _ = tx.send(json.to_string());
+            }
+        }
+    });
+    let ready = rx.recv_timeout(timeout).unwrap_or_else(|_| {
+        let log = std::fs::read_to_string(log).unwrap_or_default();
+        panic!("{what} did not become ready:\n{log}")
+    });
+    serde_json::from_str(&ready).expect("READY json")
 }
 
 /// The control plane shared by every test of this binary.

@@ -3,7 +3,6 @@
 //! and started again on the same port with the same data, and serves plain
 //! http or https with client-certificate authentication.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
@@ -11,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::cluster::build_controlplane;
+use super::cluster::{build_controlplane, read_ready_line};
 
 pub struct Etcd {
     child: Option<Child>,
@@ -50,20 +49,7 @@ impl Etcd {
             .stderr(log)
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(json) = line.strip_prefix("READY ") {
-                    let _ = tx.send(json.to_string());
-                }
-            }
-        });
-        let ready = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
-            let log = std::fs::read_to_string(self.dir.join("etcd.log")).unwrap_or_default();
-            panic!("etcd did not become ready:\n{log}")
-        });
-        self.info = serde_json::from_str(&ready).expect("READY json");
+        self.info = read_ready_line(&mut child, Duration::from_secs(60), &self.dir.join("etcd.log"), "etcd");
         let endpoint = self.endpoint();
         self.port = endpoint.rsplit(':').next().and_then(|p| p.parse().ok()).expect("etcd port");
         self.stdin = child.stdin.take();

@@ -382,6 +382,15 @@ async fn mutual_tls_to_etcd_and_clear_errors_for_bad_settings() {
         let bad = Server::start_with(Options { args, ready_path: Some("/livez".into()), ..Default::default() }).await;
         let text = wait_etcd_not_ready(&bad).await;
         assert!(text.contains("etcd"), "{text}");
+        // Nothing was ever read from etcd: reads say so, as kube's cacher does.
+        let r = bad.client.get(bad.llamas("default", "")).send().await.unwrap();
+        assert_eq!(r.status(), 429);
+        assert_eq!(r.headers()["retry-after"], "1");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(
+            (v["reason"].as_str(), v["message"].as_str()),
+            (Some("TooManyRequests"), Some("storage is (re)initializing"))
+        );
         let (code, v) = call(&bad, Method::POST, &bad.llamas("default", ""), Some(&llama("x", 1.0, 1.0))).await;
         assert!(code.is_server_error(), "{code}: {v}");
         assert_eq!(v["kind"], "Status", "{v}");

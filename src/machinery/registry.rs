@@ -278,6 +278,12 @@ impl Registry {
             StoreError::Expired { .. } => ApiError::expired(e.to_string()),
             StoreError::TooLarge { .. } => too_large_rv(&e),
             StoreError::Unavailable(msg) => storage_unavailable(&msg),
+            StoreError::Initializing => {
+                let mut err = ApiError::new(429, Reason::TooManyRequests, "storage is (re)initializing")
+                    .with_details(json!({"retryAfterSeconds": 1}));
+                err.retry_after = Some(1);
+                err
+            }
             StoreError::Internal(msg) => ApiError::internal_error(msg),
         }
     }

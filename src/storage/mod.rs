@@ -142,6 +142,9 @@ pub enum StoreError {
     /// the write may or may not have happened, as with kube-apiserver's timeouts.
     #[error("{0}")]
     Unavailable(String),
+    /// The store cannot answer yet (etcd's cache has not listed it once).
+    #[error("storage is (re)initializing")]
+    Initializing,
     #[error("storage: {0}")]
     Internal(String),
 }

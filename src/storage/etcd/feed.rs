@@ -65,6 +65,11 @@ impl FeedState {
         }
     }
 
+    /// Whether the cache has listed etcd at least once.
+    pub fn synced(&self) -> bool {
+        self.health.lock().map(|h| h.synced).unwrap_or(false)
+    }
+
     /// Whether the cache was listed and etcd answers now.
     pub fn healthy(&self) -> bool {
         self.health.lock().map(|h| h.synced && h.down.is_none()).unwrap_or(false)

@@ -227,6 +227,10 @@ impl Store for EtcdStore {
     }
 
     async fn sync_latest(&self) -> Result<u64, StoreError> {
+        if !self.feed.synced() {
+            // Nothing to serve yet, not even a stale state: kube's cacher answers 429.
+            return Err(StoreError::Initializing);
+        }
         if !self.feed.healthy() {
             // etcd is unreachable: keep serving what the cache has.
             return Ok(self.cache.revision());

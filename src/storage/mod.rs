@@ -173,9 +173,10 @@ pub enum Updated {
     Aborted,
 }
 
-/// How often [`Store::guaranteed_update`] re-reads and retries after losing a
-/// compare-and-swap to another writer before answering `Conflict`.
-pub const UPDATE_RETRIES: usize = 32;
+/// How often the memory store's [`Store::guaranteed_update`] re-reads and
+/// retries after losing a compare-and-swap before answering `Conflict` (etcd
+/// retries until its request timeout instead).
+pub const UPDATE_RETRIES: usize = 1000;
 
 /// Which objects to list, at which revision, from where.
 pub struct ListRequest<'a> {

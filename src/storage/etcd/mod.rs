@@ -20,9 +20,10 @@ pub use client::EtcdOptions;
 pub use feed::FeedState;
 
 use super::memory::MemoryStore;
-use super::{
-    ListPage, ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject, Updated, WatchStream, UPDATE_RETRIES,
-};
+use super::{ListPage, ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject, Updated, WatchStream};
+
+/// How often a read waiting for the cache asks etcd for progress again.
+const PROGRESS_RETRY: Duration = Duration::from_millis(100);
 
 /// How a kind's objects map to etcd keys: `<prefix>/<resource>/<namespace>/<name>`
 /// (`<prefix>/<resource>/<name>` for cluster-scoped kinds), as kube-apiserver lays them out.
@@ -248,13 +249,23 @@ impl Store for EtcdStore {
     }
 
     async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> Result<(), StoreError> {
-        if self.cache.revision() >= rv {
-            return Ok(());
-        }
         // Events bring the cache there; a progress notification does when the
-        // revision was written outside this kind's keys.
-        self.feed.request_progress();
-        self.cache.wait_until(rv, timeout).await
+        // revision was written outside this kind's keys. etcd ignores a
+        // progress request while the watch is catching up, so ask again until
+        // the cache has the revision, as kube's progress requester does.
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if self.cache.revision() >= rv {
+                return Ok(());
+            }
+            self.feed.request_progress();
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self.cache.wait_until(rv, left.min(PROGRESS_RETRY)).await {
+                Ok(()) => return Ok(()),
+                Err(e) if left <= PROGRESS_RETRY => return Err(e),
+                Err(_) => {}
+            }
+        }
     }
 
     async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
@@ -296,7 +307,11 @@ impl Store for EtcdStore {
             Err(e) => return Err(e),
         };
         let mut confirmed = false;
-        for _ in 0..UPDATE_RETRIES {
+        // Like kube's GuaranteedUpdate, a lost race is retried on the newer
+        // state for as long as the request may take, not a fixed number of
+        // times: under load one writer can lose many races in a row.
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        while tokio::time::Instant::now() < deadline {
             let obj = match try_update(&current) {
                 decision @ (Mutation::Abort | Mutation::Keep) => {
                     if !confirmed {
@@ -323,6 +338,7 @@ impl Store for EtcdStore {
                 Err(Some(newer)) => {
                     current = newer;
                     confirmed = true;
+                    tokio::task::yield_now().await;
                 }
                 Err(None) => return Err(StoreError::NotFound),
             }

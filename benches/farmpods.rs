@@ -309,15 +309,6 @@ async fn bench_direct(pods: &Api<Pod>, kube: &kube::Client, case: &str, iters: u
     }
 }
 
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 async fn run() {
     let n_pods = env_usize("FARM_BENCH_PODS", 10_000);
     let iters_all = env_usize("FARM_BENCH_ITERS_ALL", 200);
@@ -388,7 +379,7 @@ async fn run() {
     let pods_ns: Api<Pod> = Api::namespaced(kube.clone(), ONE_NAMESPACE);
     assert_eq!(item_count(&direct_list(&pods_all).await.expect("direct list").0), n_pods, "direct list sees every Pod");
 
-    let load_before = loadavg();
+    let load_before = common::loadavg();
     eprintln!("measuring farm-apiserver, all namespaces ({iters_all} requests)");
     let farm_all = bench_farm(&http, &kube, "farm-apiserver, all namespaces", &all_url, iters_all).await;
     eprintln!("measuring farm-apiserver, {ONE_NAMESPACE} ({iters_ns} requests)");
@@ -397,7 +388,7 @@ async fn run() {
     let direct_all = bench_direct(&pods_all, &kube, "per-request, all namespaces", iters_all, budget).await;
     eprintln!("measuring per-request list+convert, {ONE_NAMESPACE} (up to {iters_ns} requests)");
     let direct_ns = bench_direct(&pods_ns, &kube, &format!("per-request, {ONE_NAMESPACE}"), iters_ns, budget * 4).await;
-    let load_after = loadavg();
+    let load_after = common::loadavg();
     let rss_after = rss_mib(farm.pid());
     let watches_open_after = Upstream::read(&kube).await.open_watches;
 

@@ -731,15 +731,6 @@ fn watch_table(w: &WatchResult) -> String {
 
 // ---------------------------------------------------------------- the run
 
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 fn quiet(args: Vec<String>) -> Options {
     // Request logs off: they would be part of what is measured.
     Options { args, log: Some("warn".into()), ..Default::default() }
@@ -770,7 +761,7 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
         seed_memory.rate(),
         seed_etcd.rate()
     );
-    let load_before = loadavg();
+    let load_before = common::loadavg();
     let farm_list_bytes = memory_reads.check(cfg).await?;
     etcd_reads.check(cfg).await?;
     let mut reads = read_suite(&[&memory_reads, &etcd_reads], cfg).await?;
@@ -839,7 +830,7 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
     let b = Server::start_with(quiet(etcd_args(&endpoint, &prefix))).await;
     let watch = watch_delivery(&a, &b, cfg).await?;
     drop((a, b));
-    let load_after = loadavg();
+    let load_after = common::loadavg();
 
     out.push_str(&format!(
         "\n# farm-apiserver storage benchmark ({} cores, release build, loopback HTTPS, HTTP/2)\n",

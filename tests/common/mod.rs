@@ -346,3 +346,13 @@ impl Drop for KubectlStream {
         let _ = self.child.wait();
     }
 }
+
+/// The machine's load averages (1, 5, 15 minutes), for benchmark reports.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}

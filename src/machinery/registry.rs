@@ -288,6 +288,12 @@ impl Registry {
         }
     }
 
+    /// 422 Invalid for an object of this kind, with its causes.
+    fn invalid(&self, name: &str, errs: &[FieldError]) -> ApiError {
+        let n = self.kind.names();
+        ApiError::invalid(n.group, n.kind, name, errs)
+    }
+
     fn key(&self, ns: &str, name: &str) -> ObjectKey {
         ObjectKey::new(if self.kind.namespaced() { ns } else { "" }, name)
     }
@@ -461,7 +467,7 @@ impl Registry {
         let errs = validation::validate_type_meta(obj, &names.api_version(), names.kind);
         if !errs.is_empty() {
             let name = meta_str(obj, "name").unwrap_or("");
-            return Err(ApiError::invalid(names.group, names.kind, name, &errs));
+            return Err(self.invalid(name, &errs));
         }
         Ok(())
     }
@@ -483,8 +489,7 @@ impl Registry {
         }
         let name =
             meta_str(obj, "name").filter(|n| !n.is_empty()).or_else(|| meta_str(obj, "generateName")).unwrap_or("");
-        let n = self.kind.names();
-        Err(ApiError::invalid(n.group, n.kind, name, &errs))
+        Err(self.invalid(name, &errs))
     }
 
     /// Puts the URL's namespace into the object, refusing a different one.
@@ -589,10 +594,7 @@ impl Registry {
         let mut out = self
             .write_current(ns, name, wopts, |current| {
                 if requested_rv.is_empty() {
-                    let n = self.kind.names();
-                    return Err(ApiError::invalid(
-                        n.group,
-                        n.kind,
+                    return Err(self.invalid(
                         name,
                         &[FieldError::invalid_raw(
                             "metadata.resourceVersion",
@@ -747,10 +749,7 @@ impl Registry {
             let old_f = finalizers(&old);
             let added: Vec<String> = finalizers(&next).into_iter().filter(|f| !old_f.contains(f)).collect();
             if !added.is_empty() {
-                let n = self.kind.names();
-                return Err(ApiError::invalid(
-                    n.group,
-                    n.kind,
+                return Err(self.invalid(
                     name,
                     &[FieldError::forbidden(
                         "metadata.finalizers",

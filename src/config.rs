@@ -115,6 +115,35 @@ pub struct ServeArgs {
     #[arg(long, env = "FARM_AUTHORIZATION_DENY_TTL", default_value = "10", value_parser = parse_seconds)]
     pub authorization_deny_ttl: Duration,
 
+    /// Requests without any credentials are served as `system:anonymous` in the group
+    /// `system:unauthenticated` and authorized like anyone else, as kube-apiserver does.
+    /// `false` answers them 401.
+    #[arg(long, env = "FARM_ANONYMOUS_AUTH", default_value_t = true, action = clap::ArgAction::Set)]
+    pub anonymous_auth: bool,
+
+    /// Paths served without authorization (exact paths; a trailing `*` matches a prefix).
+    #[arg(
+        long,
+        env = "FARM_AUTHORIZATION_ALWAYS_ALLOW_PATHS",
+        value_delimiter = ',',
+        default_value = "/healthz,/readyz,/livez"
+    )]
+    pub authorization_always_allow_paths: Vec<String>,
+
+    /// TokenReviews and SubjectAccessReviews sent per second at most (kube's delegating
+    /// clients use 200); reviews beyond the burst wait in a bounded queue.
+    #[arg(long, env = "FARM_REVIEW_QPS", default_value_t = 200.0)]
+    pub review_qps: f64,
+
+    /// Reviews that may be sent at once above the QPS (kube's delegating clients use 400).
+    #[arg(long, env = "FARM_REVIEW_BURST", default_value_t = 400)]
+    pub review_burst: u32,
+
+    /// Reviews that may wait for the rate limit; beyond it a token is refused (401) and an
+    /// authorization fails (500) at once rather than queueing without bound.
+    #[arg(long, env = "FARM_REVIEW_QUEUE", default_value_t = 1000)]
+    pub review_queue: usize,
+
     /// How long TokenReview answers are cached.
     #[arg(long, env = "FARM_TOKEN_CACHE_TTL", default_value = "10", value_parser = parse_seconds)]
     pub token_cache_ttl: Duration,
@@ -174,6 +203,47 @@ pub struct ServeArgs {
     /// Watches without timeoutSeconds end after a random time between this and twice this.
     #[arg(long, env = "FARM_MIN_REQUEST_TIMEOUT", default_value = "1800", value_parser = parse_seconds)]
     pub min_request_timeout: Duration,
+
+    /// Non-long-running requests (all but watches) answer 504 Timeout after this long.
+    #[arg(long, env = "FARM_REQUEST_TIMEOUT", default_value = "60", value_parser = parse_seconds)]
+    pub request_timeout: Duration,
+
+    /// Read-only requests (get, list) served at once; beyond it 429 with Retry-After.
+    /// Watches and health probes are not counted. 0: no limit.
+    #[arg(long, env = "FARM_MAX_REQUESTS_INFLIGHT", default_value_t = 400)]
+    pub max_requests_inflight: usize,
+
+    /// Mutating requests (create, update, patch, delete) served at once; beyond it 429 with
+    /// Retry-After. 0: no limit.
+    #[arg(long, env = "FARM_MAX_MUTATING_REQUESTS_INFLIGHT", default_value_t = 200)]
+    pub max_mutating_requests_inflight: usize,
+
+    /// Watches open at once on this server; beyond it 429 with Retry-After. 0: no limit.
+    #[arg(long, env = "FARM_MAX_WATCHES", default_value_t = 4000)]
+    pub max_watches: usize,
+
+    /// Watches one user may have open at once; beyond it 429 with Retry-After. 0: no limit.
+    #[arg(long, env = "FARM_MAX_WATCHES_PER_USER", default_value_t = 1000)]
+    pub max_watches_per_user: usize,
+
+    /// A connection that has not sent a whole request header in this long is closed
+    /// (k8s.io/apiserver's ReadHeaderTimeout).
+    #[arg(long, env = "FARM_HTTP_HEADER_READ_TIMEOUT", default_value = "32", value_parser = parse_seconds)]
+    pub http_header_read_timeout: Duration,
+
+    /// A connection with no request in flight is closed after this long (k8s.io/apiserver's
+    /// IdleTimeout).
+    #[arg(long, env = "FARM_HTTP_IDLE_TIMEOUT", default_value = "90", value_parser = parse_seconds)]
+    pub http_idle_timeout: Duration,
+
+    /// Largest request header accepted, in bytes, for HTTP/1.1 and HTTP/2 alike
+    /// (k8s.io/apiserver's MaxHeaderBytes).
+    #[arg(long, env = "FARM_MAX_REQUEST_HEADER_BYTES", default_value_t = 1 << 20)]
+    pub max_request_header_bytes: usize,
+
+    /// Connections served at once; further connections wait to be accepted. 0: no limit.
+    #[arg(long, env = "FARM_MAX_CONNECTIONS", default_value_t = 0)]
+    pub max_connections: usize,
 
     /// Largest accepted request body in bytes (413 beyond).
     #[arg(long, env = "FARM_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]

@@ -8,16 +8,19 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use axum::body::Body;
 use axum::extract::State;
+use axum::middleware::{from_fn, from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use http::{header, HeaderValue, Method, Request};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Authentication, ServeArgs};
+use crate::filters::authorization::AlwaysAllowPaths;
+use crate::filters::{self, authentication, authorization, deadline, impersonation, inflight, recovery};
 use crate::machinery::discovery::Discovery;
 use crate::machinery::handlers::{self, ApiSettings, Resources};
 use crate::machinery::openapi::OpenApi;
-use crate::machinery::request_info::{self, RequestInfo};
+use crate::machinery::request_info::RequestInfo;
 use crate::machinery::status::{ApiError, Reason};
 use crate::ops::health::{FnCheck, Health};
 use crate::ops::metrics::Metrics;
@@ -34,16 +37,34 @@ pub struct App {
     pub openapi: OpenApi,
     pub health: Health,
     pub metrics: Arc<Metrics>,
+    filters: Filters,
     version: bytes::Bytes,
+}
+
+/// The state of each filter of the request path, each from its own options.
+struct Filters {
+    deadline: Arc<deadline::Deadline>,
+    inflight: Arc<inflight::InFlight>,
+    /// With `--authentication delegated` only.
+    authentication: Option<Arc<authentication::Authentication>>,
+    authorization: Option<Arc<authorization::Authorization>>,
 }
 
 impl App {
     pub async fn new(args: &ServeArgs, shutdown: CancellationToken) -> anyhow::Result<Arc<Self>> {
+        // One client for everything that talks to the cluster: the Pod watch,
+        // the authentication ConfigMap, TokenReviews and SubjectAccessReviews.
+        let cluster = resources::cluster_client(args).await;
         let guard = match args.authentication_mode() {
             Authentication::None => None,
-            Authentication::Delegated => Some(crate::auth::delegated(args).await?),
+            Authentication::Delegated => {
+                let client = cluster.as_ref().map_err(|e| anyhow::anyhow!("{e:#}")).context(
+                    "--authentication delegated needs the cluster (in-cluster service account or --kubeconfig)",
+                )?;
+                Some(crate::auth::delegated(args, client.clone()).await?)
+            }
         };
-        let served = resources::build(args).await?;
+        let served = resources::build(args, cluster).await?;
         let registries = served.registries;
         let metrics = Arc::new(Metrics::new());
         let cache = served.pod_cache.clone();
@@ -80,19 +101,62 @@ impl App {
             "compiler": "rustc",
             "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
         });
+        let resources = Arc::new(Resources { registries, settings, shutdown, watches: metrics.clone() });
+        let always_allow = AlwaysAllowPaths::new(&args.authorization_always_allow_paths);
+        let filters = Filters {
+            deadline: Arc::new(deadline::Deadline { maximum: args.request_timeout }),
+            inflight: Arc::new(inflight::InFlight::new(inflight::Limits {
+                max_read: args.max_requests_inflight,
+                max_mutating: args.max_mutating_requests_inflight,
+                max_watches: args.max_watches,
+                max_watches_per_user: args.max_watches_per_user,
+            })),
+            authentication: guard.as_ref().map(|guard| {
+                Arc::new(authentication::Authentication {
+                    authenticator: guard.authn.clone(),
+                    anonymous: args.anonymous_auth,
+                    anonymous_paths: always_allow.clone(),
+                })
+            }),
+            authorization: guard.as_ref().map(|guard| {
+                Arc::new(authorization::Authorization {
+                    authorizer: guard.authz.clone(),
+                    always_allow,
+                    resources: resources.clone(),
+                })
+            }),
+        };
         Ok(Arc::new(Self {
             guard,
-            resources: Arc::new(Resources { registries, settings, shutdown, watches: metrics.clone() }),
+            resources,
             discovery,
             openapi,
             health,
             metrics,
+            filters,
             version: bytes::Bytes::from(serde_json::to_vec(&version).unwrap_or_default()),
         }))
     }
 
+    /// The handler inside the filter chain (see [`crate::filters`]). Each
+    /// `layer` wraps everything added before it, so the innermost filter comes first.
     pub fn router(self: &Arc<Self>) -> Router {
-        Router::new().fallback(route).with_state(self.clone())
+        let f = &self.filters;
+        let mut router = Router::new().fallback(route).with_state(self.clone());
+        if let Some(authz) = &f.authorization {
+            router = router.layer(from_fn_with_state(authz.clone(), authorization::authorize));
+        }
+        router = router.layer(from_fn_with_state(f.inflight.clone(), inflight::limit));
+        if let (Some(authn), Some(guard)) = (&f.authentication, &self.guard) {
+            router = router
+                .layer(from_fn_with_state(guard.authz.clone(), impersonation::impersonate))
+                .layer(from_fn_with_state(authn.clone(), authentication::authenticate));
+        }
+        router
+            .layer(from_fn_with_state(f.deadline.clone(), deadline::enforce))
+            .layer(from_fn_with_state(self.clone(), observe))
+            .layer(from_fn(filters::request_info))
+            .layer(from_fn(recovery::recover))
     }
 }
 
@@ -100,16 +164,13 @@ fn is_read(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD)
 }
 
-/// The one entry point: classifies the request, serves it, logs and counts it.
-async fn route(State(app): State<Arc<App>>, req: Request<Body>) -> Response {
+/// Counts and logs every answer, the filters' refusals included.
+async fn observe(State(app): State<Arc<App>>, req: Request<Body>, next: Next) -> Response {
     let started = Instant::now();
-    let info = request_info::classify(req.method(), req.uri().path(), req.uri().query());
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let resp = match guard(&app, &info, req).await {
-        Ok(req) => serve(&app, &info, req).await,
-        Err(refused) => refused.into_response(),
-    };
+    let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
+    let resp = next.run(req).await;
     let code = resp.status().as_u16();
     let elapsed = started.elapsed();
     let (verb, resource) = metric_labels(&app, &info);
@@ -140,24 +201,12 @@ fn metric_labels<'a>(app: &App, info: &'a RequestInfo) -> (&'a str, &'static str
     (verb, resource)
 }
 
-/// Authenticates and authorizes the request (when a guard is configured).
-async fn guard(app: &App, info: &RequestInfo, req: Request<Body>) -> Result<Request<Body>, ApiError> {
-    let Some(guard) = &app.guard else { return Ok(req) };
-    let also_requires = app
-        .resources
-        .find(&info.api_group, &info.api_version, &info.resource)
-        .filter(|_| info.is_resource_request)
-        .map(|r| r.kind.also_requires())
-        .unwrap_or(&[]);
-    let (parts, body) = req.into_parts();
-    guard.check(&parts, info, also_requires).await?;
-    Ok(Request::from_parts(parts, body))
-}
-
-async fn serve(app: &Arc<App>, info: &RequestInfo, req: Request<Body>) -> Response {
+/// The one entry point behind the filters: serves the request.
+async fn route(State(app): State<Arc<App>>, req: Request<Body>) -> Response {
+    let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
     let path = req.uri().path();
     if info.is_resource_request {
-        return handlers::serve(app.resources.clone(), info.clone(), req).await;
+        return handlers::serve(app.resources.clone(), info, req).await;
     }
     if !is_read(req.method()) {
         return ApiError::new(
@@ -167,7 +216,8 @@ async fn serve(app: &Arc<App>, info: &RequestInfo, req: Request<Body>) -> Respon
         )
         .into_response();
     }
-    if let Some(r) = app.health.serve(path, req.uri().query()) {
+    let reveal = app.guard.is_none() || req.extensions().get::<authorization::Authorized>().is_some();
+    if let Some(r) = app.health.serve(path, req.uri().query(), reveal) {
         return r;
     }
     match path {

@@ -10,69 +10,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::cluster::{self, namespace, ControlPlane, Registered};
+use common::identity::{client_with_identity, existing_ca, files, leaf, new_ca, path_of, status_of};
 use common::{kubectl_stdin, Options, Server};
-use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair};
-use serde_json::{json, Value};
+use serde_json::json;
 
 async fn secured() -> &'static Registered {
     static REG: tokio::sync::OnceCell<Registered> = tokio::sync::OnceCell::const_new();
     REG.get_or_init(|| cluster::register(&["--authentication", "delegated"])).await
-}
-
-fn path_of(cp: &ControlPlane, key: &str) -> String {
-    cp.info[key].as_str().unwrap_or_else(|| panic!("{key} in {}", cp.info)).to_string()
-}
-
-/// An HTTPS client presenting `cert_pem`+`key_pem`, trusting the server's CA.
-fn client_with_identity(server: &Server, cert_pem: &[u8], key_pem: &[u8]) -> reqwest::Client {
-    let mut identity = cert_pem.to_vec();
-    identity.push(b'\n');
-    identity.extend_from_slice(key_pem);
-    let ca = std::fs::read(&server.ca_file).unwrap();
-    reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
-        .identity(reqwest::Identity::from_pem(&identity).unwrap())
-        .timeout(Duration::from_secs(20))
-        .build()
-        .unwrap()
-}
-
-fn files(cp: &ControlPlane, cert: &str, key: &str) -> (Vec<u8>, Vec<u8>) {
-    (std::fs::read(path_of(cp, cert)).unwrap(), std::fs::read(path_of(cp, key)).unwrap())
-}
-
-/// A client certificate signed by `issuer`.
-fn leaf(issuer: &Issuer<'_, KeyPair>, cn: &str) -> (Vec<u8>, Vec<u8>) {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.distinguished_name.push(DnType::CommonName, cn);
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let cert = params.signed_by(&key, issuer).unwrap();
-    (cert.pem().into_bytes(), key.serialize_pem().into_bytes())
-}
-
-fn new_ca(cn: &str) -> (Issuer<'static, KeyPair>, String) {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.distinguished_name.push(DnType::CommonName, cn);
-    params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let cert = params.self_signed(&key).unwrap();
-    (Issuer::new(params, key), cert.pem())
-}
-
-fn existing_ca(cert: &Path, key: &Path) -> Issuer<'static, KeyPair> {
-    // The control plane writes PKCS#1 RSA keys; rcgen reads PKCS#8.
-    let out =
-        std::process::Command::new("openssl").args(["pkcs8", "-topk8", "-nocrypt", "-in"]).arg(key).output().unwrap();
-    assert!(out.status.success(), "openssl pkcs8: {}", String::from_utf8_lossy(&out.stderr));
-    let key = KeyPair::from_pem(&String::from_utf8(out.stdout).unwrap()).unwrap();
-    Issuer::from_ca_cert_pem(&std::fs::read_to_string(cert).unwrap(), key).unwrap()
-}
-
-async fn status_of(resp: reqwest::Response) -> (u16, Value) {
-    let code = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
-    (code, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
 /// RBAC for farm-user: read llamas in one namespace only.
@@ -190,11 +134,15 @@ async fn forged_identities_are_refused() {
     let forge = |r: reqwest::RequestBuilder| {
         r.header("X-Remote-User", "system:admin").header("X-Remote-Group", "system:masters")
     };
-    // No client certificate at all.
+    // No client certificate at all: the headers are not credentials, so the request is
+    // anonymous (as in kube) and the cluster's RBAC refuses it.
     let plain = common::client_trusting(&reg.server.ca_file).unwrap();
     let (code, v) = status_of(forge(plain.get(&url)).send().await.unwrap()).await;
-    assert_eq!(code, 401, "{v}");
-    assert_eq!(v["reason"], "Unauthorized");
+    assert_eq!(code, 403, "{v}");
+    assert_eq!(
+        v["message"],
+        "llamas.farm.example.com is forbidden: User \"system:anonymous\" cannot list resource \"llamas\" in API group \"farm.example.com\" at the cluster scope"
+    );
     // A certificate from another CA, with the allowed name.
     let (foreign_ca, _) = new_ca("front-proxy-ca");
     let (cert, key) = leaf(&foreign_ca, "front-proxy-client");

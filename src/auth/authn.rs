@@ -107,6 +107,20 @@ pub struct RequestHeaderConfig {
     pub uid_headers: Vec<String>,
 }
 
+impl RequestHeaderConfig {
+    /// k8s.io/apiserver's delegating defaults for the header names, used when the
+    /// front-proxy CA comes from a flag (`--requestheader-client-ca-file`) rather than
+    /// from the cluster's ConfigMap. UID headers stay off by default, as in kube.
+    pub fn kube_defaults() -> Self {
+        Self {
+            username_headers: vec!["x-remote-user".to_string()],
+            group_headers: vec!["x-remote-group".to_string()],
+            extra_header_prefixes: vec!["x-remote-extra-".to_string()],
+            ..Default::default()
+        }
+    }
+}
+
 /// Everything the authenticator needs besides the token reviewer.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AuthnConfig {
@@ -207,7 +221,10 @@ pub struct UserInfo {
 pub enum AuthnOutcome {
     /// The request is from this user.
     Authenticated(UserInfo),
-    /// No authenticator accepted the request; `reason` says why (never contains a credential).
+    /// The request carried no credentials at all: no client certificate, no
+    /// bearer token. It may be served as anonymous.
+    NoCredentials,
+    /// Credentials were presented and refused; `reason` says why (never contains a credential).
     Unauthenticated {
         /// Why each authenticator that had something to look at said no.
         reason: String,
@@ -417,7 +434,7 @@ fn first_header_value(headers: &HeaderMap, names: &[HeaderName]) -> Option<Strin
 
 /// kube's `unescapeExtraKey` (`url.PathUnescape`): `%XX` decoded; a malformed escape (or a result
 /// that is not UTF-8) leaves the key as it is.
-fn unescape_extra_key(raw: &str) -> String {
+pub(crate) fn unescape_extra_key(raw: &str) -> String {
     fn hex(digit: u8) -> Option<u8> {
         char::from(digit).to_digit(16).and_then(|d| u8::try_from(d).ok())
     }
@@ -800,6 +817,27 @@ impl Authenticator {
         Ok(())
     }
 
+    /// Removes the front-proxy headers (`X-Remote-User` and the others configured) from a
+    /// request once it is authenticated, as kube does, so nothing behind authentication
+    /// can mistake them for the caller's identity.
+    pub fn clear_request_headers(&self, headers: &mut HeaderMap) {
+        let compiled = self.compiled();
+        let Some(rh) = &compiled.request_header else { return };
+        for name in rh.username_headers.iter().chain(&rh.group_headers).chain(&rh.uid_headers) {
+            headers.remove(name);
+        }
+        if !rh.extra_prefixes.is_empty() {
+            let extra: Vec<HeaderName> = headers
+                .keys()
+                .filter(|name| rh.extra_prefixes.iter().any(|prefix| name.as_str().starts_with(prefix.as_str())))
+                .cloned()
+                .collect();
+            for name in extra {
+                headers.remove(&name);
+            }
+        }
+    }
+
     /// Authenticates a request from its headers and the connection's client certificates.
     pub async fn authenticate(&self, headers: &HeaderMap, peer: &PeerCertificates) -> AuthnOutcome {
         let compiled = self.compiled();
@@ -836,7 +874,10 @@ impl Authenticator {
             }
         }
 
-        let reason = if reasons.is_empty() { "no credentials provided".to_string() } else { reasons.join("; ") };
+        if reasons.is_empty() {
+            return AuthnOutcome::NoCredentials;
+        }
+        let reason = reasons.join("; ");
         tracing::debug!(reason = %reason, "request not authenticated");
         AuthnOutcome::Unauthenticated { reason }
     }
@@ -1073,6 +1114,7 @@ mod tests {
     fn reason(outcome: AuthnOutcome) -> String {
         match outcome {
             AuthnOutcome::Unauthenticated { reason } => reason,
+            AuthnOutcome::NoCredentials => "no credentials provided".to_string(),
             other => panic!("expected Unauthenticated, got {other:?}"),
         }
     }

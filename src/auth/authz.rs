@@ -1,7 +1,7 @@
 //! Authorization the way a delegating aggregated API server does it
 //! (k8s.io/apiserver `DelegatingAuthorizationOptions`): members of
-//! `system:masters` and the health probes are let through without asking
-//! anyone; everything else is decided by the cluster through a
+//! `system:masters` are let through without asking anyone (the probe paths
+//! are the authorization filter's business); everything else is decided by the cluster through a
 //! `SubjectAccessReview`, whose answers are cached for a while (allowed and
 //! denied answers with separate TTLs, like the webhook authorizer). A refusal
 //! is answered with the same 403 `Status` kube-apiserver writes.
@@ -24,10 +24,6 @@ use crate::machinery::status::{ApiError, Reason};
 /// The group whose members are allowed everything without a review
 /// (`user.SystemPrivilegedGroup`).
 pub const SYSTEM_MASTERS: &str = "system:masters";
-
-/// Paths anyone may reach without a review: the kubelet probes them without
-/// credentials. Sub-paths (`/readyz/ping`, `/livez/log`...) are allowed too.
-pub const ALWAYS_ALLOWED_PATHS: [&str; 3] = ["/healthz", "/livez", "/readyz"];
 
 /// How many answers the cache keeps at most.
 const CACHE_CAPACITY: usize = 10_000;
@@ -124,25 +120,6 @@ impl Attributes {
         .map(|s| s.len())
         .sum()
     }
-}
-
-/// Whether `path` is a health probe anyone may call: `/healthz`, `/livez`,
-/// `/readyz`, or one of their checks below them (`/readyz/ping`). Sub-path
-/// segments must be plain names (letters, digits, `-`, `_`, `.`, and not `.`
-/// or `..`), so no encoded or dot segment can ride on the exemption.
-pub fn always_allowed_path(path: &str) -> bool {
-    ALWAYS_ALLOWED_PATHS.iter().any(|prefix| match path.strip_prefix(prefix) {
-        Some("") => true,
-        Some(rest) => rest.strip_prefix('/').is_some_and(|rest| rest.split('/').all(plain_segment)),
-        None => false,
-    })
-}
-
-fn plain_segment(s: &str) -> bool {
-    !s.is_empty()
-        && s != "."
-        && s != ".."
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// Reviews access with the cluster: `POST
@@ -331,16 +308,12 @@ impl Authorizer {
         self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// `system:masters` members and the health probe paths are allowed without
-    /// a review. Otherwise the reviewer decides; its allowed and denied answers
+    /// `system:masters` members are allowed without a review. Otherwise the reviewer decides; its allowed and denied answers
     /// are cached (per user and attributes) for `allow_ttl` / `deny_ttl`. A
     /// review that fails is not cached and denies the request, with the
     /// failure as the reason.
     pub async fn authorize(&self, user: &User, attrs: &Attributes) -> Decision {
         if user.groups.iter().any(|g| g == SYSTEM_MASTERS) {
-            return Decision::Allow;
-        }
-        if !attrs.resource_request && always_allowed_path(&attrs.path) {
             return Decision::Allow;
         }
         let cacheable = attrs.controlled_size() < MAX_CACHED_ATTRIBUTE_BYTES;
@@ -731,42 +704,6 @@ mod tests {
         other.groups = vec!["system:masters-not".into()];
         assert_eq!(authz.authorize(&other, &non_res("get", "/metrics")).await, deny("no"));
         assert_eq!(reviewer.calls(), 1);
-    }
-
-    #[tokio::test]
-    async fn probe_paths_are_always_allowed() {
-        let reviewer = FakeReviewer::new(|_, _| Ok(deny("no")));
-        let clock = FakeClock::new();
-        let authz = authorizer(reviewer.clone(), 10, 10, &clock);
-        let anonymous = User {
-            name: "system:anonymous".into(),
-            groups: vec!["system:unauthenticated".into()],
-            ..Default::default()
-        };
-        for p in
-            ["/healthz", "/livez", "/readyz", "/readyz/ping", "/livez/log", "/healthz/poststarthook/start-informers"]
-        {
-            assert_eq!(authz.authorize(&anonymous, &non_res("get", p)).await, Decision::Allow, "{p}");
-        }
-        assert_eq!(reviewer.calls(), 0);
-        for p in [
-            "/healthzx",
-            "/readyz/",
-            "/readyz/../apis",
-            "/livez/./x",
-            "/livez/%2e%2e",
-            "/livez//x",
-            "/",
-            "/metrics",
-            "/apis",
-        ] {
-            assert!(!always_allowed_path(p), "{p}");
-            assert_eq!(authz.authorize(&anonymous, &non_res("get", p)).await, deny("no"), "{p}");
-        }
-        assert!(always_allowed_path("/readyz/etcd-readiness"));
-        // only non-resource requests are exempt
-        let odd = Attributes { path: "/healthz".into(), ..res("get", "llamas", "", "ns", "x") };
-        assert_eq!(authz.authorize(&anonymous, &odd).await, deny("no"));
     }
 
     #[tokio::test]

@@ -9,63 +9,20 @@ pub mod authz;
 
 use std::sync::Arc;
 
-use anyhow::Context;
-use http::request::Parts;
-
 use crate::config::ServeArgs;
+use anyhow::Context;
 
-use crate::machinery::request_info::RequestInfo;
-use crate::machinery::status::ApiError;
-use crate::tls::PeerCertificates;
-
-/// The request-path guard: authenticates, then authorizes.
+/// The delegated authenticator and authorizer, used by the request path's
+/// filters (`crate::filters`).
 pub struct Guard {
     pub authn: Arc<authn::Authenticator>,
     pub authz: Arc<authz::Authorizer>,
 }
 
-impl Guard {
-    /// Ok when the request may proceed; the 401 or 403 Status otherwise.
-    /// `also_requires` lists further (group, resource) pairs the caller must be
-    /// allowed the same access to (a view of other objects, e.g. FarmPods of Pods).
-    pub async fn check(
-        &self,
-        parts: &Parts,
-        info: &RequestInfo,
-        also_requires: &[(&str, &str)],
-    ) -> Result<(), ApiError> {
-        if authz::always_allowed_path(&info.path) {
-            return Ok(());
-        }
-        let peer = parts.extensions.get::<PeerCertificates>().cloned().unwrap_or_default();
-        let user = match self.authn.authenticate(&parts.headers, &peer).await {
-            authn::AuthnOutcome::Authenticated(u) => u,
-            authn::AuthnOutcome::Unauthenticated { reason } => {
-                tracing::debug!(path = %info.path, %reason, "unauthenticated request");
-                return Err(ApiError::unauthorized("Unauthorized"));
-            }
-        };
-        let attrs = authz::Attributes::from_request(info);
-        if let authz::Decision::Deny { reason } = self.authz.authorize(&user, &attrs).await {
-            return Err(authz::forbidden(&user, &attrs, &reason));
-        }
-        for (group, resource) in also_requires {
-            let other = attrs.for_resource(group, resource);
-            if let authz::Decision::Deny { reason } = self.authz.authorize(&user, &other).await {
-                return Err(authz::forbidden(&user, &other, &reason));
-            }
-        }
-        Ok(())
-    }
-}
-
 /// The delegated guard: authentication configured from the cluster's
 /// extension-apiserver-authentication ConfigMap (watched) with flag overrides,
 /// tokens checked by TokenReview, authorization by SubjectAccessReview.
-pub async fn delegated(args: &ServeArgs) -> anyhow::Result<Guard> {
-    let client = crate::resources::cluster_client(args)
-        .await
-        .context("--authentication delegated needs the cluster (in-cluster service account or --kubeconfig)")?;
+pub async fn delegated(args: &ServeArgs, client: kube::Client) -> anyhow::Result<Guard> {
     let read = |p: &std::path::Path| std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()));
     let mut overrides = authn::AuthnConfig::default();
     if let Some(ca) = &args.client_ca_file {
@@ -75,7 +32,12 @@ pub async fn delegated(args: &ServeArgs) -> anyhow::Result<Guard> {
         overrides.request_header = Some(authn::RequestHeaderConfig {
             ca_pem: args.requestheader_client_ca_file.as_deref().map(read).transpose()?.unwrap_or_default(),
             allowed_names: args.requestheader_allowed_names.clone().unwrap_or_default(),
-            ..Default::default()
+            // With the CA from a flag the ConfigMap's header names are not used
+            // (as in kube): the flag-side defaults are.
+            ..match args.requestheader_client_ca_file {
+                Some(_) => authn::RequestHeaderConfig::kube_defaults(),
+                None => authn::RequestHeaderConfig::default(),
+            }
         });
     }
     let (namespace, name) = args.authentication_configmap.split_once('/').with_context(|| {

@@ -893,12 +893,7 @@ fn too_large_rv(e: &StoreError) -> ApiError {
 /// etcd does not complete a request within its deadline.
 fn storage_unavailable(why: &str) -> ApiError {
     tracing::warn!(error = why, "storage unavailable");
-    let mut err = ApiError::new(
-        504,
-        Reason::Timeout,
-        "Timeout: request did not complete within requested timeout - context deadline exceeded",
-    )
-    .with_details(json!({}));
+    let mut err = ApiError::deadline_exceeded();
     err.retry_after = Some(1);
     err
 }

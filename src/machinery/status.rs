@@ -248,6 +248,25 @@ impl ApiError {
         e
     }
 
+    /// kube-apiserver's 504 for a request that outlived its deadline (the
+    /// request timeout, or a storage call that did not answer in time).
+    pub fn deadline_exceeded() -> Self {
+        Self::new(
+            504,
+            Reason::Timeout,
+            "Timeout: request did not complete within requested timeout - context deadline exceeded",
+        )
+        .with_details(json!({}))
+    }
+
+    /// 429 with `Retry-After`, as kube's in-flight limit answers (its words;
+    /// kube writes them as plain text, we as a Status like every other failure).
+    pub fn too_many_requests(message: impl Into<String>, retry_after_seconds: u32) -> Self {
+        let mut e = Self::new(429, Reason::TooManyRequests, message);
+        e.retry_after = Some(retry_after_seconds);
+        e
+    }
+
     pub fn not_acceptable(message: impl Into<String>) -> Self {
         Self::new(406, Reason::NotAcceptable, message)
     }

@@ -57,7 +57,10 @@ pub struct Health {
 
 impl Health {
     /// Serves `/healthz`, `/livez`, `/readyz` and their `/<check>` sub-paths.
-    pub fn serve(&self, path: &str, query: Option<&str>) -> Option<Response> {
+    /// `reveal`: whether failure reasons may be shown. As kube, verbose output
+    /// says `reason withheld` to callers who reached it only because probes are
+    /// always allowed; callers authorized for the path see the reasons.
+    pub fn serve(&self, path: &str, query: Option<&str>, reveal: bool) -> Option<Response> {
         let (endpoint, rest) = match path.trim_start_matches('/').split_once('/') {
             Some((e, r)) => (e, Some(r)),
             None => (path.trim_start_matches('/'), None),
@@ -89,7 +92,11 @@ impl Health {
                 },
                 Err(why) => {
                     tracing::info!(check = name, endpoint, reason = %why, "health check failed");
-                    lines.push_str(&format!("[-]{name} failed: {why}\n"));
+                    if reveal {
+                        lines.push_str(&format!("[-]{name} failed: {why}\n"));
+                    } else {
+                        lines.push_str(&format!("[-]{name} failed: reason withheld\n"));
+                    }
                     failed.push(name.to_string());
                 }
             }
@@ -108,6 +115,14 @@ impl Health {
             Some(text(StatusCode::INTERNAL_SERVER_ERROR, format!("{lines}{endpoint} check failed\n")))
         }
     }
+}
+
+/// Whether `path` is a health probe or one of its checks (`/readyz/etcd`):
+/// those are never refused for load.
+pub fn is_probe_path(path: &str) -> bool {
+    ["/healthz", "/livez", "/readyz"]
+        .iter()
+        .any(|probe| path.strip_prefix(probe).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')))
 }
 
 fn text(code: StatusCode, body: String) -> Response {

@@ -76,7 +76,8 @@ pub async fn cluster_client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
 }
 
 /// Builds every served kind; starts the Pod watch when a cluster is configured.
-pub async fn build(args: &ServeArgs) -> anyhow::Result<Served> {
+/// `cluster` is the client for the cluster whose Pods FarmPods show (or why there is none).
+pub async fn build(args: &ServeArgs, cluster: anyhow::Result<kube::Client>) -> anyhow::Result<Served> {
     let storage = Storage::open(args).await?;
     let mut ready_checks: Vec<Arc<dyn Check>> = Vec::new();
     let llama: Arc<dyn Kind> = Arc::new(llama::LlamaKind);
@@ -84,7 +85,7 @@ pub async fn build(args: &ServeArgs) -> anyhow::Result<Served> {
     ready_checks.extend(llama_check);
     let llamas = Arc::new(Registry::new(llama.clone(), llama_store));
 
-    let (pod_cache, client) = match cluster_client(args).await {
+    let (pod_cache, client) = match cluster {
         Ok(client) => (Arc::new(farmpod::PodCache::default()), Some(client)),
         Err(e) => {
             tracing::warn!(error = format!("{e:#}"), "FarmPods disabled: no cluster to read Pods from");

@@ -6,6 +6,7 @@
 
 pub mod cluster;
 pub mod etcd;
+pub mod identity;
 pub mod relay;
 
 use std::io::{BufRead, BufReader};

@@ -1,0 +1,415 @@
+//! The request path's filters, against the real binary and (for identities)
+//! the real control plane: the request deadline, the in-flight and watch
+//! limits, anonymous requests, impersonation and the health reasons kept from
+//! callers not authorized for them. Each answer is compared with what
+//! kube-apiserver writes for the same case.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::cluster::{self, namespace, ControlPlane};
+use common::identity::{client_with_identity, files, status_of};
+use common::{llama, Options, Server};
+
+/// Polls `attempt` until it returns true.
+async fn succeeds<F: std::future::Future<Output = bool>>(
+    what: &str,
+    timeout: Duration,
+    mut attempt: impl FnMut() -> F,
+) {
+    let deadline = Instant::now() + timeout;
+    while !attempt().await {
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A GET that holds a read slot for about 3 s: the server waits for a
+/// resourceVersion it has not reached before answering 504.
+fn slow_get(s: &Server, ns: &str) -> String {
+    s.llamas(ns, "nobody?resourceVersion=999999999")
+}
+
+#[tokio::test]
+async fn non_long_running_requests_have_a_deadline_and_watches_do_not() {
+    let s = Server::start(&["--request-timeout", "1"]).await;
+    let started = Instant::now();
+    let (code, v) = status_of(s.client.get(slow_get(&s, "default")).send().await.unwrap()).await;
+    assert_eq!(code, 504, "{v}");
+    assert_eq!(v["reason"], "Timeout");
+    assert_eq!(v["message"], "Timeout: request did not complete within requested timeout - context deadline exceeded");
+    assert!(started.elapsed() < Duration::from_secs(3), "the deadline, not the 3 s resourceVersion wait, answered");
+    // A client's ?timeout= shortens it; an unparsable one is kube's 400.
+    let (code, v) = status_of(s.client.get(s.llamas("default", "?timeout=soon")).send().await.unwrap()).await;
+    assert_eq!(code, 400, "{v}");
+    assert_eq!(v["message"], "invalid timeout specified in the request URL - time: invalid duration \"soon\"");
+    let (code, _) = status_of(s.client.get(s.llamas("default", "?timeout=30s")).send().await.unwrap()).await;
+    assert_eq!(code, 200);
+    // A watch is long-running: it outlives the request timeout.
+    let started = Instant::now();
+    let resp = s.client.get(s.llamas("default", "?watch=true&timeoutSeconds=3")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let body = resp.bytes().await.expect("the watch ends cleanly at its own timeoutSeconds");
+    assert!(body.is_empty(), "{body:?}");
+    assert!(started.elapsed() >= Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn over_the_read_limit_requests_get_429_and_probes_do_not() {
+    let s = Server::start(&["--max-requests-inflight", "2", "--request-timeout", "30"]).await;
+    let mut waiting = Vec::new();
+    for _ in 0..2 {
+        waiting.push(tokio::spawn(s.client.get(slow_get(&s, "default")).send()));
+    }
+    // Wait until both hold their slot (the third GET is refused), then check the refusal.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let refused = loop {
+        let resp = s.client.get(s.llamas("default", "")).send().await.unwrap();
+        if resp.status() == 429 {
+            break resp;
+        }
+        assert!(Instant::now() < deadline, "never refused: both slow GETs should hold the two read slots");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let (_, v) = status_of(refused).await;
+    assert_eq!(v["reason"], "TooManyRequests");
+    assert_eq!(v["message"], "Too many requests, please try again later.");
+    assert_eq!(v["details"]["retryAfterSeconds"], 1);
+    for probe in ["/readyz", "/livez", "/healthz"] {
+        assert_eq!(s.client.get(s.url(probe)).send().await.unwrap().status(), 200, "{probe} is never refused");
+    }
+    for w in waiting {
+        assert_eq!(w.await.unwrap().unwrap().status(), 504);
+    }
+    assert_eq!(s.client.get(s.llamas("default", "")).send().await.unwrap().status(), 200, "slots are freed");
+}
+
+#[tokio::test]
+async fn over_the_mutating_limit_writes_get_429_while_reads_go_on() {
+    let s = Server::start(&["--max-mutating-requests-inflight", "1"]).await;
+    // A create whose body never finishes holds the one mutating slot, as in kube.
+    let (tx, rx) = futures::channel::mpsc::unbounded::<Result<Vec<u8>, std::io::Error>>();
+    tx.unbounded_send(Ok(b"{\"apiVersion\":".to_vec())).unwrap();
+    let stalled = tokio::spawn(
+        s.client
+            .post(s.llamas("default", ""))
+            .header("content-type", "application/json")
+            .body(reqwest::Body::wrap_stream(rx))
+            .send(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let resp = s.client.post(s.llamas("default", "")).json(&llama("second", 1.0, 1.0)).send().await.unwrap();
+        if resp.status() == 429 {
+            assert_eq!(resp.headers()["retry-after"], "1");
+            break;
+        }
+        assert!(Instant::now() < deadline, "a second create was never refused: {}", resp.status());
+        // It got in before the stalled one: remove it and try again.
+        s.client.delete(s.llamas("default", "second")).send().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(s.client.get(s.llamas("default", "")).send().await.unwrap().status(), 200, "reads have their own limit");
+    tx.unbounded_send(Ok(b"\"farm.example.com/v1alpha\",\"kind\":\"Llama\",\"metadata\":{\"name\":\"first\"},\"spec\":{\"weight\":1,\"height\":1}}".to_vec())).unwrap();
+    drop(tx);
+    assert_eq!(stalled.await.unwrap().unwrap().status(), 201);
+    let resp = s.client.post(s.llamas("default", "")).json(&llama("third", 1.0, 1.0)).send().await.unwrap();
+    assert_eq!(resp.status(), 201, "the slot was freed");
+}
+
+#[tokio::test]
+async fn watches_are_capped_per_server_until_one_closes() {
+    let s = Server::start(&["--max-watches", "3"]).await;
+    let watch = || s.client.get(s.llamas("default", "?watch=1")).send();
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        let resp = watch().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        open.push(resp);
+    }
+    let (code, v) = status_of(watch().await.unwrap()).await;
+    assert_eq!(code, 429, "{v}");
+    assert_eq!(v["reason"], "TooManyRequests");
+    // Non-watch reads are not affected.
+    assert_eq!(s.client.get(s.llamas("default", "")).send().await.unwrap().status(), 200);
+    drop(open.pop());
+    succeeds("a closed watch frees its slot", Duration::from_secs(5), || async {
+        watch().await.map(|r| r.status() == 200).unwrap_or(false)
+    })
+    .await;
+}
+
+/// A server on the control plane's cluster with delegated authentication, not
+/// registered behind the aggregator (these tests call it directly).
+async fn delegated(cp: &ControlPlane, extra: &[&str]) -> Server {
+    let mut args = vec!["--authentication".to_string(), "delegated".to_string()];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    Server::start_with(Options { args, kubeconfig: Some(cp.kubeconfig.clone()), ..Default::default() }).await
+}
+
+/// An HTTPS client without credentials.
+fn anonymous(s: &Server) -> reqwest::Client {
+    common::client_trusting(&s.ca_file).unwrap()
+}
+
+#[tokio::test]
+async fn anonymous_requests_are_authorized_like_anyone_else() {
+    let cp = cluster::controlplane();
+    let s = delegated(cp, &[]).await;
+    // The cluster's RBAC opens /version to everyone (system:public-info-viewer).
+    let resp = anonymous(&s).get(s.url("/version")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let (code, v) = status_of(anonymous(&s).get(s.llamas("default", "")).send().await.unwrap()).await;
+    assert_eq!(code, 403, "{v}");
+    assert_eq!(
+        v["message"],
+        "llamas.farm.example.com is forbidden: User \"system:anonymous\" cannot list resource \"llamas\" in API group \"farm.example.com\" in the namespace \"default\""
+    );
+    // A presented but invalid credential is never anonymous.
+    let resp = anonymous(&s).get(s.url("/version")).bearer_auth("not-a-token").send().await.unwrap();
+    assert_eq!(resp.status(), 401);
+    // RBAC granted to system:anonymous applies.
+    let ns = namespace(cp, "anonymous-readers");
+    cp.apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: anonymous-llama-reader, namespace: {ns}}}
+rules:
+- {{apiGroups: [farm.example.com], resources: [llamas], verbs: [list]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: anonymous-llama-reader, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: anonymous-llama-reader}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: system:anonymous}}]
+"
+    ));
+    succeeds("RBAC for system:anonymous applies", Duration::from_secs(30), || async {
+        anonymous(&s).get(s.llamas(&ns, "")).send().await.map(|r| r.status() == 200).unwrap_or(false)
+    })
+    .await;
+
+    // --anonymous-auth=false: 401, except on the probe paths.
+    let closed = delegated(cp, &["--anonymous-auth=false"]).await;
+    let (code, v) = status_of(anonymous(&closed).get(closed.url("/version")).send().await.unwrap()).await;
+    assert_eq!(code, 401, "{v}");
+    assert_eq!(v["reason"], "Unauthorized");
+    for probe in ["/readyz", "/livez", "/healthz"] {
+        assert_eq!(anonymous(&closed).get(closed.url(probe)).send().await.unwrap().status(), 200, "{probe}");
+    }
+}
+
+#[tokio::test]
+async fn anonymous_requests_through_the_aggregator_reach_us_as_system_anonymous() {
+    let reg = cluster::shared().await;
+    let cp = reg.cp;
+    let ns = namespace(cp, "aggregated-anonymous");
+    cp.apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: anonymous-llama-reader, namespace: {ns}}}
+rules:
+- {{apiGroups: [farm.example.com], resources: [llamas], verbs: [get, list]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: anonymous-llama-reader, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: anonymous-llama-reader}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: system:unauthenticated}}]
+"
+    ));
+    // kube-apiserver authenticates the anonymous caller, authorizes it, and
+    // forwards it to us as system:anonymous in system:unauthenticated.
+    let kube = reqwest::Client::builder()
+        .add_root_certificate(
+            reqwest::Certificate::from_pem(&std::fs::read(common::identity::path_of(cp, "caFile")).unwrap()).unwrap(),
+        )
+        .build()
+        .unwrap();
+    let url = format!("{}/apis/farm.example.com/v1alpha/namespaces/{ns}/llamas", cp.server);
+    succeeds("an anonymous list through the aggregator", Duration::from_secs(30), || async {
+        kube.get(&url).send().await.map(|r| r.status() == 200).unwrap_or(false)
+    })
+    .await;
+    let (code, v) = status_of(kube.get(format!("{url}/missing")).send().await.unwrap()).await;
+    assert_eq!(code, 404, "anonymous get reaches farm-apiserver and its NotFound comes back: {v}");
+}
+
+#[tokio::test]
+async fn impersonation_is_reviewed_as_kube_reviews_it() {
+    let cp = cluster::controlplane();
+    let s = delegated(cp, &["--authorization-allow-ttl", "0", "--authorization-deny-ttl", "0"]).await;
+    let (cert, key) = files(cp, "userCertFile", "userKeyFile");
+    let user = client_with_identity(&s, &cert, &key);
+    let me = whoami(&cert);
+    let ns = namespace(cp, "impersonation");
+    let list = s.llamas(&ns, "");
+    // Not allowed to impersonate: kube's 403 for the `users` it asked for.
+    let (code, v) = status_of(user.get(&list).header("Impersonate-User", "bob").send().await.unwrap()).await;
+    assert_eq!(code, 403, "{v}");
+    assert_eq!(
+        v["message"],
+        format!("users \"bob\" is forbidden: User \"{me}\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope")
+    );
+    assert_eq!(v["details"]["kind"], "users");
+    // Groups without a user: kube's 400.
+    let (code, v) = status_of(user.get(&list).header("Impersonate-Group", "devs").send().await.unwrap()).await;
+    assert_eq!(code, 400, "{v}");
+    assert_eq!(v["message"], "requested [{Group  devs    }] without impersonating a user");
+    // Allowed to impersonate bob and the group llama-readers, which may list llamas.
+    cp.apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: impersonate-bob}}
+rules:
+- {{apiGroups: [\"\"], resources: [users], verbs: [impersonate], resourceNames: [bob]}}
+- {{apiGroups: [\"\"], resources: [groups], verbs: [impersonate], resourceNames: [llama-readers]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: impersonate-bob}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: impersonate-bob}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: \"{me}\"}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: llama-lister, namespace: {ns}}}
+rules:
+- {{apiGroups: [farm.example.com], resources: [llamas], verbs: [list]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: llama-readers, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: llama-lister}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: llama-readers}}]
+"
+    ));
+    let as_bob = |groups: &[&str], extra: Option<&str>| {
+        let mut r = user.get(&list).header("Impersonate-User", "bob");
+        for g in groups {
+            r = r.header("Impersonate-Group", *g);
+        }
+        if let Some(scope) = extra {
+            r = r.header("Impersonate-Extra-Scopes", scope);
+        }
+        r.send()
+    };
+    succeeds("the impersonation grant applies", Duration::from_secs(30), || async {
+        as_bob(&["llama-readers"], None).await.map(|r| r.status() == 200).unwrap_or(false)
+    })
+    .await;
+    // As bob alone, the request is bob's, and bob may not list.
+    let (code, v) = status_of(as_bob(&[], None).await.unwrap()).await;
+    assert_eq!(code, 403, "{v}");
+    assert!(v["message"].as_str().unwrap().contains("User \"bob\" cannot list resource \"llamas\""), "{v}");
+    // An extra that was not granted is refused on its own `userextras/<key>`.
+    let (code, v) = status_of(as_bob(&["llama-readers"], Some("admin")).await.unwrap()).await;
+    assert_eq!(code, 403, "{v}");
+    assert_eq!(
+        v["message"],
+        format!("userextras.authentication.k8s.io \"admin\" is forbidden: User \"{me}\" cannot impersonate resource \"userextras/scopes\" in API group \"authentication.k8s.io\" at the cluster scope")
+    );
+    // system:masters may impersonate anyone: as system:anonymous the request is refused as anonymous.
+    let (cert, key) = files(cp, "adminCertFile", "adminKeyFile");
+    let admin = client_with_identity(&s, &cert, &key);
+    let (code, v) =
+        status_of(admin.get(&list).header("Impersonate-User", "system:anonymous").send().await.unwrap()).await;
+    assert_eq!(code, 403, "{v}");
+    assert!(v["message"].as_str().unwrap().contains("User \"system:anonymous\" cannot list"), "{v}");
+}
+
+/// The common name of a certificate (the user a client certificate authenticates as).
+fn whoami(cert_pem: &[u8]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.pem");
+    std::fs::write(&path, cert_pem).unwrap();
+    let out = std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-subject", "-nameopt", "multiline", "-in"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let cn =
+        text.lines().find_map(|l| l.trim().strip_prefix("commonName").map(|r| r.trim_start_matches([' ', '=']).trim()));
+    cn.unwrap_or_else(|| panic!("no CN in {text}")).to_string()
+}
+
+#[tokio::test]
+async fn health_reasons_are_withheld_unless_the_caller_is_authorized() {
+    let cp = cluster::controlplane();
+    // etcd on a port nobody listens on: the etcd readiness check fails.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let s = Server::start_with(Options {
+        args: ["--authentication", "delegated", "--storage", "etcd", "--etcd-servers"]
+            .iter()
+            .map(|a| a.to_string())
+            .chain([format!("http://127.0.0.1:{port}")])
+            .collect(),
+        kubeconfig: Some(cp.kubeconfig.clone()),
+        ready_path: Some("/livez".into()),
+        ..Default::default()
+    })
+    .await;
+    let resp = anonymous(&s).get(s.url("/readyz?verbose")).send().await.unwrap();
+    assert_eq!(resp.status(), 500);
+    let text = resp.text().await.unwrap();
+    assert!(text.contains("[-]etcd failed: reason withheld\n"), "{text}");
+    assert!(!text.contains("unreachable"), "{text}");
+    // /readyz/etcd is not an always-allowed path: anonymous callers are refused,
+    // and a caller authorized for it sees the reason.
+    let resp = anonymous(&s).get(s.url("/readyz/etcd")).send().await.unwrap();
+    assert_eq!(resp.status(), 403);
+    let (cert, key) = files(cp, "adminCertFile", "adminKeyFile");
+    let admin = client_with_identity(&s, &cert, &key);
+    let text = admin.get(s.url("/readyz/etcd")).send().await.unwrap().text().await.unwrap();
+    assert!(text.contains("[-]etcd failed: ") && !text.contains("reason withheld"), "{text}");
+}
+
+#[tokio::test]
+async fn watches_are_capped_per_user() {
+    let cp = cluster::controlplane();
+    let s = delegated(cp, &["--max-watches-per-user", "2"]).await;
+    let (cert, key) = files(cp, "userCertFile", "userKeyFile");
+    let me = whoami(&cert);
+    let ns = namespace(cp, "watch-caps");
+    cp.apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: llama-watcher, namespace: {ns}}}
+rules:
+- {{apiGroups: [farm.example.com], resources: [llamas], verbs: [list, watch]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: llama-watcher, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: llama-watcher}}
+subjects:
+- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: \"{me}\"}}
+- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: system:anonymous}}
+"
+    ));
+    let user = client_with_identity(&s, &cert, &key);
+    let url = s.llamas(&ns, "?watch=1");
+    succeeds("the watch grant applies", Duration::from_secs(30), || async {
+        user.get(s.llamas(&ns, "")).send().await.map(|r| r.status() == 200).unwrap_or(false)
+    })
+    .await;
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let resp = user.get(&url).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        open.push(resp);
+    }
+    let (code, v) = status_of(user.get(&url).send().await.unwrap()).await;
+    assert_eq!(code, 429, "{v}");
+    // Another user is not affected.
+    let resp = anonymous(&s).get(&url).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    drop(open.pop());
+    succeeds("a closed watch frees the user's slot", Duration::from_secs(5), || async {
+        user.get(&url).send().await.map(|r| r.status() == 200).unwrap_or(false)
+    })
+    .await;
+}

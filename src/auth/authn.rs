@@ -1144,6 +1144,17 @@ mod tests {
         );
     }
 
+    #[test]
+    fn front_proxy_headers_are_cleared_after_authentication() {
+        let front = ca("front-proxy-ca");
+        let a = authn(AuthnConfig { request_header: Some(rh_config(&front.pem, &[])), client_ca_pem: None });
+        let mut h = proxy_headers();
+        h.append("accept", HeaderValue::from_static("application/json"));
+        a.clear_request_headers(&mut h);
+        let left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        assert_eq!(left, ["accept"], "only the front-proxy headers go");
+    }
+
     #[tokio::test]
     async fn request_header_details() {
         let front = ca("front-proxy-ca");

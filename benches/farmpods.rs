@@ -43,17 +43,6 @@ fn env_usize(name: &str, default: usize) -> usize {
     }
 }
 
-/// Resident memory of a process, from /proc.
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(f64::NAN)
-}
-
 fn pod(i: usize) -> Pod {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -366,7 +355,7 @@ async fn run() {
     .await;
     let http = farm.client.clone();
     let sync_time = started.elapsed();
-    let rss_synced = rss_mib(farm.pid());
+    let rss_synced = common::rss_mib(farm.pid());
     eprintln!("farm-apiserver ready in {sync_time:.1?}, RSS {rss_synced:.1} MiB");
     let watches_open = Upstream::read(&kube).await.open_watches;
 
@@ -389,7 +378,7 @@ async fn run() {
     eprintln!("measuring per-request list+convert, {ONE_NAMESPACE} (up to {iters_ns} requests)");
     let direct_ns = bench_direct(&pods_ns, &kube, &format!("per-request, {ONE_NAMESPACE}"), iters_ns, budget * 4).await;
     let load_after = common::loadavg();
-    let rss_after = rss_mib(farm.pid());
+    let rss_after = common::rss_mib(farm.pid());
     let watches_open_after = Upstream::read(&kube).await.open_watches;
 
     let mut out = String::new();

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use common::cluster::{self, namespace, ControlPlane};
 use common::identity::{client_with_identity, files, status_of};
 use common::{llama, Options, Server};
+use futures::StreamExt;
 
 /// Polls `attempt` until it returns true.
 async fn succeeds<F: std::future::Future<Output = bool>>(
@@ -410,6 +411,59 @@ subjects:
     drop(open.pop());
     succeeds("a closed watch frees the user's slot", Duration::from_secs(5), || async {
         user.get(&url).send().await.map(|r| r.status() == 200).unwrap_or(false)
+    })
+    .await;
+}
+
+/// 2,000 LISTs of 1,000 Llamas at once, whose readers never read the body:
+/// the read limit refuses what is over it with 429, the bodies waiting for
+/// slow readers stay bounded (each held response keeps its slot), memory stays
+/// well below the Deployment's 256 MiB limit, and probes and writes go on.
+#[tokio::test]
+async fn a_flood_of_slow_lists_is_bounded() {
+    let s = Server::start(&[]).await;
+    let creates = futures::stream::iter(0..1000)
+        .map(|i| s.client.post(s.llamas("flood", "")).json(&llama(&format!("llama-{i}"), 1.0 + i as f64, 1.5)).send())
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    assert!(creates.iter().all(|r| r.as_ref().is_ok_and(|r| r.status() == 201)));
+    let rss_before = common::rss_mib(s.pid());
+    // HTTP/2 with many streams per connection: 2,000 requests need no 2,000 sockets.
+    let clients: Vec<reqwest::Client> = (0..20)
+        .map(|_| {
+            reqwest::Client::builder()
+                .add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(&s.ca_file).unwrap()).unwrap())
+                .http2_prior_knowledge()
+                .http2_initial_stream_window_size(16 * 1024)
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let url = s.llamas("flood", "");
+    let held: Vec<Result<reqwest::Response, reqwest::Error>> = futures::stream::iter(0..2000)
+        .map(|i| clients[i % clients.len()].get(&url).send())
+        .buffer_unordered(2000)
+        .collect()
+        .await;
+    let mut codes = std::collections::BTreeMap::new();
+    for r in &held {
+        *codes.entry(r.as_ref().map(|r| r.status().as_u16()).unwrap_or(0)).or_insert(0) += 1;
+    }
+    // The responses are held unread: their slots stay taken.
+    assert!(codes.get(&429).copied().unwrap_or(0) >= 1000, "over the 400 read slots, lists are refused: {codes:?}");
+    assert_eq!(codes.keys().filter(|c| **c != 200 && **c != 429).count(), 0, "{codes:?}");
+    let rss_flooded = common::rss_mib(s.pid());
+    assert!(rss_flooded < 256.0, "RSS {rss_flooded:.0} MiB (before the flood {rss_before:.0} MiB)");
+    for probe in ["/readyz", "/livez"] {
+        assert_eq!(s.client.get(s.url(probe)).send().await.unwrap().status(), 200);
+    }
+    let write = s.client.post(s.llamas("flood", "")).json(&llama("during-the-flood", 2.0, 2.0)).send().await;
+    assert_eq!(write.unwrap().status(), 201, "writes have slots of their own");
+    println!("slow-list flood: {codes:?}, RSS {rss_before:.0} MiB before, {rss_flooded:.0} MiB flooded");
+    drop(held);
+    succeeds("read slots are freed once the held bodies are dropped", Duration::from_secs(10), || async {
+        s.client.get(s.llamas("flood", "")).send().await.is_ok_and(|r| r.status() == 200)
     })
     .await;
 }

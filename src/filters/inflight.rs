@@ -13,7 +13,10 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use http_body_util::BodyExt;
+use bytes::Bytes;
+use futures::ready;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::auth::authn::UserInfo;
@@ -156,15 +159,63 @@ pub async fn limit(State(inflight): State<Arc<InFlight>>, req: Request, next: Ne
 /// holds its in-flight slot while the handler writes: a client that reads a
 /// large list slowly keeps its slot, so the bytes waiting for slow readers
 /// stay bounded by the limit.
-fn held_until_sent<G: Send + Sync + 'static>(response: Response, guard: Option<G>) -> Response {
+fn held_until_sent<G: Send + Sync + Unpin + 'static>(response: Response, guard: Option<G>) -> Response {
     match guard {
-        Some(guard) => response.map(|body| {
-            Body::new(body.map_frame(move |frame| {
-                let _held = &guard;
-                frame
-            }))
-        }),
+        Some(guard) => response.map(|body| Body::new(HeldBody { inner: body, pending: Bytes::new(), _guard: guard })),
         None => response,
+    }
+}
+
+/// The largest piece of a body handed to the connection at once. hyper takes a
+/// whole data frame as soon as the peer's window has any room, so a list sent
+/// as one frame would be "sent" (and its slot freed) while all of it still
+/// waits in memory for a slow reader; in pieces, the last one is taken only
+/// once the reader has consumed nearly everything.
+const PIECE_BYTES: usize = 64 * 1024;
+
+/// A response body that holds a guard until it ends and yields its data in
+/// pieces of at most [`PIECE_BYTES`].
+struct HeldBody<G> {
+    inner: Body,
+    pending: Bytes,
+    _guard: G,
+}
+
+impl<G: Unpin> http_body::Body for HeldBody<G> {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        if this.pending.is_empty() {
+            match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => this.pending = data,
+                    Err(frame) => return Poll::Ready(Some(Ok(frame))),
+                },
+                other => return Poll::Ready(other),
+            }
+        }
+        let piece = this.pending.split_to(this.pending.len().min(PIECE_BYTES));
+        Poll::Ready(Some(Ok(http_body::Frame::data(piece))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.pending.is_empty() && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        let inner = self.inner.size_hint();
+        let pending = self.pending.len() as u64;
+        let mut hint = http_body::SizeHint::new();
+        hint.set_lower(inner.lower() + pending);
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper + pending);
+        }
+        hint
     }
 }
 

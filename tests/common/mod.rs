@@ -348,6 +348,17 @@ impl Drop for KubectlStream {
     }
 }
 
+/// Resident memory of a process in MiB, from /proc (NaN when unreadable).
+pub fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
 /// The machine's load averages (1, 5, 15 minutes), for benchmark reports.
 pub fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")

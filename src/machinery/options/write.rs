@@ -1,0 +1,93 @@
+//! `metav1.CreateOptions`, `UpdateOptions` and `PatchOptions`: the query of a
+//! create, update or patch, decoded by kube's parameter codec and checked by
+//! `ValidateCreateOptions` and its siblings (one 422 naming every bad field).
+
+use serde_json::json;
+
+use super::params::Query;
+use super::validate_dry_run;
+use crate::machinery::status::{ApiError, FieldError, FieldErrorKind};
+
+/// `fieldValidation`: what to do with unknown and duplicate fields in a body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldValidation {
+    Ignore,
+    Warn,
+    Strict,
+}
+
+/// Which write the options belong to: names the options kind in a 422.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteVerb {
+    Create,
+    Update,
+    Patch,
+}
+
+impl WriteVerb {
+    fn options_kind(self) -> &'static str {
+        match self {
+            WriteVerb::Create => "CreateOptions",
+            WriteVerb::Update => "UpdateOptions",
+            WriteVerb::Patch => "PatchOptions",
+        }
+    }
+}
+
+/// Options shared by create, update and patch.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteOptions {
+    pub dry_run: bool,
+    pub field_validation: FieldValidation,
+}
+
+impl WriteOptions {
+    pub fn from_query(q: &Query, verb: WriteVerb) -> Result<Self, ApiError> {
+        let dry_run: Vec<String> = q.all("dryRun").map(str::to_string).collect();
+        let mut errs: Vec<FieldError> = validate_dry_run(&dry_run).into_iter().collect();
+        // kube-apiserver's default since fieldValidation went GA is Warn.
+        let field_validation = match q.get("fieldValidation").unwrap_or("") {
+            "" | "Warn" => FieldValidation::Warn,
+            "Ignore" => FieldValidation::Ignore,
+            "Strict" => FieldValidation::Strict,
+            other => {
+                errs.push(
+                    FieldError::new(
+                        FieldErrorKind::NotSupported,
+                        "fieldValidation",
+                        "supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"",
+                    )
+                    .with_value(&json!(other)),
+                );
+                FieldValidation::Warn
+            }
+        };
+        if !errs.is_empty() {
+            return Err(ApiError::invalid("meta.k8s.io", verb.options_kind(), "", &errs));
+        }
+        Ok(Self { dry_run: !dry_run.is_empty(), field_validation })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(q: &str, verb: WriteVerb) -> Result<WriteOptions, ApiError> {
+        WriteOptions::from_query(&Query::parse(Some(q)).unwrap(), verb)
+    }
+
+    #[test]
+    fn dry_run_only_all_with_kubes_wording() {
+        assert!(opts("dryRun=All", WriteVerb::Create).unwrap().dry_run);
+        assert!(!opts("", WriteVerb::Create).unwrap().dry_run);
+        let e = opts("dryRun=All&dryRun=Bad&fieldValidation=strict", WriteVerb::Update).unwrap_err();
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.message,
+            "UpdateOptions.meta.k8s.io \"\" is invalid: [dryRun: Unsupported value: [\"All\",\"Bad\"]: supported values: \"All\", fieldValidation: Unsupported value: \"strict\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"]"
+        );
+        // An empty dryRun value is not "no dry run": kube refuses it.
+        assert_eq!(opts("dryRun=", WriteVerb::Patch).unwrap_err().code, 422);
+    }
+}

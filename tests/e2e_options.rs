@@ -232,7 +232,8 @@ async fn option_decoding_matches_kube_apiserver_serving_a_crd() {
     let (crd_code, theirs) = send(&client, Method::GET, &format!("{}?watch=true", one(&crd)), "").await;
     assert_eq!((our_code, &our["kind"]), (crd_code, &theirs["kind"]), "ours {our} vs the CRD's {theirs}");
     // Create options: the same 422.
-    for query in ["dryRun=Bad&fieldValidation=strict", "dryRun=", "fieldValidation=Bad"] {
+    for query in ["dryRun=Bad&fieldValidation=strict", "dryRun=", "fieldValidation=Bad", "fieldManager=%01&dryRun=Bad"]
+    {
         let body = |api_version: &str| {
             serde_json::json!({"apiVersion": api_version, "kind": "Llama", "metadata": {"name": "x"}, "spec": {"weight": 1.0, "height": 1.0}})
                 .to_string()
@@ -246,4 +247,19 @@ async fn option_decoding_matches_kube_apiserver_serving_a_crd() {
             "POST ?{query}: ours {our} vs the CRD's {theirs}"
         );
     }
+    // A non-apply patch may not say `force`.
+    let mut answers = Vec::new();
+    for side in [&ours, &crd] {
+        let resp = client
+            .patch(format!("{}?force=true", one(side)))
+            .header("Content-Type", "application/merge-patch+json")
+            .body(r#"{"metadata":{"labels":{"a":"b"}}}"#)
+            .send()
+            .await
+            .expect("patch");
+        let code = resp.status().as_u16();
+        let v: Value = resp.json().await.expect("json");
+        answers.push((code, v["reason"].clone(), v["message"].clone()));
+    }
+    assert_eq!(answers[0], answers[1], "PATCH ?force=true: ours vs the CRD's");
 }

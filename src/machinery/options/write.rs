@@ -6,7 +6,11 @@ use serde_json::json;
 
 use super::params::Query;
 use super::validate_dry_run;
+use crate::machinery::gofmt::{go_quote, is_go_printable};
 use crate::machinery::status::{ApiError, FieldError, FieldErrorKind};
+
+/// `metav1validation.FieldManagerMaxLength`.
+const FIELD_MANAGER_MAX_LENGTH: usize = 128;
 
 /// `fieldValidation`: what to do with unknown and duplicate fields in a body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,8 +47,15 @@ pub struct WriteOptions {
 
 impl WriteOptions {
     pub fn from_query(q: &Query, verb: WriteVerb) -> Result<Self, ApiError> {
+        let mut errs = Vec::new();
+        // Server-side apply is not served (its content type is a 415), so
+        // every patch here is a non-apply patch, which may not say `force`.
+        if verb == WriteVerb::Patch && q.get("force").is_some() {
+            errs.push(FieldError::forbidden("force", "may not be specified for non-apply patch"));
+        }
+        errs.extend(validate_field_manager(q.get("fieldManager").unwrap_or("")));
         let dry_run: Vec<String> = q.all("dryRun").map(str::to_string).collect();
-        let mut errs: Vec<FieldError> = validate_dry_run(&dry_run).into_iter().collect();
+        errs.extend(validate_dry_run(&dry_run));
         // kube-apiserver's default since fieldValidation went GA is Warn.
         let field_validation = match q.get("fieldValidation").unwrap_or("") {
             "" | "Warn" => FieldValidation::Warn,
@@ -69,6 +80,29 @@ impl WriteOptions {
     }
 }
 
+/// `ValidateFieldManager`: at most 128 bytes, printable characters only
+/// (the field manager names the writer in managedFields).
+fn validate_field_manager(manager: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if manager.len() > FIELD_MANAGER_MAX_LENGTH {
+        errs.push(FieldError::new(
+            FieldErrorKind::TooLong,
+            "fieldManager",
+            format!("may not be more than {FIELD_MANAGER_MAX_LENGTH} bytes"),
+        ));
+    }
+    for (pos, c) in manager.char_indices() {
+        if !is_go_printable(c) {
+            errs.push(FieldError::invalid_raw(
+                "fieldManager",
+                &go_quote(manager),
+                format!("invalid character U+{:04X} (at position {pos})", u32::from(c)),
+            ));
+        }
+    }
+    errs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +121,21 @@ mod tests {
             e.message,
             "UpdateOptions.meta.k8s.io \"\" is invalid: [dryRun: Unsupported value: [\"All\",\"Bad\"]: supported values: \"All\", fieldValidation: Unsupported value: \"strict\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"]"
         );
+        let e = opts("fieldManager=%01&dryRun=Bad", WriteVerb::Create).unwrap_err();
+        assert_eq!(
+            e.message,
+            "CreateOptions.meta.k8s.io \"\" is invalid: [fieldManager: Invalid value: \"\\x01\": invalid character U+0001 (at position 0), dryRun: Unsupported value: [\"Bad\"]: supported values: \"All\"]"
+        );
+        let long = format!("fieldManager={}", "m".repeat(129));
+        assert_eq!(
+            opts(&long, WriteVerb::Update).unwrap_err().message,
+            "UpdateOptions.meta.k8s.io \"\" is invalid: fieldManager: Too long: may not be more than 128 bytes"
+        );
+        assert_eq!(
+            opts("force=true", WriteVerb::Patch).unwrap_err().message,
+            "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch"
+        );
+        assert!(opts("force=true", WriteVerb::Create).is_ok());
         // An empty dryRun value is not "no dry run": kube refuses it.
         assert_eq!(opts("dryRun=", WriteVerb::Patch).unwrap_err().code, 422);
     }

@@ -102,6 +102,8 @@ const LIST_QUERIES: &[&str] = &[
     "watch=1&timeoutSeconds=x",
     "sendInitialEvents=yes",
     "allowWatchBookmarks=x",
+    "resourceVersion=x",
+    "resourceVersion=%2B5",
 ];
 
 struct Side {

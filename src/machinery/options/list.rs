@@ -4,7 +4,8 @@
 
 use serde_json::json;
 
-use super::params::Query;
+use super::params::{go_parse_uint64, Query};
+use crate::machinery::gofmt::go_quote;
 use crate::machinery::status::{ApiError, FieldError, FieldErrorKind};
 
 /// How a list or watch chooses its starting revision.
@@ -24,14 +25,21 @@ pub enum Rv {
 }
 
 impl Rv {
+    /// Parses it as kube's storage does (`strconv.ParseUint`, so no sign), with
+    /// the list handler's wording for a bad one:
+    /// `invalid resource version: resourceVersion: Invalid value: "x": strconv.ParseUint: parsing "x": invalid syntax`.
+    /// (kube-apiserver 1.34 sends the text after the first colon as a 500
+    /// for a get or watch; a 400 is the right answer there too.)
     pub fn parse(s: Option<&str>) -> Result<Self, ApiError> {
         match s {
             None | Some("") => Ok(Rv::Unset),
             Some("0") => Ok(Rv::Any),
-            Some(v) => v
-                .parse::<u64>()
-                .map(Rv::At)
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {v:?}"))),
+            Some(v) => go_parse_uint64(v).map(Rv::At).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "invalid resource version: resourceVersion: Invalid value: {}: {e}",
+                    go_quote(v)
+                ))
+            }),
         }
     }
 }
@@ -182,6 +190,10 @@ mod tests {
         // An integer error comes before a 422 from validation, as in kube.
         assert_eq!(opts("resourceVersionMatch=x&limit=x").unwrap_err().code, 400);
         assert_eq!(opts("continue=abc&resourceVersion=3").unwrap_err().code, 400);
-        assert_eq!(opts("resourceVersion=abc").unwrap_err().code, 400);
+        assert_eq!(
+            opts("resourceVersion=abc").unwrap_err().message,
+            "invalid resource version: resourceVersion: Invalid value: \"abc\": strconv.ParseUint: parsing \"abc\": invalid syntax"
+        );
+        assert_eq!(opts("resourceVersion=%2B5").unwrap_err().code, 400);
     }
 }

@@ -76,6 +76,19 @@ pub fn go_parse_int64(value: &str) -> Result<i64, String> {
     })
 }
 
+/// `strconv.ParseUint(v, 10, 64)` with Go's error text. Unlike Rust's
+/// `u64::from_str`, Go accepts no sign at all (`+5` is invalid syntax).
+pub fn go_parse_uint64(value: &str) -> Result<u64, String> {
+    let parsed = if value.starts_with('+') { None } else { Some(value.parse::<u64>()) };
+    match parsed {
+        Some(Ok(n)) => Ok(n),
+        Some(Err(e)) if *e.kind() == std::num::IntErrorKind::PosOverflow => {
+            Err(format!("strconv.ParseUint: parsing {}: value out of range", go_quote(value)))
+        }
+        _ => Err(format!("strconv.ParseUint: parsing {}: invalid syntax", go_quote(value))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +109,17 @@ mod tests {
         assert_eq!(q.bool("watch"), Some(false));
         assert_eq!(q.int("limit").unwrap_err().message, "strconv.ParseInt: parsing \"x\": invalid syntax");
         assert_eq!(q.bool("absent"), None);
+    }
+
+    #[test]
+    fn unsigned_integers_parse_like_strconv() {
+        assert_eq!(go_parse_uint64("5"), Ok(5));
+        assert_eq!(go_parse_uint64("+5"), Err("strconv.ParseUint: parsing \"+5\": invalid syntax".into()));
+        assert_eq!(go_parse_uint64("-1"), Err("strconv.ParseUint: parsing \"-1\": invalid syntax".into()));
+        assert_eq!(
+            go_parse_uint64("18446744073709551616"),
+            Err("strconv.ParseUint: parsing \"18446744073709551616\": value out of range".into())
+        );
     }
 
     #[test]

@@ -315,10 +315,20 @@ async fn watch_selector_transitions(backend: Backend) {
     assert_eq!(ev["type"], "DELETED", "leaving the selection: {ev}");
     assert_eq!(patch(set("north")).await.unwrap().status(), 200);
     assert_eq!(w.next().await["type"], "ADDED");
-    // A watch on one object by name.
+    // A watch on one object by name: the collection with a metadata.name
+    // field selector (what client-go and kube-rs send), or the legacy
+    // /watch/ path. A GET of the object itself with ?watch=true is a plain
+    // get in kube-apiserver (requestinfo.go only turns collection GETs into
+    // watches), and so it is here.
     create(&s, "default", &llama("b", 1.0, 1.0)).await;
-    let mut one = Watch::open(&s, &format!("{}?watch=true", s.llamas("default", "b")), None).await;
+    let by_field = format!("{}?watch=true&fieldSelector=metadata.name%3Db", s.llamas("default", ""));
+    let mut one = Watch::open(&s, &by_field, None).await;
     assert_eq!(one.next().await["object"]["metadata"]["name"], "b");
+    let mut one =
+        Watch::open(&s, &s.url("/apis/farm.example.com/v1alpha/watch/namespaces/default/llamas/b"), None).await;
+    assert_eq!(one.next().await["object"]["metadata"]["name"], "b");
+    let (code, v) = get_json(&s, &format!("{}?watch=true", s.llamas("default", "b"))).await;
+    assert_eq!((code, &v["kind"]), (200, &json!("Llama")), "{v}");
 }
 
 async fn watch_from_compacted_history_sends_410_in_stream(backend: Backend) {

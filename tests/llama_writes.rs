@@ -402,7 +402,12 @@ async fn dry_run_changes_nothing(backend: Backend) {
     assert_eq!(get(&s, &url).await.1, real);
     let (code, e) =
         send(&s, Method::POST, &format!("{}?dryRun=Maybe", s.llamas("default", "")), &llama("x", 1.0, 1.0)).await;
-    assert_eq!(code, 400, "{e}");
+    assert_eq!(code, 422, "{e}");
+    assert_status(&e, 422, "Invalid");
+    assert_eq!(
+        e["message"],
+        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: [\"Maybe\"]: supported values: \"All\""
+    );
 }
 
 async fn delete_collection_honours_selectors(backend: Backend) {
@@ -460,9 +465,15 @@ async fn field_validation_strict_warn_ignore(backend: Backend) {
             .await;
     assert_eq!(code, 201);
     assert!(headers.get("warning").is_none());
-    let (code, _, _) =
+    let (code, _, e) =
         call(&s, Method::POST, &format!("{base}?fieldValidation=Loose"), "application/json", Some(body.to_vec())).await;
-    assert_eq!(code, 400);
+    // kube-apiserver validates CreateOptions into a 422, not a 400.
+    assert_eq!(code, 422, "{e}");
+    assert_status(&e, 422, "Invalid");
+    assert_eq!(
+        e["message"],
+        "CreateOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"Loose\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""
+    );
 }
 
 on_both_stores!(

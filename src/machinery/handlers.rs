@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::encode::{self, IncludeObject, ListMeta};
 use super::negotiation::{self, BodyType, Output, Shape};
+use super::options::{decode_delete_options, DeleteOptions, ListOptions, Query, Rv, WriteOptions, WriteVerb};
 use super::patch::Patch;
-use super::query::{ListOptions, Query, Rv, WriteOptions};
-use super::registry::{DeleteOptions, DeleteOutcome, Part, Registry, WatchStart, WriteOutcome};
+use super::registry::{DeleteOutcome, Part, Registry, WatchStart, WriteOutcome};
 use super::request_info::RequestInfo;
 use super::resource::Verb;
 use super::status::{ApiError, ApiResult, Target};
@@ -210,19 +210,19 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
             start_watch(&res, reg, (!all_namespaces).then_some(ns), opts, output).await
         }
         Verb::Create => {
-            let wopts = WriteOptions::from_query(&query)?;
+            let wopts = WriteOptions::from_query(&query, WriteVerb::Create)?;
             require_json_body(&parts.headers)?;
             let body = read_body(body, res.settings.max_body_bytes).await?;
             Ok(write_response(reg.create(ns, &body, &wopts).await?))
         }
         Verb::Update => {
-            let wopts = WriteOptions::from_query(&query)?;
+            let wopts = WriteOptions::from_query(&query, WriteVerb::Update)?;
             require_json_body(&parts.headers)?;
             let body = read_body(body, res.settings.max_body_bytes).await?;
             Ok(write_response(reg.update(ns, name, part, &body, &wopts).await?))
         }
         Verb::Patch => {
-            let wopts = WriteOptions::from_query(&query)?;
+            let wopts = WriteOptions::from_query(&query, WriteVerb::Patch)?;
             let body_type = negotiation::body_type(header_str(&parts.headers, header::CONTENT_TYPE));
             let body = read_body(body, res.settings.max_body_bytes).await?;
             let patch = Patch::parse(body_type, &body)?;
@@ -230,7 +230,7 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
         }
         Verb::Delete => {
             let body = read_body(body, res.settings.max_body_bytes).await?;
-            let opts = delete_options(&body, &query)?;
+            let opts = delete_options(&parts.headers, &body, &query)?;
             match reg.delete(ns, name, &opts).await? {
                 DeleteOutcome::Deleted(status) => Ok(respond(
                     200,
@@ -242,9 +242,10 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
             }
         }
         Verb::DeleteCollection => {
-            let body = read_body(body, res.settings.max_body_bytes).await?;
-            let opts = delete_options(&body, &query)?;
+            // kube decodes and validates the ListOptions before it reads the body.
             let list = ListOptions::from_query(&query)?;
+            let body = read_body(body, res.settings.max_body_bytes).await?;
+            let opts = delete_options(&parts.headers, &body, &query)?;
             let (meta, items) = reg.delete_collection(ns, &list, &opts).await?;
             Ok(respond(200, deleted_list(&reg, &meta, &items), "application/json", &[]))
         }
@@ -261,16 +262,13 @@ fn require_json_body(headers: &HeaderMap) -> ApiResult<()> {
     }
 }
 
-fn delete_options(body: &[u8], query: &Query) -> ApiResult<DeleteOptions> {
-    let mut opts = DeleteOptions::from_body(body)?;
-    if let Some(p) = query.get("propagationPolicy") {
-        opts.propagation = Some(p.to_string());
+/// The DeleteOptions of a delete: a body must be JSON (as for a create); an
+/// empty one means the options are in the query.
+fn delete_options(headers: &HeaderMap, body: &[u8], query: &Query) -> ApiResult<DeleteOptions> {
+    if !body.is_empty() {
+        require_json_body(headers)?;
     }
-    if let Some(o) = query.bool("orphanDependents")? {
-        opts.orphan_dependents = Some(o);
-    }
-    opts.dry_run |= super::query::dry_run(query)?;
-    Ok(opts)
+    decode_delete_options(body, query)
 }
 
 fn one_object(reg: &Registry, output: Output, obj: &StoredObject, include: IncludeObject) -> Response {

@@ -12,7 +12,7 @@ use chrono::{SecondsFormat, Utc};
 use serde_json::{json, Map, Value};
 
 use super::encode::{column_definitions, ListMeta};
-use super::query::{FieldValidation, ListOptions, Rv, RvMatch, WriteOptions};
+use super::options::{is_dry_run, DeleteOptions, FieldValidation, ListOptions, Rv, RvMatch, WriteOptions};
 use super::resource::Kind;
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::{ApiError, ApiResult, FieldError, Reason, Target};
@@ -47,73 +47,14 @@ pub enum Part {
     Status,
 }
 
-/// metav1.DeleteOptions, from the body and the query.
-#[derive(Debug, Clone, Default)]
-pub struct DeleteOptions {
-    pub precondition_uid: Option<String>,
-    pub precondition_rv: Option<String>,
-    pub propagation: Option<String>,
-    pub orphan_dependents: Option<bool>,
-    pub dry_run: bool,
-}
-
-impl DeleteOptions {
-    pub fn from_body(body: &[u8]) -> ApiResult<Self> {
-        let mut o = DeleteOptions::default();
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(o);
-        }
-        let v: Value = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?;
-        let s = |v: &Value| v.as_str().map(str::to_string);
-        o.precondition_uid = v.pointer("/preconditions/uid").and_then(s);
-        o.precondition_rv = v.pointer("/preconditions/resourceVersion").and_then(s);
-        o.propagation = v.get("propagationPolicy").and_then(s);
-        o.orphan_dependents = v.get("orphanDependents").and_then(Value::as_bool);
-        if let Some(dry) = v.get("dryRun").and_then(Value::as_array) {
-            for d in dry {
-                match d.as_str() {
-                    Some("All") => o.dry_run = true,
-                    other => {
-                        return Err(ApiError::bad_request(format!(
-                            "Invalid dry run value: {}: supported values: \"All\"",
-                            other.unwrap_or("")
-                        )))
-                    }
-                }
-            }
-        }
-        Ok(o)
-    }
-
-    /// The finalizer a propagation policy asks for, as kube-apiserver adds it.
-    fn finalizer(&self) -> ApiResult<Option<&'static str>> {
-        match (self.propagation.as_deref(), self.orphan_dependents) {
-            (Some(_), Some(_)) => Err(ApiError::invalid(
-                "meta.k8s.io",
-                "DeleteOptions",
-                "",
-                &[FieldError::invalid(
-                    "orphanDependents",
-                    &json!(self.orphan_dependents),
-                    "orphanDependents and deletionPropagation cannot be both set",
-                )],
-            )),
-            (Some("Orphan"), _) | (None, Some(true)) => Ok(Some("orphan")),
-            (Some("Foreground"), _) => Ok(Some("foregroundDeletion")),
-            (Some("Background") | None, _) => Ok(None),
-            (Some(other), _) => Err(ApiError::invalid(
-                "meta.k8s.io",
-                "DeleteOptions",
-                "",
-                &[FieldError::new(
-                    super::status::FieldErrorKind::NotSupported,
-                    "propagationPolicy",
-                    "supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"",
-                )
-                .with_value(&json!(other))],
-            )),
-        }
+/// The finalizer a (validated) propagation policy asks for, as kube-apiserver
+/// adds it: orphan for `Orphan` or the deprecated `orphanDependents: true`,
+/// foregroundDeletion for `Foreground`, none otherwise.
+fn wanted_finalizer(opts: &DeleteOptions) -> Option<&'static str> {
+    match (opts.propagation_policy.as_deref(), opts.orphan_dependents) {
+        (Some("Orphan"), _) | (None, Some(true)) => Some("orphan"),
+        (Some("Foreground"), _) => Some("foregroundDeletion"),
+        _ => None,
     }
 }
 
@@ -770,13 +711,15 @@ impl Registry {
     }
 
     pub async fn delete(&self, ns: &str, name: &str, opts: &DeleteOptions) -> ApiResult<DeleteOutcome> {
-        let wanted_finalizer = opts.finalizer()?;
+        let wanted_finalizer = wanted_finalizer(opts);
+        let dry_run = is_dry_run(opts);
+        let preconditions = opts.preconditions.clone().unwrap_or_default();
         let mut refused = None;
         let mut dry_run_pending = None;
         let mut uid = String::new();
         let decide = |current: &StoredObject| -> ApiResult<Mutation> {
             uid = current.index.uid.clone();
-            if let Some(want) = &opts.precondition_uid {
+            if let Some(want) = &preconditions.uid {
                 if *want != uid {
                     return Err(ApiError::conflict(
                         self.target(name),
@@ -784,7 +727,7 @@ impl Registry {
                     ));
                 }
             }
-            if let Some(want) = &opts.precondition_rv {
+            if let Some(want) = &preconditions.resource_version {
                 if *want != current.rv.to_string() {
                     return Err(ApiError::conflict(
                         self.target(name),
@@ -806,7 +749,7 @@ impl Registry {
                 fins.retain(|x| x != other);
             }
             if fins.is_empty() {
-                return Ok(if opts.dry_run { Mutation::Abort } else { Mutation::Delete });
+                return Ok(if dry_run { Mutation::Abort } else { Mutation::Delete });
             }
             let already_deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
             if already_deleting && fins == finalizers(&obj) {
@@ -820,7 +763,7 @@ impl Registry {
                 meta.insert("deletionGracePeriodSeconds".into(), json!(0));
                 meta.insert("generation".into(), json!(generation + 1));
             }
-            if opts.dry_run {
+            if dry_run {
                 dry_run_pending = Some(obj);
                 return Ok(Mutation::Abort);
             }

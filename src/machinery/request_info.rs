@@ -26,14 +26,16 @@ fn non_resource(method: &Method, path: &str) -> RequestInfo {
     RequestInfo { verb: method.as_str().to_ascii_lowercase(), path: path.to_string(), ..Default::default() }
 }
 
-/// Whether the query asks for a watch (`watch=true|1`).
+/// Whether the query asks for a watch: its first `watch` value read as the
+/// parameter codec reads booleans (only "0" and any case of "false" are
+/// false; `TRUE`, `T`, `yes` and an empty value are true). The handler decodes
+/// ListOptions with the same function, so the verb authorized is the verb
+/// served.
 pub fn query_watch(query: Option<&str>) -> bool {
-    query.is_some_and(|q| {
-        q.split('&').any(|kv| {
-            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-            k == "watch" && matches!(v, "true" | "1" | "True" | "t")
-        })
-    })
+    // An unparsable query is refused later by the handler; kube's request-info
+    // step then still looks at `watch` alone, and so does this.
+    let query = crate::machinery::options::Query::parse(query).unwrap_or_default();
+    query.bool("watch").unwrap_or(false)
 }
 
 pub fn classify(method: &Method, path: &str, query: Option<&str>) -> RequestInfo {
@@ -68,7 +70,10 @@ pub fn classify(method: &Method, path: &str, query: Option<&str>) -> RequestInfo
     info.extra_segments = parts.len() > 3;
     let collection = info.name.is_empty();
     info.verb = match *method {
-        Method::GET | Method::HEAD if is_watch_path || query_watch(query) => "watch",
+        Method::GET | Method::HEAD if is_watch_path => "watch",
+        // Only a collection GET can become a watch through the query
+        // (requestinfo.go): a GET of one object with `?watch=true` is a get.
+        Method::GET | Method::HEAD if collection && query_watch(query) => "watch",
         Method::GET | Method::HEAD if collection => "list",
         Method::GET | Method::HEAD => "get",
         Method::POST => "create",
@@ -102,5 +107,20 @@ mod tests {
         let i = classify(&Method::GET, "/apis/farm.example.com/v1alpha", None);
         assert!(!i.is_resource_request);
         assert!(!classify(&Method::GET, "/healthz", None).is_resource_request);
+    }
+
+    #[test]
+    fn watch_in_the_query_reads_like_the_parameter_codec() {
+        let verb = |q: &str| classify(&Method::GET, "/apis/farm.example.com/v1alpha/llamas", Some(q)).verb;
+        for q in ["watch=true", "watch=TRUE", "watch=T", "watch=yes", "watch=", "watch", "watch=1&watch=0"] {
+            assert_eq!(verb(q), "watch", "{q}");
+        }
+        for q in ["watch=false", "watch=FALSE", "watch=False", "watch=0", "watch=0&watch=1", "limit=1"] {
+            assert_eq!(verb(q), "list", "{q}");
+        }
+        let named = classify(&Method::GET, "/apis/farm.example.com/v1alpha/namespaces/n/llamas/a", Some("watch=true"));
+        assert_eq!(named.verb, "get");
+        let path = classify(&Method::GET, "/apis/farm.example.com/v1alpha/watch/namespaces/n/llamas/a", None);
+        assert_eq!((path.verb.as_str(), path.name.as_str()), ("watch", "a"));
     }
 }

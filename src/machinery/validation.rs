@@ -311,7 +311,7 @@ impl<'de> Visitor<'de> for ValueVisitor<'_> {
 
 /// Go's case-insensitive struct-field match (`bytes.EqualFold` plus the
 /// Kelvin sign and long s that fold to `k` and `s`).
-fn go_fold_eq(key: &str, field: &str) -> bool {
+pub(crate) fn go_fold_eq(key: &str, field: &str) -> bool {
     let fold = |c: char| match c {
         '\u{212A}' => 'k',
         '\u{17F}' => 's',
@@ -368,7 +368,7 @@ fn summarize_data(data: &[u8], max: usize) -> String {
 }
 
 /// The kind word Go's `UnmarshalTypeError` uses for a JSON value.
-fn go_json_kind(v: &Value) -> &'static str {
+pub(crate) fn go_json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "bool",

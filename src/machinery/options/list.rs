@@ -1,50 +1,12 @@
-//! Query parameters of resource requests, parsed and checked the way
-//! kube-apiserver's parameter codec and `ValidateListOptions` do.
+//! `metav1.ListOptions` of list, watch and deletecollection, decoded from the
+//! query the way kube-apiserver's parameter codec does and checked with
+//! `ValidateListOptions`' rules and wording.
 
 use serde_json::json;
 
-use super::status::{ApiError, FieldError};
-
-/// The raw query as (name, value) pairs, in order (names may repeat: `dryRun`).
-#[derive(Debug, Default, Clone)]
-pub struct Query(Vec<(String, String)>);
-
-impl Query {
-    pub fn parse(raw: Option<&str>) -> Result<Self, ApiError> {
-        let raw = raw.unwrap_or("");
-        serde_urlencoded::from_str::<Vec<(String, String)>>(raw)
-            .map(Query)
-            .map_err(|e| ApiError::bad_request(format!("invalid query string: {e}")))
-    }
-
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
-    }
-
-    pub fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.0.iter().filter(move |(k, _)| k == name).map(|(_, v)| v.as_str())
-    }
-
-    pub fn bool(&self, name: &str) -> Result<Option<bool>, ApiError> {
-        match self.get(name) {
-            None => Ok(None),
-            Some("true" | "1" | "True" | "TRUE" | "t" | "T") => Ok(Some(true)),
-            Some("false" | "0" | "False" | "FALSE" | "f" | "F" | "") => Ok(Some(false)),
-            Some(v) => Err(bad_param(name, v)),
-        }
-    }
-
-    pub fn int(&self, name: &str) -> Result<Option<i64>, ApiError> {
-        match self.get(name) {
-            None | Some("") => Ok(None),
-            Some(v) => v.parse().map(Some).map_err(|_| bad_param(name, v)),
-        }
-    }
-}
-
-fn bad_param(name: &str, value: &str) -> ApiError {
-    ApiError::bad_request(format!("invalid value {value:?} for query parameter {name:?}"))
-}
+use super::params::{go_parse_uint64, Query};
+use crate::machinery::gofmt::go_quote;
+use crate::machinery::status::{ApiError, FieldError, FieldErrorKind};
 
 /// How a list or watch chooses its starting revision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,14 +25,21 @@ pub enum Rv {
 }
 
 impl Rv {
+    /// Parses it as kube's storage does (`strconv.ParseUint`, so no sign), with
+    /// the list handler's wording for a bad one:
+    /// `invalid resource version: resourceVersion: Invalid value: "x": strconv.ParseUint: parsing "x": invalid syntax`.
+    /// (kube-apiserver 1.34 sends the text after the first colon as a 500
+    /// for a get or watch; a 400 is the right answer there too.)
     pub fn parse(s: Option<&str>) -> Result<Self, ApiError> {
         match s {
             None | Some("") => Ok(Rv::Unset),
             Some("0") => Ok(Rv::Any),
-            Some(v) => v
-                .parse::<u64>()
-                .map(Rv::At)
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {v:?}"))),
+            Some(v) => go_parse_uint64(v).map(Rv::At).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "invalid resource version: resourceVersion: Invalid value: {}: {e}",
+                    go_quote(v)
+                ))
+            }),
         }
     }
 }
@@ -92,34 +61,36 @@ pub struct ListOptions {
 
 impl ListOptions {
     pub fn from_query(q: &Query) -> Result<Self, ApiError> {
+        // The parameter codec converts every field before anything is
+        // validated, so a malformed integer is a 400 even when the
+        // resourceVersionMatch is unsupported too (422).
+        let timeout_seconds = q.int("timeoutSeconds")?;
+        // kube treats a limit of zero or less as no limit.
+        let limit = q.int("limit")?.filter(|l| *l > 0).map(|l| usize::try_from(l).unwrap_or(usize::MAX));
         let rv_match = match q.get("resourceVersionMatch") {
             None | Some("") => RvMatch::Unset,
             Some("NotOlderThan") => RvMatch::NotOlderThan,
             Some("Exact") => RvMatch::Exact,
             Some(other) => {
                 return Err(list_invalid(vec![FieldError::new(
-                    super::status::FieldErrorKind::NotSupported,
+                    FieldErrorKind::NotSupported,
                     "resourceVersionMatch",
                     "supported values: \"Exact\", \"NotOlderThan\", \"\"",
                 )
                 .with_value(&json!(other))]))
             }
         };
-        let limit = match q.int("limit")? {
-            Some(l) if l > 0 => Some(l as usize),
-            _ => None,
-        };
         let opts = ListOptions {
             label_selector: q.get("labelSelector").unwrap_or("").to_string(),
             field_selector: q.get("fieldSelector").unwrap_or("").to_string(),
-            watch: q.bool("watch")?.unwrap_or(false),
-            allow_bookmarks: q.bool("allowWatchBookmarks")?.unwrap_or(false),
+            watch: q.bool("watch").unwrap_or(false),
+            allow_bookmarks: q.bool("allowWatchBookmarks").unwrap_or(false),
             rv: Rv::parse(q.get("resourceVersion"))?,
             rv_match,
-            timeout_seconds: q.int("timeoutSeconds")?.map(|t| t.max(0) as u64),
+            timeout_seconds: timeout_seconds.map(|t| t.max(0).unsigned_abs()),
             limit,
             continue_token: q.get("continue").filter(|c| !c.is_empty()).map(str::to_string),
-            send_initial_events: q.bool("sendInitialEvents")?,
+            send_initial_events: q.bool("sendInitialEvents"),
         };
         opts.validate()?;
         Ok(opts)
@@ -192,54 +163,6 @@ fn list_invalid(errs: Vec<FieldError>) -> ApiError {
     ApiError::invalid("meta.k8s.io", "ListOptions", "", &errs)
 }
 
-/// `fieldValidation`: what to do with unknown and duplicate fields in a body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FieldValidation {
-    Ignore,
-    Warn,
-    Strict,
-}
-
-/// Options shared by create, update and patch.
-#[derive(Debug, Clone, Copy)]
-pub struct WriteOptions {
-    pub dry_run: bool,
-    pub field_validation: FieldValidation,
-}
-
-impl WriteOptions {
-    pub fn from_query(q: &Query) -> Result<Self, ApiError> {
-        Ok(Self { dry_run: dry_run(q)?, field_validation: field_validation(q)? })
-    }
-}
-
-/// `dryRun`: only `All` is defined.
-pub fn dry_run(q: &Query) -> Result<bool, ApiError> {
-    let mut dry = false;
-    for v in q.all("dryRun") {
-        match v {
-            "All" => dry = true,
-            "" => {}
-            other => {
-                return Err(ApiError::bad_request(format!("Invalid dry run value: {other}: supported values: \"All\"")))
-            }
-        }
-    }
-    Ok(dry)
-}
-
-fn field_validation(q: &Query) -> Result<FieldValidation, ApiError> {
-    // kube-apiserver's default since fieldValidation went GA is Warn.
-    match q.get("fieldValidation") {
-        None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
-        Some("Ignore") => Ok(FieldValidation::Ignore),
-        Some("Strict") => Ok(FieldValidation::Strict),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "fieldValidation parameter unsupported: \"{other}\" (supported: Ignore, Warn, Strict)"
-        ))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,13 +182,18 @@ mod tests {
         assert!(opts("watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true")
             .is_ok());
         assert_eq!(opts("limit=x").unwrap_err().code, 400);
+        assert_eq!(opts("limit=").unwrap_err().message, "strconv.ParseInt: parsing \"\": invalid syntax");
+        assert_eq!(opts("timeoutSeconds=1.5").unwrap_err().code, 400);
+        assert_eq!(opts("limit=-3").unwrap().limit, None);
+        assert!(opts("watch=TRUE").unwrap().watch && opts("watch=T").unwrap().watch && opts("watch=").unwrap().watch);
+        assert!(!opts("watch=FALSE").unwrap().watch && !opts("watch=0").unwrap().watch);
+        // An integer error comes before a 422 from validation, as in kube.
+        assert_eq!(opts("resourceVersionMatch=x&limit=x").unwrap_err().code, 400);
         assert_eq!(opts("continue=abc&resourceVersion=3").unwrap_err().code, 400);
-        assert_eq!(opts("resourceVersion=abc").unwrap_err().code, 400);
-    }
-
-    #[test]
-    fn dry_run_only_all() {
-        assert!(dry_run(&Query::parse(Some("dryRun=All")).unwrap()).unwrap());
-        assert_eq!(dry_run(&Query::parse(Some("dryRun=Some")).unwrap()).unwrap_err().code, 400);
+        assert_eq!(
+            opts("resourceVersion=abc").unwrap_err().message,
+            "invalid resource version: resourceVersion: Invalid value: \"abc\": strconv.ParseUint: parsing \"abc\": invalid syntax"
+        );
+        assert_eq!(opts("resourceVersion=%2B5").unwrap_err().code, 400);
     }
 }

@@ -467,3 +467,30 @@ async fn a_flood_of_slow_lists_is_bounded() {
     })
     .await;
 }
+
+/// `--requestheader-client-ca-file` alone (no ConfigMap to read header names
+/// from) trusts kube's default header names, as kube does.
+#[tokio::test]
+async fn a_front_proxy_ca_from_a_flag_uses_kubes_default_header_names() {
+    let cp = cluster::controlplane();
+    let s = delegated(
+        cp,
+        &[
+            "--authentication-configmap",
+            "kube-system/no-such-configmap",
+            "--requestheader-client-ca-file",
+            &common::identity::path_of(cp, "frontProxyCAFile"),
+        ],
+    )
+    .await;
+    let (cert, key) = files(cp, "frontProxyClientCertFile", "frontProxyClientKeyFile");
+    let proxy = client_with_identity(&s, &cert, &key);
+    let resp = proxy
+        .get(s.llamas("default", ""))
+        .header("X-Remote-User", "someone")
+        .header("X-Remote-Group", "system:masters")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "X-Remote-User and X-Remote-Group were read: {}", resp.text().await.unwrap());
+}

@@ -4,9 +4,9 @@
 //! anyone; everything else is decided by the cluster through a
 //! `SubjectAccessReview`, whose answers are cached for a while (allowed and
 //! denied answers with separate TTLs, like the webhook authorizer). A refusal
-//! is answered with the same 403 `Status` kube-apiserver writes.
+//! is answered with the same 403 `Status` kube-apiserver writes; a review that
+//! fails (after its retries) with the 500 kube's `WithAuthorization` writes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -17,6 +17,8 @@ use kube::api::{Api, PostParams};
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use super::cache::TtlCache;
+use super::review::{ReviewError, ReviewPolicy, ReviewRunner};
 use crate::machinery::gofmt::go_quote;
 use crate::machinery::request_info::RequestInfo;
 use crate::machinery::status::{ApiError, Reason};
@@ -30,7 +32,7 @@ pub const SYSTEM_MASTERS: &str = "system:masters";
 pub const ALWAYS_ALLOWED_PATHS: [&str; 3] = ["/healthz", "/livez", "/readyz"];
 
 /// How many answers the cache keeps at most.
-const CACHE_CAPACITY: usize = 10_000;
+pub const DEFAULT_CACHE_CAPACITY: usize = 10_000;
 
 /// Requests whose requester-controlled attributes add up to this many bytes or
 /// more are never cached (the webhook authorizer's `shouldCache`): a client
@@ -43,14 +45,48 @@ pub use super::authn::UserInfo as User;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     Allow,
-    Deny { reason: String },
+    /// Refused: answer 403 with [`forbidden`].
+    Deny {
+        reason: String,
+    },
+    /// No decision could be had (the review failed, after its retries): answer 500 with
+    /// [`internal_error`], as kube's `WithAuthorization` does. Never cached.
+    Error {
+        message: String,
+    },
 }
 
 /// Asks whether a user may do something: the cluster, or a fake in tests.
 #[async_trait::async_trait]
 pub trait AccessReviewer: Send + Sync {
-    /// Ok(decision) or Err(message) when the review itself failed.
-    async fn review(&self, user: &User, attrs: &Attributes) -> Result<Decision, String>;
+    /// Ok(Allow or Deny), or Err when the review itself failed (retried when retriable).
+    async fn review(&self, user: &User, attrs: &Attributes) -> Result<Decision, ReviewError>;
+}
+
+/// How the authorizer caches and sends its reviews.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AuthzOptions {
+    /// How long an allowal is cached (zero: not cached).
+    pub allow_ttl: Duration,
+    /// How long a denial is cached (zero: not cached).
+    pub deny_ttl: Duration,
+    /// Decisions cached at most.
+    pub cache_capacity: usize,
+    /// Rate limit, deadline and retries of the SubjectAccessReviews.
+    pub review: ReviewPolicy,
+}
+
+impl Default for AuthzOptions {
+    /// kube's defaults: 10 s for both TTLs (`--authorization-webhook-cache-authorized-ttl` /
+    /// `-unauthorized-ttl`).
+    fn default() -> Self {
+        Self {
+            allow_ttl: Duration::from_secs(10),
+            deny_ttl: Duration::from_secs(10),
+            cache_capacity: DEFAULT_CACHE_CAPACITY,
+            review: ReviewPolicy::default(),
+        }
+    }
 }
 
 /// What is being done, as a SubjectAccessReview sees it.
@@ -159,9 +195,9 @@ impl KubeAccessReviewer {
 
 #[async_trait::async_trait]
 impl AccessReviewer for KubeAccessReviewer {
-    async fn review(&self, user: &User, attrs: &Attributes) -> Result<Decision, String> {
+    async fn review(&self, user: &User, attrs: &Attributes) -> Result<Decision, ReviewError> {
         let review = review_request(user, attrs);
-        let answer = self.api.create(&PostParams::default(), &review).await.map_err(|e| e.to_string())?;
+        let answer = self.api.create(&PostParams::default(), &review).await.map_err(|e| ReviewError::from_kube(&e))?;
         Ok(decision_from_status(answer.status.as_ref()))
     }
 }
@@ -224,118 +260,41 @@ fn decision_from_status(status: Option<&SubjectAccessReviewStatus>) -> Decision 
 type CacheKey = (User, Attributes);
 type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
 
-struct CacheEntry {
-    decision: Decision,
-    expires: Instant,
-    seq: u64,
-}
-
-/// A bounded TTL cache of review answers. Full, it first drops what has
-/// expired, then the oldest entries.
-struct DecisionCache {
-    capacity: usize,
-    next_seq: u64,
-    entries: HashMap<Arc<CacheKey>, CacheEntry>,
-    /// Insertion order: seq -> key.
-    by_age: BTreeMap<u64, Arc<CacheKey>>,
-    /// Expiry order: (expires, seq).
-    by_expiry: BTreeSet<(Instant, u64)>,
-}
-
-impl DecisionCache {
-    fn new(capacity: usize) -> Self {
-        Self {
-            capacity: capacity.max(1),
-            next_seq: 0,
-            entries: HashMap::new(),
-            by_age: BTreeMap::new(),
-            by_expiry: BTreeSet::new(),
-        }
-    }
-
-    fn get(&mut self, key: &CacheKey, now: Instant) -> Option<Decision> {
-        let entry = self.entries.get(key)?;
-        if entry.expires > now {
-            return Some(entry.decision.clone());
-        }
-        self.remove(key);
-        None
-    }
-
-    fn remove(&mut self, key: &CacheKey) {
-        if let Some(entry) = self.entries.remove(key) {
-            self.by_age.remove(&entry.seq);
-            self.by_expiry.remove(&(entry.expires, entry.seq));
-        }
-    }
-
-    fn remove_seq(&mut self, seq: u64) {
-        if let Some(key) = self.by_age.get(&seq).cloned() {
-            self.remove(&key);
-        }
-    }
-
-    fn insert(&mut self, key: CacheKey, decision: Decision, expires: Instant, now: Instant) {
-        self.remove(&key);
-        while let Some(&(when, seq)) = self.by_expiry.first() {
-            if when > now {
-                break;
-            }
-            self.remove_seq(seq);
-        }
-        while self.entries.len() >= self.capacity {
-            let Some((&seq, _)) = self.by_age.first_key_value() else { break };
-            self.remove_seq(seq);
-        }
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let key = Arc::new(key);
-        self.by_age.insert(seq, key.clone());
-        self.by_expiry.insert((expires, seq));
-        self.entries.insert(key, CacheEntry { decision, expires, seq });
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.entries.len()
-    }
-}
-
 /// Decides whether a request may proceed.
 pub struct Authorizer {
     reviewer: Arc<dyn AccessReviewer>,
     allow_ttl: Duration,
     deny_ttl: Duration,
-    cache: Mutex<DecisionCache>,
+    cache: Mutex<TtlCache<CacheKey, Decision>>,
+    runner: ReviewRunner,
     clock: Clock,
 }
 
 impl Authorizer {
-    /// kube's defaults are 10 s for both TTLs
-    /// (`--authorization-webhook-cache-authorized-ttl` / `-unauthorized-ttl`).
-    pub fn new(reviewer: Arc<dyn AccessReviewer>, allow_ttl: Duration, deny_ttl: Duration) -> Self {
-        Self::with_parts(reviewer, allow_ttl, deny_ttl, CACHE_CAPACITY, Arc::new(Instant::now))
+    pub fn new(reviewer: Arc<dyn AccessReviewer>, options: AuthzOptions) -> Self {
+        Self::with_clock(reviewer, options, Arc::new(Instant::now))
     }
 
-    fn with_parts(
-        reviewer: Arc<dyn AccessReviewer>,
-        allow_ttl: Duration,
-        deny_ttl: Duration,
-        capacity: usize,
-        clock: Clock,
-    ) -> Self {
-        Self { reviewer, allow_ttl, deny_ttl, cache: Mutex::new(DecisionCache::new(capacity)), clock }
+    fn with_clock(reviewer: Arc<dyn AccessReviewer>, options: AuthzOptions, clock: Clock) -> Self {
+        Self {
+            reviewer,
+            allow_ttl: options.allow_ttl,
+            deny_ttl: options.deny_ttl,
+            cache: Mutex::new(TtlCache::new(options.cache_capacity)),
+            runner: ReviewRunner::new(options.review),
+            clock,
+        }
     }
 
-    fn cache(&self) -> MutexGuard<'_, DecisionCache> {
+    fn cache(&self) -> MutexGuard<'_, TtlCache<CacheKey, Decision>> {
         self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// `system:masters` members and the health probe paths are allowed without
-    /// a review. Otherwise the reviewer decides; its allowed and denied answers
-    /// are cached (per user and attributes) for `allow_ttl` / `deny_ttl`. A
-    /// review that fails is not cached and denies the request, with the
-    /// failure as the reason.
+    /// a review. Otherwise the reviewer decides (rate limited, retried, under a
+    /// deadline); its allowed and denied answers are cached (per user and
+    /// attributes) for `allow_ttl` / `deny_ttl`. A review that fails is
+    /// [`Decision::Error`], not cached.
     pub async fn authorize(&self, user: &User, attrs: &Attributes) -> Decision {
         if user.groups.iter().any(|g| g == SYSTEM_MASTERS) {
             return Decision::Allow;
@@ -351,23 +310,19 @@ impl Authorizer {
                 return decision;
             }
         }
-        match self.reviewer.review(user, attrs).await {
+        match self.runner.run(|| self.reviewer.review(user, attrs)).await {
+            Ok(Decision::Error { message }) => Decision::Error { message },
             Ok(decision) => {
                 if let Some(key) = key {
-                    let ttl = match decision {
-                        Decision::Allow => self.allow_ttl,
-                        Decision::Deny { .. } => self.deny_ttl,
-                    };
-                    if !ttl.is_zero() {
-                        let now = (self.clock)();
-                        self.cache().insert(key, decision.clone(), now + ttl, now);
-                    }
+                    let ttl = if decision == Decision::Allow { self.allow_ttl } else { self.deny_ttl };
+                    let now = (self.clock)();
+                    self.cache().insert(key, decision.clone(), ttl, now);
                 }
                 decision
             }
             Err(err) => {
-                tracing::warn!(user = %user.name, verb = %attrs.verb, error = %err, "access review failed; denying");
-                Decision::Deny { reason: format!("authorization review failed: {err}") }
+                tracing::warn!(user = %user.name, verb = %attrs.verb, error = %err, "access review failed");
+                Decision::Error { message: err.message }
             }
         }
     }
@@ -385,6 +340,19 @@ fn sanitize(s: &str) -> String {
         }
     }
     out
+}
+
+/// The 500 kube-apiserver sends when authorization fails with an error
+/// (`WithAuthorization` -> `responsewriters.InternalError`): `Internal Server
+/// Error: "<request URI>": <error>`, sanitized like every message. kube writes
+/// it as plain text; here it is the message of a Status with reason
+/// InternalError, as every failure of ours is.
+pub fn internal_error(request_uri: &str, message: &str) -> ApiError {
+    ApiError::new(
+        500,
+        Reason::InternalError,
+        sanitize(&format!("Internal Server Error: {}: {message}", go_quote(request_uri))),
+    )
 }
 
 /// responsewriters.forbiddenMessage.
@@ -441,6 +409,7 @@ mod tests {
     use super::*;
     use crate::machinery::request_info::classify;
     use http::Method;
+    use std::collections::BTreeMap;
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
     const GROUP: &str = "farm.example.com";
@@ -566,7 +535,7 @@ mod tests {
 
     // ---- Authorizer ----
 
-    type Answer = Box<dyn Fn(&User, &Attributes) -> Result<Decision, String> + Send + Sync>;
+    type Answer = Box<dyn Fn(&User, &Attributes) -> Result<Decision, ReviewError> + Send + Sync>;
 
     struct FakeReviewer {
         calls: AtomicUsize,
@@ -574,7 +543,9 @@ mod tests {
     }
 
     impl FakeReviewer {
-        fn new(answer: impl Fn(&User, &Attributes) -> Result<Decision, String> + Send + Sync + 'static) -> Arc<Self> {
+        fn new(
+            answer: impl Fn(&User, &Attributes) -> Result<Decision, ReviewError> + Send + Sync + 'static,
+        ) -> Arc<Self> {
             Arc::new(Self { calls: AtomicUsize::new(0), answer: Box::new(answer) })
         }
         fn calls(&self) -> usize {
@@ -584,7 +555,7 @@ mod tests {
 
     #[async_trait::async_trait]
     impl AccessReviewer for FakeReviewer {
-        async fn review(&self, user: &User, attrs: &Attributes) -> Result<Decision, String> {
+        async fn review(&self, user: &User, attrs: &Attributes) -> Result<Decision, ReviewError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             tokio::task::yield_now().await;
             (self.answer)(user, attrs)
@@ -611,14 +582,19 @@ mod tests {
         }
     }
 
+    /// Options for tests: TTLs in seconds, retries 10 ms apart so that they take no time.
+    fn options(allow: u64, deny: u64) -> AuthzOptions {
+        let mut options = AuthzOptions {
+            allow_ttl: Duration::from_secs(allow),
+            deny_ttl: Duration::from_secs(deny),
+            ..AuthzOptions::default()
+        };
+        options.review.backoff.initial = Duration::from_millis(10);
+        options
+    }
+
     fn authorizer(reviewer: Arc<FakeReviewer>, allow: u64, deny: u64, clock: &FakeClock) -> Authorizer {
-        Authorizer::with_parts(
-            reviewer,
-            Duration::from_secs(allow),
-            Duration::from_secs(deny),
-            CACHE_CAPACITY,
-            clock.clock(),
-        )
+        Authorizer::with_clock(reviewer, options(allow, deny), clock.clock())
     }
 
     fn deny(reason: &str) -> Decision {
@@ -705,15 +681,55 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn review_errors_deny_and_are_not_cached() {
-        let reviewer = FakeReviewer::new(|_, _| Err("connection refused".to_string()));
+    async fn review_errors_are_errors_and_are_not_cached() {
+        let reviewer = FakeReviewer::new(|_, _| Err(ReviewError::fatal("subjectaccessreviews is forbidden")));
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 10, 10, &clock);
         let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
-        assert_eq!(authz.authorize(&u, &a).await, deny("authorization review failed: connection refused"));
-        assert_eq!(authz.authorize(&u, &a).await, deny("authorization review failed: connection refused"));
-        assert_eq!(reviewer.calls(), 2);
+        let error = Decision::Error { message: "subjectaccessreviews is forbidden".into() };
+        assert_eq!(authz.authorize(&u, &a).await, error);
+        assert_eq!(authz.authorize(&u, &a).await, error);
+        assert_eq!(reviewer.calls(), 2, "one attempt each: not retriable, not cached");
         assert_eq!(authz.cache().len(), 0);
+    }
+
+    #[tokio::test]
+    async fn retriable_review_errors_are_retried() {
+        let attempts = Arc::new(AtomicUsize::new(0));
+        let seen = attempts.clone();
+        let reviewer = FakeReviewer::new(move |_, _| {
+            if seen.fetch_add(1, Ordering::SeqCst) < 2 {
+                Err(ReviewError::retriable("connection reset by peer"))
+            } else {
+                Ok(Decision::Allow)
+            }
+        });
+        let clock = FakeClock::new();
+        let authz = authorizer(reviewer.clone(), 10, 10, &clock);
+        let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
+        assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
+        assert_eq!(reviewer.calls(), 3);
+        // Always failing: 5 attempts, then the last error.
+        let failing = FakeReviewer::new(|_, _| Err(ReviewError::retriable("etcdserver: request timed out")));
+        let authz = authorizer(failing.clone(), 10, 10, &clock);
+        assert_eq!(authz.authorize(&u, &a).await, Decision::Error { message: "etcdserver: request timed out".into() });
+        assert_eq!(failing.calls(), 5);
+    }
+
+    #[test]
+    fn internal_error_in_kubes_words() {
+        let e = internal_error(
+            "/apis/farm.example.com/v1alpha/namespaces/ns/llamas?limit=5",
+            r#"subjectaccessreviews.authorization.k8s.io is forbidden: User "x<y>" cannot create"#,
+        );
+        assert_eq!(e.code, 500);
+        assert_eq!(e.reason, Reason::InternalError);
+        assert_eq!(
+            e.message,
+            r#"Internal Server Error: "/apis/farm.example.com/v1alpha/namespaces/ns/llamas?limit=5": subjectaccessreviews.authorization.k8s.io is forbidden: User "x&lt;y&gt;" cannot create"#
+        );
+        let body = e.status_body();
+        assert_eq!((body["code"].clone(), body["reason"].clone()), (json!(500), json!("InternalError")));
     }
 
     #[tokio::test]
@@ -787,8 +803,11 @@ mod tests {
         let reviewer =
             FakeReviewer::new(|_, a| if a.name.starts_with('d') { Ok(deny("")) } else { Ok(Decision::Allow) });
         let clock = FakeClock::new();
-        let authz =
-            Authorizer::with_parts(reviewer.clone(), Duration::from_secs(60), Duration::from_secs(5), 3, clock.clock());
+        let authz = Authorizer::with_clock(
+            reviewer.clone(),
+            AuthzOptions { cache_capacity: 3, ..options(60, 5) },
+            clock.clock(),
+        );
         let u = user("u");
         let get = |n: &str| res("get", "llamas", "", "ns", n);
         authz.authorize(&u, &get("a1")).await;
@@ -828,7 +847,7 @@ mod tests {
     #[tokio::test]
     async fn real_clock_constructor_caches() {
         let reviewer = FakeReviewer::new(|_, _| Ok(Decision::Allow));
-        let authz = Authorizer::new(reviewer.clone(), Duration::from_secs(10), Duration::from_secs(10));
+        let authz = Authorizer::new(reviewer.clone(), AuthzOptions::default());
         let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
         assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
         assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
@@ -838,7 +857,7 @@ mod tests {
     #[test]
     fn authorize_future_is_send() {
         fn assert_send<T: Send>(_: &T) {}
-        let authz = Authorizer::new(FakeReviewer::new(|_, _| Ok(Decision::Allow)), Duration::ZERO, Duration::ZERO);
+        let authz = Authorizer::new(FakeReviewer::new(|_, _| Ok(Decision::Allow)), options(0, 0));
         let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
         assert_send(&authz.authorize(&u, &a));
     }

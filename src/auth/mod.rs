@@ -6,6 +6,8 @@
 
 pub mod authn;
 pub mod authz;
+pub mod cache;
+pub mod review;
 
 use std::sync::Arc;
 
@@ -40,20 +42,27 @@ impl Guard {
         let peer = parts.extensions.get::<PeerCertificates>().cloned().unwrap_or_default();
         let user = match self.authn.authenticate(&parts.headers, &peer).await {
             authn::AuthnOutcome::Authenticated(u) => u,
+            // Anonymous requests are not served yet: no credentials is a 401 too.
+            authn::AuthnOutcome::NoCredentials => {
+                tracing::debug!(path = %info.path, "request without credentials");
+                return Err(ApiError::unauthorized("Unauthorized"));
+            }
             authn::AuthnOutcome::Unauthenticated { reason } => {
                 tracing::debug!(path = %info.path, %reason, "unauthenticated request");
                 return Err(ApiError::unauthorized("Unauthorized"));
             }
         };
         let attrs = authz::Attributes::from_request(info);
-        if let authz::Decision::Deny { reason } = self.authz.authorize(&user, &attrs).await {
-            return Err(authz::forbidden(&user, &attrs, &reason));
-        }
+        let uri = parts.uri.path_and_query().map_or_else(|| parts.uri.path(), |pq| pq.as_str());
+        let refusal = |attrs: &authz::Attributes, decision| match decision {
+            authz::Decision::Allow => Ok(()),
+            authz::Decision::Deny { reason } => Err(authz::forbidden(&user, attrs, &reason)),
+            authz::Decision::Error { message } => Err(authz::internal_error(uri, &message)),
+        };
+        refusal(&attrs, self.authz.authorize(&user, &attrs).await)?;
         for (group, resource) in also_requires {
             let other = attrs.for_resource(group, resource);
-            if let authz::Decision::Deny { reason } = self.authz.authorize(&user, &other).await {
-                return Err(authz::forbidden(&user, &other, &reason));
-            }
+            refusal(&other, self.authz.authorize(&user, &other).await)?;
         }
         Ok(())
     }
@@ -86,8 +95,16 @@ pub async fn delegated(args: &ServeArgs) -> anyhow::Result<Guard> {
         .await?
         .unwrap_or_default()
         .with_overrides(&overrides);
-    let tokens: Arc<dyn authn::TokenReviewer> = Arc::new(authn::KubeTokenReviewer::new(client.clone()));
-    let authenticator = Arc::new(authn::Authenticator::new(initial, Some(tokens), args.token_cache_ttl)?);
+    // TokenReviews and SubjectAccessReviews each get their own rate limiter with the same flags,
+    // as kube's delegating authenticator and authorizer each have their own client at QPS 200 /
+    // burst 400: a flood of bogus tokens then cannot starve the authorization of real users.
+    let limits = review::ReviewLimits { qps: args.review_qps, burst: args.review_burst, queue: args.review_queue };
+    let policy = review::ReviewPolicy { limits, ..Default::default() };
+    // Retries are ours (kube's backoff, under the review deadline): none inside kube-rs as well.
+    let review_client = review_client(args).await?;
+    let tokens: Arc<dyn authn::TokenReviewer> = Arc::new(authn::KubeTokenReviewer::new(review_client.clone()));
+    let token_options = authn::TokenOptions { cache_ttl: args.token_cache_ttl, review: policy, ..Default::default() };
+    let authenticator = Arc::new(authn::Authenticator::new(initial, Some(tokens), token_options)?);
     authn::spawn_configmap_watch(
         client.clone(),
         namespace.to_string(),
@@ -95,7 +112,23 @@ pub async fn delegated(args: &ServeArgs) -> anyhow::Result<Guard> {
         overrides,
         authenticator.clone(),
     );
-    let reviewer: Arc<dyn authz::AccessReviewer> = Arc::new(authz::KubeAccessReviewer::new(client));
-    let authorizer = authz::Authorizer::new(reviewer, args.authorization_allow_ttl, args.authorization_deny_ttl);
+    let reviewer: Arc<dyn authz::AccessReviewer> = Arc::new(authz::KubeAccessReviewer::new(review_client));
+    let authz_options = authz::AuthzOptions {
+        allow_ttl: args.authorization_allow_ttl,
+        deny_ttl: args.authorization_deny_ttl,
+        review: policy,
+        ..Default::default()
+    };
+    let authorizer = authz::Authorizer::new(reviewer, authz_options);
     Ok(Guard { authn: authenticator, authz: Arc::new(authorizer) })
+}
+
+/// The client reviews are sent with: the cluster's, without kube-rs' own retry layer (reviews
+/// are retried by [`review::ReviewRunner`], with kube's backoff and under the review deadline).
+async fn review_client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
+    let mut config = crate::resources::cluster_config(args)
+        .await
+        .context("--authentication delegated needs the cluster (in-cluster service account or --kubeconfig)")?;
+    config.default_retry = false;
+    kube::Client::try_from(config).context("building the Kubernetes client for reviews")
 }

@@ -64,15 +64,20 @@ impl Storage {
 /// The cluster FarmPods read, from --kubeconfig or the usual inference.
 pub async fn cluster_client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
     use anyhow::Context;
-    let config = match &args.kubeconfig {
+    kube::Client::try_from(cluster_config(args).await?).context("building the Kubernetes client")
+}
+
+/// The configuration [`cluster_client`] builds its client from (for a client with other settings).
+pub async fn cluster_config(args: &ServeArgs) -> anyhow::Result<kube::Config> {
+    use anyhow::Context;
+    Ok(match &args.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?
         }
         None => kube::Config::infer().await.context("no kubeconfig and not running in a cluster")?,
-    };
-    kube::Client::try_from(config).context("building the Kubernetes client")
+    })
 }
 
 /// Builds every served kind; starts the Pod watch when a cluster is configured.

@@ -169,7 +169,7 @@ mod tests {
 
         // No CN: no opinion. Expired: rejected.
         let no_cn = Leaf { cn: None, ..Leaf::client("") }.sign(&client_ca);
-        assert_eq!(reason(a.authenticate(&HeaderMap::new(), &peer(&[&no_cn])).await), "no credentials provided");
+        assert_eq!(a.authenticate(&HeaderMap::new(), &peer(&[&no_cn])).await, AuthnOutcome::NoCredentials);
         let expired = Leaf { validity: (-2 * 86400, -86400), ..Leaf::client("old") }.sign(&client_ca);
         assert!(reason(a.authenticate(&HeaderMap::new(), &peer(&[&expired])).await).contains("client certificate"));
     }

@@ -217,7 +217,7 @@ mod tests {
                 client_ca_pem: Some(client.pem.trim().to_string()),
             }
         );
-        Authenticator::new(config, None, DEFAULT_TOKEN_CACHE_TTL).unwrap();
+        Authenticator::new(config, None, TokenOptions::default()).unwrap();
 
         // Older clusters: no UID key; empty string and null lists are empty.
         let mut older = data.clone();
@@ -313,7 +313,7 @@ mod tests {
             (KEY_REQUESTHEADER_USERNAME_HEADERS, r#"["X-Remote-User"]"#),
         ]);
         assert!(apply_configmap(&a, good, &flags, "test"));
-        assert_eq!(reason(a.authenticate(&proxy_headers(), &peer(&[&cert])).await), "no credentials provided");
+        assert_eq!(a.authenticate(&proxy_headers(), &peer(&[&cert])).await, AuthnOutcome::NoCredentials);
         let h = headers(&[("X-Flag-User", "flagged")]);
         assert_eq!(user(a.authenticate(&h, &peer(&[&cert])).await).name, "flagged");
     }

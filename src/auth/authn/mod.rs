@@ -33,10 +33,9 @@ mod token;
 pub use configmap::*;
 pub use token::*;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
-use std::time::Duration;
 
 use anyhow::Context as _;
 use http::HeaderMap;
@@ -44,7 +43,7 @@ use http::HeaderMap;
 use crate::tls::PeerCertificates;
 use client_cert::{client_cert_user, ring_provider, CaBundle};
 use request_header::RequestHeaderAuth;
-use token::{bearer_token, TokenAuth, TokenCache, TokenState};
+use token::{bearer_token, TokenAuth};
 
 /// Group added to every authenticated user.
 pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
@@ -106,7 +105,13 @@ pub struct UserInfo {
 pub enum AuthnOutcome {
     /// The request is from this user.
     Authenticated(UserInfo),
-    /// No authenticator accepted the request; `reason` says why (never contains a credential).
+    /// The request presented no credentials at all: no usable client certificate, no front-proxy
+    /// identity, no bearer token. kube serves such a request as `system:anonymous` when anonymous
+    /// authentication is on, and answers 401 otherwise.
+    NoCredentials,
+    /// Credentials were presented and rejected (an invalid or unreviewable bearer token, a
+    /// certificate failing verification): always 401, anonymous authentication or not, as kube's
+    /// `union.NewFailOnError` does. `reason` says why (never contains a credential).
     Unauthenticated {
         /// Why each authenticator that had something to look at said no.
         reason: String,
@@ -199,33 +204,16 @@ fn with_authenticated_group(mut user: UserInfo) -> UserInfo {
 
 impl Authenticator {
     /// An authenticator for `config`; bearer tokens go to `tokens` (none: tokens are not accepted),
-    /// with answers cached for `token_ttl` (zero disables the cache) in at most
-    /// [`DEFAULT_TOKEN_CACHE_CAPACITY`] entries. Fails on unusable CA PEM.
+    /// cached, rate limited and retried as `token_options` say. Fails on unusable CA PEM.
     pub fn new(
         config: AuthnConfig,
         tokens: Option<Arc<dyn TokenReviewer>>,
-        token_ttl: Duration,
+        token_options: TokenOptions,
     ) -> anyhow::Result<Self> {
         let compiled = Compiled::new(config)?;
         tracing::info!(config = compiled.summary(), "authentication configured");
-        let tokens = tokens.map(|reviewer| TokenAuth {
-            reviewer,
-            ttl: token_ttl,
-            salt: rand::random(),
-            state: Arc::new(Mutex::new(TokenState {
-                cache: TokenCache::new(DEFAULT_TOKEN_CACHE_CAPACITY),
-                inflight: HashMap::new(),
-            })),
-        });
+        let tokens = tokens.map(|reviewer| TokenAuth::new(reviewer, &token_options));
         Ok(Self { current: RwLock::new(Arc::new(compiled)), tokens })
-    }
-
-    /// Changes the token cache bound (0 disables caching); drops what was cached.
-    pub fn with_token_cache_capacity(self, capacity: usize) -> Self {
-        if let Some(tokens) = &self.tokens {
-            lock(&tokens.state).cache = TokenCache::new(capacity);
-        }
-        self
     }
 
     fn compiled(&self) -> Arc<Compiled> {
@@ -280,7 +268,10 @@ impl Authenticator {
             }
         }
 
-        let reason = if reasons.is_empty() { "no credentials provided".to_string() } else { reasons.join("; ") };
+        if reasons.is_empty() {
+            return AuthnOutcome::NoCredentials;
+        }
+        let reason = reasons.join("; ");
         tracing::debug!(reason = %reason, "request not authenticated");
         AuthnOutcome::Unauthenticated { reason }
     }
@@ -329,7 +320,7 @@ mod tests {
 
         // Disabling request-header authentication makes the headers meaningless again.
         a.update(AuthnConfig::default()).unwrap();
-        assert_eq!(reason(a.authenticate(&proxy_headers(), &peer(&[&new_cert])).await), "no credentials provided");
+        assert_eq!(a.authenticate(&proxy_headers(), &peer(&[&new_cert])).await, AuthnOutcome::NoCredentials);
     }
 
     #[test]
@@ -337,10 +328,32 @@ mod tests {
         let err = Authenticator::new(
             AuthnConfig { request_header: None, client_ca_pem: Some("garbage".into()) },
             None,
-            DEFAULT_TOKEN_CACHE_TTL,
+            TokenOptions::default(),
         )
         .unwrap_err();
         assert!(format!("{err:#}").contains("client CA bundle"), "{err:#}");
+    }
+
+    #[tokio::test]
+    async fn no_credentials_is_told_apart_from_rejected_credentials() {
+        let client_ca = ca("kubernetes-ca");
+        let reviewer = Arc::new(FakeReviewer::default());
+        let a = Authenticator::new(
+            AuthnConfig { request_header: None, client_ca_pem: Some(client_ca.pem.clone()) },
+            Some(reviewer.clone()),
+            TokenOptions::default(),
+        )
+        .unwrap();
+        // Nothing presented (an empty or non-bearer Authorization is nothing either).
+        for h in [HeaderMap::new(), headers(&[("Authorization", "Bearer ")]), headers(&[("Authorization", "Basic x")])]
+        {
+            assert_eq!(a.authenticate(&h, &no_peer()).await, AuthnOutcome::NoCredentials, "{h:?}");
+        }
+        // Presented and rejected: a bad token, a token whose review failed, a foreign certificate.
+        assert_eq!(reason(a.authenticate(&bearer("bad-token"), &no_peer()).await), "invalid bearer token");
+        assert!(reason(a.authenticate(&bearer("error-token"), &no_peer()).await).contains("apiserver unavailable"));
+        let stranger = Leaf::client("eve").sign(&ca("other"));
+        assert!(reason(a.authenticate(&HeaderMap::new(), &peer(&[&stranger])).await).contains("client certificate"));
     }
 
     #[tokio::test]
@@ -354,7 +367,7 @@ mod tests {
                 client_ca_pem: Some(client_ca.pem.clone()),
             },
             Some(reviewer.clone()),
-            DEFAULT_TOKEN_CACHE_TTL,
+            TokenOptions::default(),
         )
         .unwrap();
         let proxy_cert = Leaf::client("front-proxy-client").sign(&front);
@@ -408,10 +421,9 @@ mod tests {
                 client_ca_pem: Some(client_ca.pem.clone()),
             },
             Some(reviewer),
-            DEFAULT_TOKEN_CACHE_TTL,
+            TokenOptions { cache_capacity: 64, ..TokenOptions::default() },
         )
-        .unwrap()
-        .with_token_cache_capacity(64);
+        .unwrap();
         let names = [
             "x-remote-user",
             "x-remote-group",

@@ -16,9 +16,10 @@ pub(super) use rustls::pki_types::CertificateDer;
 use x509_parser::time::ASN1Time;
 
 use super::{
-    Authenticator, AuthnConfig, AuthnOutcome, RequestHeaderConfig, TokenReviewer, UserInfo, ANONYMOUS_USER,
-    DEFAULT_TOKEN_CACHE_TTL,
+    Authenticator, AuthnConfig, AuthnOutcome, RequestHeaderConfig, TokenOptions, TokenReviewer, UserInfo,
+    ANONYMOUS_USER,
 };
+pub(super) use crate::auth::review::ReviewError;
 pub(super) use crate::tls::PeerCertificates;
 
 pub(super) const HOUR: Duration = Duration::from_secs(3600);
@@ -124,7 +125,7 @@ pub(super) fn rh_config(ca_pem: &str, allowed: &[&str]) -> RequestHeaderConfig {
 }
 
 pub(super) fn authn(config: AuthnConfig) -> Authenticator {
-    Authenticator::new(config, None, DEFAULT_TOKEN_CACHE_TTL).unwrap()
+    Authenticator::new(config, None, TokenOptions::default()).unwrap()
 }
 
 pub(super) fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
@@ -171,7 +172,7 @@ pub(super) struct FakeReviewer {
 
 #[async_trait::async_trait]
 impl TokenReviewer for FakeReviewer {
-    async fn review(&self, token: &str) -> Result<Option<UserInfo>, String> {
+    async fn review(&self, token: &str) -> Result<Option<UserInfo>, ReviewError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         if let Some(delay) = self.delay {
             tokio::time::sleep(delay).await;
@@ -185,7 +186,8 @@ impl TokenReviewer for FakeReviewer {
             })),
             "anonymous-token" => Ok(Some(UserInfo { name: ANONYMOUS_USER.into(), ..Default::default() })),
             "nameless-token" => Ok(Some(UserInfo::default())),
-            "error-token" => Err("apiserver unavailable".into()),
+            "error-token" => Err(ReviewError::fatal("apiserver unavailable")),
+            "busy-token" => Err(ReviewError::retriable("the server is currently unable to handle the request")),
             t if t.starts_with("user-") => Ok(Some(UserInfo { name: t.into(), ..Default::default() })),
             _ => Ok(None),
         }
@@ -198,8 +200,16 @@ impl FakeReviewer {
     }
 }
 
+/// Token options for tests: `ttl`, and retries 10 ms apart so that they take no time.
+pub(super) fn token_options(ttl: Duration) -> TokenOptions {
+    let mut options = TokenOptions { cache_ttl: ttl, ..TokenOptions::default() };
+    options.review.backoff.initial = Duration::from_millis(10);
+    options
+}
+
 pub(super) fn token_authn(reviewer: &Arc<FakeReviewer>, ttl: Duration) -> Authenticator {
-    Authenticator::new(AuthnConfig::default(), Some(reviewer.clone() as Arc<dyn TokenReviewer>), ttl).unwrap()
+    Authenticator::new(AuthnConfig::default(), Some(reviewer.clone() as Arc<dyn TokenReviewer>), token_options(ttl))
+        .unwrap()
 }
 
 pub(super) fn bearer(token: &str) -> HeaderMap {

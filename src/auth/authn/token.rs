@@ -1,10 +1,10 @@
 //! Bearer tokens: `Authorization: Bearer …` checked with a `TokenReview` against kube-apiserver,
 //! answers cached under a salted SHA-256 of the token, one review in flight per token.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt as _, Shared};
 use http::header::AUTHORIZATION;
@@ -12,22 +12,44 @@ use http::HeaderMap;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use kube::api::{Api, PostParams};
 use sha2::{Digest as _, Sha256};
+use tokio::time::Instant;
 
 use super::{lock, UserInfo};
+use crate::auth::cache::TtlCache;
+use crate::auth::review::{ReviewError, ReviewPolicy, ReviewRunner};
 
 /// kube's default delegated-authentication token cache TTL (`--authentication-token-webhook-cache-ttl`).
 pub const DEFAULT_TOKEN_CACHE_TTL: Duration = Duration::from_secs(10);
 /// Default bound on cached token reviews.
 pub const DEFAULT_TOKEN_CACHE_CAPACITY: usize = 4096;
-/// A token review taking longer than this fails (and is not cached).
-pub const TOKEN_REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How bearer tokens are checked: the answer cache and how reviews are sent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenOptions {
+    /// How long an answer (valid or invalid) is cached; zero disables the cache.
+    pub cache_ttl: Duration,
+    /// Answers cached at most; zero disables the cache.
+    pub cache_capacity: usize,
+    /// Rate limit, deadline and retries of the TokenReviews.
+    pub review: ReviewPolicy,
+}
+
+impl Default for TokenOptions {
+    fn default() -> Self {
+        Self {
+            cache_ttl: DEFAULT_TOKEN_CACHE_TTL,
+            cache_capacity: DEFAULT_TOKEN_CACHE_CAPACITY,
+            review: ReviewPolicy::default(),
+        }
+    }
+}
 
 /// Decides whether a bearer token is valid.
 #[async_trait::async_trait]
 pub trait TokenReviewer: Send + Sync {
     /// `Ok(Some(user))`: valid; `Ok(None)`: rejected (cached like a success); `Err`: the review
-    /// itself failed (not cached).
-    async fn review(&self, token: &str) -> Result<Option<UserInfo>, String>;
+    /// itself failed (not cached; retried when retriable).
+    async fn review(&self, token: &str) -> Result<Option<UserInfo>, ReviewError>;
 }
 
 /// Reviews tokens with `authentication.k8s.io/v1` `TokenReview`s against kube-apiserver.
@@ -51,19 +73,18 @@ impl KubeTokenReviewer {
 
 #[async_trait::async_trait]
 impl TokenReviewer for KubeTokenReviewer {
-    async fn review(&self, token: &str) -> Result<Option<UserInfo>, String> {
+    async fn review(&self, token: &str) -> Result<Option<UserInfo>, ReviewError> {
         let api: Api<TokenReview> = Api::all(self.client.clone());
         let review = TokenReview {
             spec: TokenReviewSpec { token: Some(token.to_string()), audiences: None },
             ..Default::default()
         };
-        let answer =
-            api.create(&PostParams::default(), &review).await.map_err(|err| format!("TokenReview failed: {err}"))?;
+        let answer = api.create(&PostParams::default(), &review).await.map_err(|err| ReviewError::from_kube(&err))?;
         let status = answer.status.unwrap_or_default();
         if status.authenticated != Some(true) {
             // Like kube's webhook authenticator: a rejection that carries an error is an error.
             return match status.error.filter(|e| !e.is_empty()) {
-                Some(error) => Err(format!("TokenReview: {error}")),
+                Some(error) => Err(ReviewError::fatal(format!("TokenReview: {error}"))),
                 None => Ok(None),
             };
         }
@@ -85,78 +106,35 @@ type TokenKey = [u8; 32];
 type ReviewResult = Result<Option<UserInfo>, String>;
 type SharedReview = Shared<BoxFuture<'static, ReviewResult>>;
 
-struct CacheEntry {
-    user: Option<UserInfo>,
-    /// `None`: never (a TTL too large to represent).
-    expires: Option<Instant>,
-    seq: u64,
-}
-
-/// Token review answers by token hash, bounded; the oldest insertion is evicted first.
-pub(super) struct TokenCache {
-    capacity: usize,
-    entries: HashMap<TokenKey, CacheEntry>,
-    /// Insertion order; entries whose `seq` no longer matches the map are stale and skipped.
-    order: VecDeque<(TokenKey, u64)>,
-    next_seq: u64,
-}
-
-impl TokenCache {
-    pub(super) fn new(capacity: usize) -> Self {
-        Self { capacity, entries: HashMap::new(), order: VecDeque::new(), next_seq: 0 }
-    }
-
-    #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub(super) fn get(&mut self, key: &TokenKey, now: Instant) -> Option<Option<UserInfo>> {
-        let fresh = self.entries.get(key).map(|entry| entry.expires.is_none_or(|expires| now < expires))?;
-        if fresh {
-            self.entries.get(key).map(|entry| entry.user.clone())
-        } else {
-            self.entries.remove(key);
-            None
-        }
-    }
-
-    pub(super) fn insert(&mut self, key: TokenKey, user: Option<UserInfo>, expires: Option<Instant>) {
-        if self.capacity == 0 {
-            return;
-        }
-        let seq = self.next_seq;
-        self.next_seq = self.next_seq.wrapping_add(1);
-        self.entries.insert(key, CacheEntry { user, expires, seq });
-        self.order.push_back((key, seq));
-        while self.entries.len() > self.capacity {
-            let Some((old, old_seq)) = self.order.pop_front() else { break };
-            if self.entries.get(&old).is_some_and(|entry| entry.seq == old_seq) {
-                self.entries.remove(&old);
-            }
-        }
-        // Re-inserted keys leave stale order records behind; compact them away now and then.
-        if self.order.len() > self.capacity.saturating_mul(2).max(16) {
-            let entries = &self.entries;
-            self.order.retain(|(key, seq)| entries.get(key).is_some_and(|entry| entry.seq == *seq));
-        }
-    }
-}
-
 pub(super) struct TokenState {
-    pub(super) cache: TokenCache,
+    pub(super) cache: TtlCache<TokenKey, Option<UserInfo>>,
     /// Reviews under way, shared by concurrent requests with the same token.
     pub(super) inflight: HashMap<TokenKey, SharedReview>,
 }
 
 pub(super) struct TokenAuth {
-    pub(super) reviewer: Arc<dyn TokenReviewer>,
-    pub(super) ttl: Duration,
-    pub(super) salt: [u8; 32],
+    reviewer: Arc<dyn TokenReviewer>,
+    ttl: Duration,
+    salt: [u8; 32],
+    /// Shared by every review of this authenticator: one rate limit for all tokens.
+    runner: Arc<ReviewRunner>,
     pub(super) state: Arc<Mutex<TokenState>>,
 }
 
 impl TokenAuth {
+    pub(super) fn new(reviewer: Arc<dyn TokenReviewer>, options: &TokenOptions) -> Self {
+        Self {
+            reviewer,
+            ttl: options.cache_ttl,
+            salt: rand::random(),
+            runner: Arc::new(ReviewRunner::new(options.review)),
+            state: Arc::new(Mutex::new(TokenState {
+                cache: TtlCache::new(options.cache_capacity),
+                inflight: HashMap::new(),
+            })),
+        }
+    }
+
     fn key(&self, token: &str) -> TokenKey {
         let mut hasher = Sha256::new();
         hasher.update(self.salt);
@@ -189,18 +167,15 @@ impl TokenAuth {
         let reviewer = self.reviewer.clone();
         let state = self.state.clone();
         let ttl = self.ttl;
+        let runner = self.runner.clone();
         let token = token.to_string();
         let work = async move {
-            let result = match tokio::time::timeout(TOKEN_REVIEW_TIMEOUT, reviewer.review(&token)).await {
-                Ok(result) => result,
-                Err(_) => Err(format!("token review timed out after {}s", TOKEN_REVIEW_TIMEOUT.as_secs())),
-            };
+            // Rate limited, retried, under one deadline; errors are never cached.
+            let result = runner.run(|| reviewer.review(&token)).await.map_err(|err| err.message);
             let mut state = lock(&state);
             state.inflight.remove(&key);
             if let Ok(user) = &result {
-                if !ttl.is_zero() {
-                    state.cache.insert(key, user.clone(), Instant::now().checked_add(ttl));
-                }
+                state.cache.insert(key, user.clone(), ttl, Instant::now());
             }
             result
         };
@@ -240,6 +215,7 @@ mod tests {
     use super::super::test_support::*;
     use super::super::*;
     use super::*;
+    use crate::auth::review::ReviewLimits;
 
     #[tokio::test]
     async fn token_user_and_cache() {
@@ -289,7 +265,8 @@ mod tests {
     #[tokio::test]
     async fn token_cache_is_bounded() {
         let reviewer = Arc::new(FakeReviewer::default());
-        let a = token_authn(&reviewer, DEFAULT_TOKEN_CACHE_TTL).with_token_cache_capacity(8);
+        let options = TokenOptions { cache_capacity: 8, ..token_options(DEFAULT_TOKEN_CACHE_TTL) };
+        let a = Authenticator::new(AuthnConfig::default(), Some(reviewer.clone()), options).unwrap();
         for i in 0..100 {
             user(a.authenticate(&bearer(&format!("user-{i}")), &no_peer()).await);
         }
@@ -297,7 +274,6 @@ mod tests {
         {
             let state = lock(&tokens.state);
             assert_eq!(state.cache.len(), 8);
-            assert!(state.cache.order.len() <= 32);
             assert!(state.inflight.is_empty());
         }
         assert_eq!(reviewer.calls(), 100);
@@ -308,37 +284,47 @@ mod tests {
         assert_eq!(reviewer.calls(), 101);
     }
 
-    #[test]
-    fn token_cache_expiry_eviction_and_reinsertion() {
-        let mut cache = TokenCache::new(3);
-        let now = Instant::now();
-        let key = |n: u8| [n; 32];
-        let named = |name: &str| Some(UserInfo { name: name.into(), ..Default::default() });
-        cache.insert(key(1), named("one"), Some(now + Duration::from_secs(10)));
-        cache.insert(key(2), None, Some(now + Duration::from_secs(10)));
-        cache.insert(key(3), named("three"), None);
-        assert_eq!(cache.get(&key(1), now), Some(named("one")));
-        assert_eq!(cache.get(&key(2), now), Some(None));
-        // Expired entries are dropped on lookup; never-expiring ones stay.
-        assert_eq!(cache.get(&key(1), now + Duration::from_secs(10)), None);
-        assert_eq!(cache.len(), 2);
-        assert_eq!(cache.get(&key(3), now + Duration::from_secs(1 << 40)), Some(named("three")));
-        // Re-inserting refreshes the position: 2 is now the newest, so 3 is evicted first.
-        cache.insert(key(2), named("two"), None);
-        cache.insert(key(4), None, None);
-        cache.insert(key(5), None, None);
-        assert_eq!(cache.len(), 3);
-        assert_eq!(cache.get(&key(3), now), None);
-        assert_eq!(cache.get(&key(2), now), Some(named("two")));
-        // Many re-insertions of one key keep the order queue compact.
-        for _ in 0..1000 {
-            cache.insert(key(9), None, None);
+    #[tokio::test]
+    async fn retriable_review_failures_are_retried_then_rejected_uncached() {
+        let reviewer = Arc::new(FakeReviewer::default());
+        let a = token_authn(&reviewer, DEFAULT_TOKEN_CACHE_TTL);
+        let why = reason(a.authenticate(&bearer("busy-token"), &no_peer()).await);
+        assert!(why.contains("unable to handle the request"), "{why}");
+        assert_eq!(reviewer.calls(), 5, "kube's DefaultAuthWebhookRetryBackoff makes 5 attempts");
+        reason(a.authenticate(&bearer("busy-token"), &no_peer()).await);
+        assert_eq!(reviewer.calls(), 10, "errors are not cached");
+        // A fatal failure is tried once.
+        reason(a.authenticate(&bearer("error-token"), &no_peer()).await);
+        assert_eq!(reviewer.calls(), 11);
+    }
+
+    #[tokio::test]
+    async fn reviews_beyond_the_queue_are_refused_at_once() {
+        // A burst of 1, then 2 per second, one may wait: of 20 distinct tokens at once, one is
+        // reviewed now, one half a second later, and 18 are refused at once without a review.
+        let reviewer = Arc::new(FakeReviewer::default());
+        let mut options = token_options(DEFAULT_TOKEN_CACHE_TTL);
+        options.review.limits = ReviewLimits { qps: 2.0, burst: 1, queue: 1 };
+        let a = Arc::new(Authenticator::new(AuthnConfig::default(), Some(reviewer.clone()), options).unwrap());
+        let tasks: Vec<_> = (0..20)
+            .map(|i| {
+                let a = a.clone();
+                tokio::spawn(async move { a.authenticate(&bearer(&format!("bad-{i}")), &no_peer()).await })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let done = tasks.iter().filter(|t| t.is_finished()).count();
+        assert_eq!(done, 19, "all but the queued review answered at once");
+        let (mut refused, mut reviewed) = (0, 0);
+        for task in tasks {
+            match task.await.unwrap() {
+                AuthnOutcome::Unauthenticated { reason } if reason.contains("review not sent") => refused += 1,
+                AuthnOutcome::Unauthenticated { reason } if reason == "invalid bearer token" => reviewed += 1,
+                other => panic!("{other:?}"),
+            }
         }
-        assert!(cache.order.len() <= 32, "{}", cache.order.len());
-        assert_eq!(cache.len(), 3);
-        let mut zero = TokenCache::new(0);
-        zero.insert(key(1), None, None);
-        assert_eq!(zero.len(), 0);
+        assert_eq!((refused, reviewed), (18, 2));
+        assert_eq!(reviewer.calls(), 2);
     }
 
     #[tokio::test]
@@ -372,11 +358,11 @@ mod tests {
         }
         for value in ["Bearer", "Bearer ", "Bearer  good-token", "Basic Z29vZA==", "good-token", ""] {
             let h = headers(&[("Authorization", value)]);
-            assert_eq!(reason(a.authenticate(&h, &no_peer()).await), "no credentials provided", "{value:?}");
+            assert_eq!(a.authenticate(&h, &no_peer()).await, AuthnOutcome::NoCredentials, "{value:?}");
         }
         // Only the first Authorization header counts.
         let h = headers(&[("Authorization", "Basic x"), ("Authorization", "Bearer good-token")]);
-        reason(a.authenticate(&h, &no_peer()).await);
+        assert_eq!(a.authenticate(&h, &no_peer()).await, AuthnOutcome::NoCredentials);
         assert_eq!(reviewer.calls(), 1);
     }
 

@@ -163,10 +163,11 @@ impl RateLimiter {
         if -left > self.limits.queue as f64 {
             return Err(format!("{} reviews are already waiting for the rate limit", self.limits.queue));
         }
-        let at = now + Duration::from_secs_f64(-left / qps);
-        if at > deadline {
+        // Checked: a tiny QPS could put the turn beyond what a Duration or an Instant holds.
+        let at = Duration::try_from_secs_f64(-left / qps).ok().and_then(|wait| now.checked_add(wait));
+        let Some(at) = at.filter(|at| *at <= deadline) else {
             return Err("the rate limit allows no review before the deadline".to_string());
-        }
+        };
         bucket.tokens = left;
         Ok(at)
     }
@@ -198,7 +199,8 @@ impl ReviewRunner {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, ReviewError>>,
     {
-        let deadline = Instant::now() + self.timeout;
+        let far = Duration::from_secs(365 * 24 * 3600);
+        let deadline = Instant::now() + self.timeout.min(far);
         let timed_out = |last: Option<&ReviewError>| {
             let mut message = format!("review timed out after {:?}", self.timeout);
             if let Some(last) = last {
@@ -210,9 +212,11 @@ impl ReviewRunner {
         let mut last: Option<ReviewError> = None;
         for step in 0..self.backoff.steps.max(1) {
             if step > 0 {
-                let jittered = pause.mul_f64(1.0 + self.backoff.jitter.max(0.0) * rand::random::<f64>());
-                pause = pause.mul_f64(self.backoff.factor.max(1.0));
-                if Instant::now() + jittered >= deadline {
+                // Checked arithmetic: odd settings end the retries rather than panic.
+                let scale = |d: Duration, by: f64| Duration::try_from_secs_f64(d.as_secs_f64() * by).unwrap_or(far);
+                let jittered = scale(pause, 1.0 + self.backoff.jitter.max(0.0) * rand::random::<f64>());
+                pause = scale(pause, self.backoff.factor.max(1.0));
+                if Instant::now().checked_add(jittered).is_none_or(|end| end >= deadline) {
                     return Err(timed_out(last.as_ref()));
                 }
                 tokio::time::sleep(jittered).await;
@@ -289,6 +293,10 @@ mod tests {
         let far = t0 + Duration::from_secs(60);
         assert!(l.reserve(t0, far).is_ok() && l.reserve(t0, far).is_ok());
         assert!(l.reserve(t0, far).is_err());
+        // A QPS so small the next turn is beyond any Instant: refused, no panic.
+        let glacial = limiter(1e-300, 1, 10);
+        assert!(glacial.reserve(t0, far).is_ok());
+        assert!(glacial.reserve(t0, far).is_err());
         for qps in [0.0, -1.0, f64::INFINITY, f64::NAN] {
             let free = limiter(qps, 1, 0);
             for _ in 0..1000 {

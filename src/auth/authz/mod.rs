@@ -6,22 +6,25 @@
 //! denied answers with separate TTLs, like the webhook authorizer). A refusal
 //! is answered with the same 403 `Status` kube-apiserver writes; a review that
 //! fails (after its retries) with the 500 kube's `WithAuthorization` writes.
+//!
+//! `sar` is the SubjectAccessReview client, `responses` the 403 and 500 in
+//! kube's words; the cache is [`crate::auth::cache`], the rate limit and
+//! retries [`crate::auth::review`].
+
+mod responses;
+mod sar;
+
+pub use responses::{forbidden, internal_error};
+pub use sar::KubeAccessReviewer;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use k8s_openapi::api::authorization::v1::{
-    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec, SubjectAccessReviewStatus,
-};
-use kube::api::{Api, PostParams};
-use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::cache::TtlCache;
 use super::review::{ReviewError, ReviewPolicy, ReviewRunner};
-use crate::machinery::gofmt::go_quote;
 use crate::machinery::request_info::RequestInfo;
-use crate::machinery::status::{ApiError, Reason};
 
 /// The group whose members are allowed everything without a review
 /// (`user.SystemPrivilegedGroup`).
@@ -181,82 +184,6 @@ fn plain_segment(s: &str) -> bool {
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-/// Reviews access with the cluster: `POST
-/// /apis/authorization.k8s.io/v1/subjectaccessreviews`.
-pub struct KubeAccessReviewer {
-    api: Api<SubjectAccessReview>,
-}
-
-impl KubeAccessReviewer {
-    pub fn new(client: kube::Client) -> Self {
-        Self { api: Api::all(client) }
-    }
-}
-
-#[async_trait::async_trait]
-impl AccessReviewer for KubeAccessReviewer {
-    async fn review(&self, user: &User, attrs: &Attributes) -> Result<Decision, ReviewError> {
-        let review = review_request(user, attrs);
-        let answer = self.api.create(&PostParams::default(), &review).await.map_err(|e| ReviewError::from_kube(&e))?;
-        Ok(decision_from_status(answer.status.as_ref()))
-    }
-}
-
-fn non_empty(s: &str) -> Option<String> {
-    (!s.is_empty()).then(|| s.to_string())
-}
-
-/// The SubjectAccessReview the webhook authorizer sends for this request.
-/// Empty strings, lists and maps are left out, as Go's `omitempty` does.
-fn review_request(user: &User, attrs: &Attributes) -> SubjectAccessReview {
-    let mut spec = SubjectAccessReviewSpec {
-        user: non_empty(&user.name),
-        uid: non_empty(&user.uid),
-        groups: (!user.groups.is_empty()).then(|| user.groups.clone()),
-        extra: (!user.extra.is_empty()).then(|| user.extra.clone()),
-        ..Default::default()
-    };
-    if attrs.resource_request {
-        spec.resource_attributes = Some(ResourceAttributes {
-            namespace: non_empty(&attrs.namespace),
-            verb: non_empty(&attrs.verb),
-            group: non_empty(&attrs.api_group),
-            version: non_empty(&attrs.api_version),
-            resource: non_empty(&attrs.resource),
-            subresource: non_empty(&attrs.subresource),
-            name: non_empty(&attrs.name),
-            ..Default::default()
-        });
-    } else {
-        spec.non_resource_attributes =
-            Some(NonResourceAttributes { path: non_empty(&attrs.path), verb: non_empty(&attrs.verb) });
-    }
-    SubjectAccessReview { spec, ..Default::default() }
-}
-
-/// Reads a review's status the way the webhook authorizer does. "No opinion"
-/// (neither allowed nor denied) is a denial here, as it is at the end of the
-/// delegating authorizer chain. `evaluationError` does not change the
-/// decision; it is only logged.
-fn decision_from_status(status: Option<&SubjectAccessReviewStatus>) -> Decision {
-    let Some(status) = status else {
-        return Decision::Deny { reason: String::new() };
-    };
-    if let Some(err) = status.evaluation_error.as_deref().filter(|e| !e.is_empty()) {
-        tracing::debug!(evaluation_error = err, "SubjectAccessReview reported an evaluation error");
-    }
-    let reason = status.reason.clone().unwrap_or_default();
-    let denied = status.denied.unwrap_or(false);
-    if status.allowed && !denied {
-        Decision::Allow
-    } else {
-        if status.allowed && denied {
-            tracing::warn!("SubjectAccessReview returned both allowed and denied; denying");
-        }
-        Decision::Deny { reason }
-    }
-}
-
 type CacheKey = (User, Attributes);
 type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
 
@@ -327,98 +254,20 @@ impl Authorizer {
         }
     }
 }
-
-/// Go's `sanitizer` in responsewriters: nothing in the message may look like HTML.
-fn sanitize(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// The 500 kube-apiserver sends when authorization fails with an error
-/// (`WithAuthorization` -> `responsewriters.InternalError`): `Internal Server
-/// Error: "<request URI>": <error>`, sanitized like every message. kube writes
-/// it as plain text; here it is the message of a Status with reason
-/// InternalError, as every failure of ours is.
-pub fn internal_error(request_uri: &str, message: &str) -> ApiError {
-    ApiError::new(
-        500,
-        Reason::InternalError,
-        sanitize(&format!("Internal Server Error: {}: {message}", go_quote(request_uri))),
-    )
-}
-
-/// responsewriters.forbiddenMessage.
-fn forbidden_message(user: &User, attrs: &Attributes) -> String {
-    let username = go_quote(&user.name);
-    if !attrs.resource_request {
-        return format!("User {username} cannot {} path {}", attrs.verb, go_quote(&attrs.path));
-    }
-    let mut resource = attrs.resource.clone();
-    if !attrs.subresource.is_empty() {
-        resource.push('/');
-        resource.push_str(&attrs.subresource);
-    }
-    let (resource, group) = (go_quote(&resource), go_quote(&attrs.api_group));
-    if attrs.namespace.is_empty() {
-        format!("User {username} cannot {} resource {resource} in API group {group} at the cluster scope", attrs.verb)
-    } else {
-        format!(
-            "User {username} cannot {} resource {resource} in API group {group} in the namespace {}",
-            attrs.verb,
-            go_quote(&attrs.namespace)
-        )
-    }
-}
-
-/// The 403 kube-apiserver sends (responsewriters.Forbidden, then
-/// apierrors.NewForbidden): e.g. `llamas.farm.example.com "x" is forbidden:
-/// User "u" cannot delete resource "llamas" in API group "farm.example.com" in
-/// the namespace "ns"`, with `: <reason>` appended when there is a reason.
-/// Details carry name, group and kind (the resource), each left out when empty.
-pub fn forbidden(user: &User, attrs: &Attributes, reason: &str) -> ApiError {
-    let msg = sanitize(&forbidden_message(user, attrs));
-    let err = if reason.is_empty() { msg } else { format!("{msg}: {reason}") };
-    let (group, resource, name) = (&attrs.api_group, &attrs.resource, &attrs.name);
-    let qualified = if group.is_empty() { resource.clone() } else { format!("{resource}.{group}") };
-    let message = if group.is_empty() && resource.is_empty() {
-        format!("forbidden: {err}")
-    } else if name.is_empty() {
-        format!("{qualified} is forbidden: {err}")
-    } else {
-        format!("{qualified} {} is forbidden: {err}", go_quote(name))
-    };
-    let mut details = serde_json::Map::new();
-    for (field, value) in [("name", name), ("group", group), ("kind", resource)] {
-        if !value.is_empty() {
-            details.insert(field.to_string(), json!(value));
-        }
-    }
-    ApiError::new(403, Reason::Forbidden, message).with_details(Value::Object(details))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::machinery::request_info::classify;
     use http::Method;
-    use std::collections::BTreeMap;
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-    const GROUP: &str = "farm.example.com";
+    pub(super) const GROUP: &str = "farm.example.com";
 
-    fn user(name: &str) -> User {
+    pub(super) fn user(name: &str) -> User {
         User { name: name.to_string(), ..Default::default() }
     }
 
-    fn res(verb: &str, resource: &str, subresource: &str, namespace: &str, name: &str) -> Attributes {
+    pub(super) fn res(verb: &str, resource: &str, subresource: &str, namespace: &str, name: &str) -> Attributes {
         Attributes {
             verb: verb.to_string(),
             api_group: GROUP.to_string(),
@@ -432,7 +281,7 @@ mod tests {
         }
     }
 
-    fn non_res(verb: &str, path: &str) -> Attributes {
+    pub(super) fn non_res(verb: &str, path: &str) -> Attributes {
         Attributes {
             verb: verb.to_string(),
             api_group: String::new(),
@@ -444,93 +293,6 @@ mod tests {
             path: path.to_string(),
             resource_request: false,
         }
-    }
-
-    // ---- forbidden() ----
-
-    #[test]
-    fn forbidden_named_resource_in_namespace() {
-        let e = forbidden(&user("u"), &res("delete", "llamas", "", "ns", "x"), "");
-        assert_eq!(e.code, 403);
-        assert_eq!(e.reason, Reason::Forbidden);
-        assert_eq!(
-            e.message,
-            r#"llamas.farm.example.com "x" is forbidden: User "u" cannot delete resource "llamas" in API group "farm.example.com" in the namespace "ns""#
-        );
-        assert_eq!(e.details, Some(json!({"name": "x", "group": GROUP, "kind": "llamas"})));
-        let body = e.status_body();
-        assert_eq!(body["reason"], "Forbidden");
-        assert_eq!(body["code"], 403);
-    }
-
-    #[test]
-    fn forbidden_list_has_no_name() {
-        let e = forbidden(&user("u"), &res("list", "llamas", "", "ns", ""), "");
-        assert_eq!(
-            e.message,
-            r#"llamas.farm.example.com is forbidden: User "u" cannot list resource "llamas" in API group "farm.example.com" in the namespace "ns""#
-        );
-        assert_eq!(e.details, Some(json!({"group": GROUP, "kind": "llamas"})));
-    }
-
-    #[test]
-    fn forbidden_cluster_scope() {
-        let e = forbidden(&user("u"), &res("watch", "llamas", "", "", ""), "");
-        assert_eq!(
-            e.message,
-            r#"llamas.farm.example.com is forbidden: User "u" cannot watch resource "llamas" in API group "farm.example.com" at the cluster scope"#
-        );
-    }
-
-    #[test]
-    fn forbidden_subresource() {
-        let e = forbidden(&user("u"), &res("update", "llamas", "status", "ns", "x"), "");
-        assert_eq!(
-            e.message,
-            r#"llamas.farm.example.com "x" is forbidden: User "u" cannot update resource "llamas/status" in API group "farm.example.com" in the namespace "ns""#
-        );
-        // details name the resource, not the subresource
-        assert_eq!(e.details, Some(json!({"name": "x", "group": GROUP, "kind": "llamas"})));
-    }
-
-    #[test]
-    fn forbidden_core_group() {
-        let attrs = res("get", "llamas", "", "ns", "x").for_resource("", "pods");
-        let e = forbidden(&user("system:serviceaccount:ns:sa"), &attrs, "");
-        assert_eq!(
-            e.message,
-            r#"pods "x" is forbidden: User "system:serviceaccount:ns:sa" cannot get resource "pods" in API group "" in the namespace "ns""#
-        );
-        assert_eq!(e.details, Some(json!({"name": "x", "kind": "pods"})));
-    }
-
-    #[test]
-    fn forbidden_non_resource_path() {
-        let e = forbidden(&user("u"), &non_res("get", "/apis"), "");
-        assert_eq!(e.message, r#"forbidden: User "u" cannot get path "/apis""#);
-        assert_eq!(e.details, Some(json!({})));
-        assert_eq!(e.status_body()["details"], json!({}));
-    }
-
-    #[test]
-    fn forbidden_appends_reason() {
-        let e = forbidden(&user("u"), &res("list", "llamas", "", "ns", ""), "no RBAC policy matched");
-        assert_eq!(
-            e.message,
-            r#"llamas.farm.example.com is forbidden: User "u" cannot list resource "llamas" in API group "farm.example.com" in the namespace "ns": no RBAC policy matched"#
-        );
-        let e = forbidden(&user("u"), &non_res("get", "/apis"), "nope");
-        assert_eq!(e.message, r#"forbidden: User "u" cannot get path "/apis": nope"#);
-    }
-
-    #[test]
-    fn forbidden_quotes_and_sanitizes_like_go() {
-        // %q escapes quotes; the sanitizer turns &, <, > into entities (not in the reason).
-        let e = forbidden(&user("a\"b<c>&"), &non_res("get", "/x\ty"), "<r>");
-        assert_eq!(e.message, r#"forbidden: User "a\"b&lt;c&gt;&amp;" cannot get path "/x\ty": <r>"#);
-        // an empty user name is quoted as ""
-        let e = forbidden(&User::default(), &non_res("get", "/"), "");
-        assert_eq!(e.message, r#"forbidden: User "" cannot get path "/""#);
     }
 
     // ---- Authorizer ----
@@ -597,7 +359,7 @@ mod tests {
         Authorizer::with_clock(reviewer, options(allow, deny), clock.clock())
     }
 
-    fn deny(reason: &str) -> Decision {
+    pub(super) fn deny(reason: &str) -> Decision {
         Decision::Deny { reason: reason.to_string() }
     }
 
@@ -714,22 +476,6 @@ mod tests {
         let authz = authorizer(failing.clone(), 10, 10, &clock);
         assert_eq!(authz.authorize(&u, &a).await, Decision::Error { message: "etcdserver: request timed out".into() });
         assert_eq!(failing.calls(), 5);
-    }
-
-    #[test]
-    fn internal_error_in_kubes_words() {
-        let e = internal_error(
-            "/apis/farm.example.com/v1alpha/namespaces/ns/llamas?limit=5",
-            r#"subjectaccessreviews.authorization.k8s.io is forbidden: User "x<y>" cannot create"#,
-        );
-        assert_eq!(e.code, 500);
-        assert_eq!(e.reason, Reason::InternalError);
-        assert_eq!(
-            e.message,
-            r#"Internal Server Error: "/apis/farm.example.com/v1alpha/namespaces/ns/llamas?limit=5": subjectaccessreviews.authorization.k8s.io is forbidden: User "x&lt;y&gt;" cannot create"#
-        );
-        let body = e.status_body();
-        assert_eq!((body["code"].clone(), body["reason"].clone()), (json!(500), json!("InternalError")));
     }
 
     #[tokio::test]
@@ -935,89 +681,5 @@ mod tests {
         // same group keeps the version; another group leaves it open
         assert_eq!(fp.for_resource(GROUP, "llamas").api_version, "v1alpha");
         assert_eq!(fp.for_resource("apps", "deployments").api_version, "");
-    }
-
-    // ---- SubjectAccessReview ----
-
-    #[test]
-    fn review_request_for_a_resource() {
-        let u = User {
-            name: "alice".into(),
-            uid: "42".into(),
-            groups: vec!["farmers".into(), "system:authenticated".into()],
-            extra: BTreeMap::from([("scopes".to_string(), vec!["a".to_string(), "b".to_string()])]),
-        };
-        let sar = review_request(&u, &res("update", "llamas", "status", "ns", "x"));
-        assert_eq!(
-            serde_json::to_value(&sar).ok(),
-            Some(json!({
-                "apiVersion": "authorization.k8s.io/v1",
-                "kind": "SubjectAccessReview",
-                "metadata": {},
-                "spec": {
-                    "user": "alice",
-                    "uid": "42",
-                    "groups": ["farmers", "system:authenticated"],
-                    "extra": {"scopes": ["a", "b"]},
-                    "resourceAttributes": {
-                        "verb": "update",
-                        "group": "farm.example.com",
-                        "version": "v1alpha",
-                        "resource": "llamas",
-                        "subresource": "status",
-                        "namespace": "ns",
-                        "name": "x"
-                    }
-                }
-            }))
-        );
-    }
-
-    #[test]
-    fn review_request_omits_empty_fields() {
-        let core_list = res("list", "llamas", "", "", "").for_resource("", "pods");
-        let sar = review_request(&user("bob"), &core_list);
-        assert_eq!(
-            serde_json::to_value(&sar.spec).ok(),
-            Some(json!({
-                "user": "bob",
-                "resourceAttributes": {"verb": "list", "version": "v1", "resource": "pods"}
-            }))
-        );
-    }
-
-    #[test]
-    fn review_request_for_a_path() {
-        let mut u = user("carol");
-        u.groups = vec!["g".into()];
-        let sar = review_request(&u, &non_res("get", "/apis/farm.example.com"));
-        assert_eq!(
-            serde_json::to_value(&sar.spec).ok(),
-            Some(json!({
-                "user": "carol",
-                "groups": ["g"],
-                "nonResourceAttributes": {"path": "/apis/farm.example.com", "verb": "get"}
-            }))
-        );
-    }
-
-    #[test]
-    fn decisions_from_review_status() {
-        let status = |v: Value| serde_json::from_value::<SubjectAccessReviewStatus>(v).ok();
-        assert_eq!(decision_from_status(status(json!({"allowed": true})).as_ref()), Decision::Allow);
-        assert_eq!(
-            decision_from_status(status(json!({"allowed": false, "reason": "RBAC: no"})).as_ref()),
-            deny("RBAC: no")
-        );
-        assert_eq!(decision_from_status(status(json!({"allowed": false, "denied": true})).as_ref()), deny(""));
-        assert_eq!(
-            decision_from_status(status(json!({"allowed": true, "denied": true, "reason": "both"})).as_ref()),
-            deny("both")
-        );
-        assert_eq!(
-            decision_from_status(status(json!({"allowed": false, "evaluationError": "boom"})).as_ref()),
-            deny("")
-        );
-        assert_eq!(decision_from_status(None), deny(""));
     }
 }

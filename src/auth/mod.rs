@@ -6,6 +6,8 @@
 
 pub mod authn;
 pub mod authz;
+pub mod cache;
+pub mod review;
 
 use std::sync::Arc;
 
@@ -48,8 +50,14 @@ pub async fn delegated(args: &ServeArgs, client: kube::Client) -> anyhow::Result
         .await?
         .unwrap_or_default()
         .with_overrides(&overrides);
+    // TokenReviews and SubjectAccessReviews each get their own rate limiter with the same flags,
+    // as kube's delegating authenticator and authorizer each have their own client at QPS 200 /
+    // burst 400: a flood of bogus tokens then cannot starve the authorization of real users.
+    let limits = review::ReviewLimits { qps: args.review_qps, burst: args.review_burst, queue: args.review_queue };
+    let policy = review::ReviewPolicy { limits, ..Default::default() };
     let tokens: Arc<dyn authn::TokenReviewer> = Arc::new(authn::KubeTokenReviewer::new(client.clone()));
-    let authenticator = Arc::new(authn::Authenticator::new(initial, Some(tokens), args.token_cache_ttl)?);
+    let token_options = authn::TokenOptions { cache_ttl: args.token_cache_ttl, review: policy, ..Default::default() };
+    let authenticator = Arc::new(authn::Authenticator::new(initial, Some(tokens), token_options)?);
     authn::spawn_configmap_watch(
         client.clone(),
         namespace.to_string(),
@@ -58,6 +66,12 @@ pub async fn delegated(args: &ServeArgs, client: kube::Client) -> anyhow::Result
         authenticator.clone(),
     );
     let reviewer: Arc<dyn authz::AccessReviewer> = Arc::new(authz::KubeAccessReviewer::new(client));
-    let authorizer = authz::Authorizer::new(reviewer, args.authorization_allow_ttl, args.authorization_deny_ttl);
+    let authz_options = authz::AuthzOptions {
+        allow_ttl: args.authorization_allow_ttl,
+        deny_ttl: args.authorization_deny_ttl,
+        review: policy,
+        ..Default::default()
+    };
+    let authorizer = authz::Authorizer::new(reviewer, authz_options);
     Ok(Guard { authn: authenticator, authz: Arc::new(authorizer) })
 }

@@ -73,21 +73,16 @@ pub async fn authorize(State(authz): State<Arc<Authorization>>, mut req: Request
         .unwrap_or(&[]);
     let wanted = std::iter::once(attrs.clone())
         .chain(also_requires.iter().map(|(group, resource)| attrs.for_resource(group, resource)));
+    let uri = req.uri().path_and_query().map_or_else(|| req.uri().path(), |pq| pq.as_str());
     for attrs in wanted {
-        if let Err(refusal) = check(&authz.authorizer, user, &attrs).await {
-            return refusal;
+        match authz.authorizer.authorize(user, &attrs).await {
+            Decision::Allow => {}
+            Decision::Deny { reason } => return authz::forbidden(user, &attrs, &reason).into_response(),
+            Decision::Error { message } => return authz::internal_error(uri, &message).into_response(),
         }
     }
     req.extensions_mut().insert(Authorized);
     next.run(req).await
-}
-
-/// One decision as the response kube writes for it.
-pub async fn check(authorizer: &Authorizer, user: &UserInfo, attrs: &Attributes) -> Result<(), Response> {
-    match authorizer.authorize(user, attrs).await {
-        Decision::Allow => Ok(()),
-        Decision::Deny { reason } => Err(authz::forbidden(user, attrs, &reason).into_response()),
-    }
 }
 
 #[cfg(test)]

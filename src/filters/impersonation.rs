@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderName};
 
 use crate::auth::authn::{unescape_extra_key, UserInfo, ANONYMOUS_USER, AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP};
-use crate::auth::authz::{Attributes, Authorizer};
+use crate::auth::authz::{forbidden, Attributes, Authorizer, Decision};
 use crate::machinery::status::ApiError;
 
 const USER_HEADER: &str = "impersonate-user";
@@ -184,10 +184,17 @@ pub async fn impersonate(State(authorizer): State<Arc<Authorizer>>, mut req: Req
     };
     for w in &wanted {
         let attrs = w.attributes();
-        if let Err(refusal) = super::authorization::check(&authorizer, &requestor, &attrs).await {
-            tracing::debug!(requestor = %requestor.name, wanted = ?w, "impersonation refused");
-            return refusal;
-        }
+        // As kube: a review that fails refuses the impersonation like a denial.
+        let reason = match authorizer.authorize(&requestor, &attrs).await {
+            Decision::Allow => continue,
+            Decision::Deny { reason } => reason,
+            Decision::Error { message } => {
+                tracing::warn!(requestor = %requestor.name, error = %message, "impersonation review failed");
+                String::new()
+            }
+        };
+        tracing::debug!(requestor = %requestor.name, wanted = ?w, "impersonation refused");
+        return forbidden(&requestor, &attrs, &reason).into_response();
     }
     let groups_specified = req.headers().contains_key(GROUP_HEADER);
     let user = impersonated(&wanted, groups_specified);

@@ -61,10 +61,14 @@ impl Storage {
     }
 }
 
-/// The cluster FarmPods read, from --kubeconfig or the usual inference.
+/// The one client for the cluster (from --kubeconfig or the usual inference),
+/// shared by the Pod watch, the authentication ConfigMap watch, TokenReviews and
+/// SubjectAccessReviews. kube-rs' own retry layer is off: watches retry with
+/// their backoff, and reviews with kube's webhook backoff under their deadline
+/// (`auth::review`), so nothing is retried twice.
 pub async fn cluster_client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
     use anyhow::Context;
-    let config = match &args.kubeconfig {
+    let mut config = match &args.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -72,6 +76,7 @@ pub async fn cluster_client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
         }
         None => kube::Config::infer().await.context("no kubeconfig and not running in a cluster")?,
     };
+    config.default_retry = false;
     kube::Client::try_from(config).context("building the Kubernetes client")
 }
 

@@ -4,29 +4,34 @@
 //! are the authorization filter's business); everything else is decided by the cluster through a
 //! `SubjectAccessReview`, whose answers are cached for a while (allowed and
 //! denied answers with separate TTLs, like the webhook authorizer). A refusal
-//! is answered with the same 403 `Status` kube-apiserver writes.
+//! is answered with the same 403 `Status` kube-apiserver writes; a review that
+//! fails (after its retries) with the 500 kube's `WithAuthorization` writes.
+//!
+//! `sar` is the SubjectAccessReview client, `responses` the 403 and 500 in
+//! kube's words; the cache is [`crate::auth::cache`], the rate limit and
+//! retries [`crate::auth::review`].
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+mod responses;
+mod sar;
+
+pub use responses::{forbidden, internal_error};
+pub use sar::KubeAccessReviewer;
+
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use k8s_openapi::api::authorization::v1::{
-    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec, SubjectAccessReviewStatus,
-};
-use kube::api::{Api, PostParams};
-use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use crate::machinery::gofmt::go_quote;
+use super::cache::TtlCache;
+use super::review::{ReviewError, ReviewPolicy, ReviewRunner};
 use crate::machinery::request_info::RequestInfo;
-use crate::machinery::status::{ApiError, Reason};
 
 /// The group whose members are allowed everything without a review
 /// (`user.SystemPrivilegedGroup`).
 pub const SYSTEM_MASTERS: &str = "system:masters";
 
 /// How many answers the cache keeps at most.
-const CACHE_CAPACITY: usize = 10_000;
+pub const DEFAULT_CACHE_CAPACITY: usize = 10_000;
 
 /// Requests whose requester-controlled attributes add up to this many bytes or
 /// more are never cached (the webhook authorizer's `shouldCache`): a client
@@ -39,14 +44,48 @@ pub use super::authn::UserInfo as User;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     Allow,
-    Deny { reason: String },
+    /// Refused: answer 403 with [`forbidden`].
+    Deny {
+        reason: String,
+    },
+    /// No decision could be had (the review failed, after its retries): answer 500 with
+    /// [`internal_error`], as kube's `WithAuthorization` does. Never cached.
+    Error {
+        message: String,
+    },
 }
 
 /// Asks whether a user may do something: the cluster, or a fake in tests.
 #[async_trait::async_trait]
 pub trait AccessReviewer: Send + Sync {
-    /// Ok(decision) or Err(message) when the review itself failed.
-    async fn review(&self, user: &User, attrs: &Attributes) -> Result<Decision, String>;
+    /// Ok(Allow or Deny), or Err when the review itself failed (retried when retriable).
+    async fn review(&self, user: &User, attrs: &Attributes) -> Result<Decision, ReviewError>;
+}
+
+/// How the authorizer caches and sends its reviews.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AuthzOptions {
+    /// How long an allowal is cached (zero: not cached).
+    pub allow_ttl: Duration,
+    /// How long a denial is cached (zero: not cached).
+    pub deny_ttl: Duration,
+    /// Decisions cached at most.
+    pub cache_capacity: usize,
+    /// Rate limit, deadline and retries of the SubjectAccessReviews.
+    pub review: ReviewPolicy,
+}
+
+impl Default for AuthzOptions {
+    /// kube's defaults: 10 s for both TTLs (`--authorization-webhook-cache-authorized-ttl` /
+    /// `-unauthorized-ttl`).
+    fn default() -> Self {
+        Self {
+            allow_ttl: Duration::from_secs(10),
+            deny_ttl: Duration::from_secs(10),
+            cache_capacity: DEFAULT_CACHE_CAPACITY,
+            review: ReviewPolicy::default(),
+        }
+    }
 }
 
 /// What is being done, as a SubjectAccessReview sees it.
@@ -122,196 +161,44 @@ impl Attributes {
     }
 }
 
-/// Reviews access with the cluster: `POST
-/// /apis/authorization.k8s.io/v1/subjectaccessreviews`.
-pub struct KubeAccessReviewer {
-    api: Api<SubjectAccessReview>,
-}
-
-impl KubeAccessReviewer {
-    pub fn new(client: kube::Client) -> Self {
-        Self { api: Api::all(client) }
-    }
-}
-
-#[async_trait::async_trait]
-impl AccessReviewer for KubeAccessReviewer {
-    async fn review(&self, user: &User, attrs: &Attributes) -> Result<Decision, String> {
-        let review = review_request(user, attrs);
-        let answer = self.api.create(&PostParams::default(), &review).await.map_err(|e| e.to_string())?;
-        Ok(decision_from_status(answer.status.as_ref()))
-    }
-}
-
-fn non_empty(s: &str) -> Option<String> {
-    (!s.is_empty()).then(|| s.to_string())
-}
-
-/// The SubjectAccessReview the webhook authorizer sends for this request.
-/// Empty strings, lists and maps are left out, as Go's `omitempty` does.
-fn review_request(user: &User, attrs: &Attributes) -> SubjectAccessReview {
-    let mut spec = SubjectAccessReviewSpec {
-        user: non_empty(&user.name),
-        uid: non_empty(&user.uid),
-        groups: (!user.groups.is_empty()).then(|| user.groups.clone()),
-        extra: (!user.extra.is_empty()).then(|| user.extra.clone()),
-        ..Default::default()
-    };
-    if attrs.resource_request {
-        spec.resource_attributes = Some(ResourceAttributes {
-            namespace: non_empty(&attrs.namespace),
-            verb: non_empty(&attrs.verb),
-            group: non_empty(&attrs.api_group),
-            version: non_empty(&attrs.api_version),
-            resource: non_empty(&attrs.resource),
-            subresource: non_empty(&attrs.subresource),
-            name: non_empty(&attrs.name),
-            ..Default::default()
-        });
-    } else {
-        spec.non_resource_attributes =
-            Some(NonResourceAttributes { path: non_empty(&attrs.path), verb: non_empty(&attrs.verb) });
-    }
-    SubjectAccessReview { spec, ..Default::default() }
-}
-
-/// Reads a review's status the way the webhook authorizer does. "No opinion"
-/// (neither allowed nor denied) is a denial here, as it is at the end of the
-/// delegating authorizer chain. `evaluationError` does not change the
-/// decision; it is only logged.
-fn decision_from_status(status: Option<&SubjectAccessReviewStatus>) -> Decision {
-    let Some(status) = status else {
-        return Decision::Deny { reason: String::new() };
-    };
-    if let Some(err) = status.evaluation_error.as_deref().filter(|e| !e.is_empty()) {
-        tracing::debug!(evaluation_error = err, "SubjectAccessReview reported an evaluation error");
-    }
-    let reason = status.reason.clone().unwrap_or_default();
-    let denied = status.denied.unwrap_or(false);
-    if status.allowed && !denied {
-        Decision::Allow
-    } else {
-        if status.allowed && denied {
-            tracing::warn!("SubjectAccessReview returned both allowed and denied; denying");
-        }
-        Decision::Deny { reason }
-    }
-}
-
 type CacheKey = (User, Attributes);
 type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
-
-struct CacheEntry {
-    decision: Decision,
-    expires: Instant,
-    seq: u64,
-}
-
-/// A bounded TTL cache of review answers. Full, it first drops what has
-/// expired, then the oldest entries.
-struct DecisionCache {
-    capacity: usize,
-    next_seq: u64,
-    entries: HashMap<Arc<CacheKey>, CacheEntry>,
-    /// Insertion order: seq -> key.
-    by_age: BTreeMap<u64, Arc<CacheKey>>,
-    /// Expiry order: (expires, seq).
-    by_expiry: BTreeSet<(Instant, u64)>,
-}
-
-impl DecisionCache {
-    fn new(capacity: usize) -> Self {
-        Self {
-            capacity: capacity.max(1),
-            next_seq: 0,
-            entries: HashMap::new(),
-            by_age: BTreeMap::new(),
-            by_expiry: BTreeSet::new(),
-        }
-    }
-
-    fn get(&mut self, key: &CacheKey, now: Instant) -> Option<Decision> {
-        let entry = self.entries.get(key)?;
-        if entry.expires > now {
-            return Some(entry.decision.clone());
-        }
-        self.remove(key);
-        None
-    }
-
-    fn remove(&mut self, key: &CacheKey) {
-        if let Some(entry) = self.entries.remove(key) {
-            self.by_age.remove(&entry.seq);
-            self.by_expiry.remove(&(entry.expires, entry.seq));
-        }
-    }
-
-    fn remove_seq(&mut self, seq: u64) {
-        if let Some(key) = self.by_age.get(&seq).cloned() {
-            self.remove(&key);
-        }
-    }
-
-    fn insert(&mut self, key: CacheKey, decision: Decision, expires: Instant, now: Instant) {
-        self.remove(&key);
-        while let Some(&(when, seq)) = self.by_expiry.first() {
-            if when > now {
-                break;
-            }
-            self.remove_seq(seq);
-        }
-        while self.entries.len() >= self.capacity {
-            let Some((&seq, _)) = self.by_age.first_key_value() else { break };
-            self.remove_seq(seq);
-        }
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let key = Arc::new(key);
-        self.by_age.insert(seq, key.clone());
-        self.by_expiry.insert((expires, seq));
-        self.entries.insert(key, CacheEntry { decision, expires, seq });
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.entries.len()
-    }
-}
 
 /// Decides whether a request may proceed.
 pub struct Authorizer {
     reviewer: Arc<dyn AccessReviewer>,
     allow_ttl: Duration,
     deny_ttl: Duration,
-    cache: Mutex<DecisionCache>,
+    cache: Mutex<TtlCache<CacheKey, Decision>>,
+    runner: ReviewRunner,
     clock: Clock,
 }
 
 impl Authorizer {
-    /// kube's defaults are 10 s for both TTLs
-    /// (`--authorization-webhook-cache-authorized-ttl` / `-unauthorized-ttl`).
-    pub fn new(reviewer: Arc<dyn AccessReviewer>, allow_ttl: Duration, deny_ttl: Duration) -> Self {
-        Self::with_parts(reviewer, allow_ttl, deny_ttl, CACHE_CAPACITY, Arc::new(Instant::now))
+    pub fn new(reviewer: Arc<dyn AccessReviewer>, options: AuthzOptions) -> Self {
+        Self::with_clock(reviewer, options, Arc::new(Instant::now))
     }
 
-    fn with_parts(
-        reviewer: Arc<dyn AccessReviewer>,
-        allow_ttl: Duration,
-        deny_ttl: Duration,
-        capacity: usize,
-        clock: Clock,
-    ) -> Self {
-        Self { reviewer, allow_ttl, deny_ttl, cache: Mutex::new(DecisionCache::new(capacity)), clock }
+    fn with_clock(reviewer: Arc<dyn AccessReviewer>, options: AuthzOptions, clock: Clock) -> Self {
+        Self {
+            reviewer,
+            allow_ttl: options.allow_ttl,
+            deny_ttl: options.deny_ttl,
+            cache: Mutex::new(TtlCache::new(options.cache_capacity)),
+            runner: ReviewRunner::new(options.review),
+            clock,
+        }
     }
 
-    fn cache(&self) -> MutexGuard<'_, DecisionCache> {
+    fn cache(&self) -> MutexGuard<'_, TtlCache<CacheKey, Decision>> {
         self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// `system:masters` members are allowed without a review. Otherwise the reviewer decides; its allowed and denied answers
+    /// `system:masters` members are allowed without a review (the probe paths
+    /// are the authorization filter's business). Otherwise the reviewer decides
+    /// (rate limited, retried, under a deadline); its allowed and denied answers
     /// are cached (per user and attributes) for `allow_ttl` / `deny_ttl`. A
-    /// review that fails is not cached and denies the request, with the
-    /// failure as the reason.
+    /// review that fails is [`Decision::Error`], not cached.
     pub async fn authorize(&self, user: &User, attrs: &Attributes) -> Decision {
         if user.groups.iter().any(|g| g == SYSTEM_MASTERS) {
             return Decision::Allow;
@@ -324,91 +211,23 @@ impl Authorizer {
                 return decision;
             }
         }
-        match self.reviewer.review(user, attrs).await {
+        match self.runner.run(|| self.reviewer.review(user, attrs)).await {
+            Ok(Decision::Error { message }) => Decision::Error { message },
             Ok(decision) => {
                 if let Some(key) = key {
-                    let ttl = match decision {
-                        Decision::Allow => self.allow_ttl,
-                        Decision::Deny { .. } => self.deny_ttl,
-                    };
-                    if !ttl.is_zero() {
-                        let now = (self.clock)();
-                        self.cache().insert(key, decision.clone(), now + ttl, now);
-                    }
+                    let ttl = if decision == Decision::Allow { self.allow_ttl } else { self.deny_ttl };
+                    let now = (self.clock)();
+                    self.cache().insert(key, decision.clone(), ttl, now);
                 }
                 decision
             }
             Err(err) => {
-                tracing::warn!(user = %user.name, verb = %attrs.verb, error = %err, "access review failed; denying");
-                Decision::Deny { reason: format!("authorization review failed: {err}") }
+                tracing::warn!(user = %user.name, verb = %attrs.verb, error = %err, "access review failed");
+                Decision::Error { message: err.message }
             }
         }
     }
 }
-
-/// Go's `sanitizer` in responsewriters: nothing in the message may look like HTML.
-fn sanitize(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// responsewriters.forbiddenMessage.
-fn forbidden_message(user: &User, attrs: &Attributes) -> String {
-    let username = go_quote(&user.name);
-    if !attrs.resource_request {
-        return format!("User {username} cannot {} path {}", attrs.verb, go_quote(&attrs.path));
-    }
-    let mut resource = attrs.resource.clone();
-    if !attrs.subresource.is_empty() {
-        resource.push('/');
-        resource.push_str(&attrs.subresource);
-    }
-    let (resource, group) = (go_quote(&resource), go_quote(&attrs.api_group));
-    if attrs.namespace.is_empty() {
-        format!("User {username} cannot {} resource {resource} in API group {group} at the cluster scope", attrs.verb)
-    } else {
-        format!(
-            "User {username} cannot {} resource {resource} in API group {group} in the namespace {}",
-            attrs.verb,
-            go_quote(&attrs.namespace)
-        )
-    }
-}
-
-/// The 403 kube-apiserver sends (responsewriters.Forbidden, then
-/// apierrors.NewForbidden): e.g. `llamas.farm.example.com "x" is forbidden:
-/// User "u" cannot delete resource "llamas" in API group "farm.example.com" in
-/// the namespace "ns"`, with `: <reason>` appended when there is a reason.
-/// Details carry name, group and kind (the resource), each left out when empty.
-pub fn forbidden(user: &User, attrs: &Attributes, reason: &str) -> ApiError {
-    let msg = sanitize(&forbidden_message(user, attrs));
-    let err = if reason.is_empty() { msg } else { format!("{msg}: {reason}") };
-    let (group, resource, name) = (&attrs.api_group, &attrs.resource, &attrs.name);
-    let qualified = if group.is_empty() { resource.clone() } else { format!("{resource}.{group}") };
-    let message = if group.is_empty() && resource.is_empty() {
-        format!("forbidden: {err}")
-    } else if name.is_empty() {
-        format!("{qualified} is forbidden: {err}")
-    } else {
-        format!("{qualified} {} is forbidden: {err}", go_quote(name))
-    };
-    let mut details = serde_json::Map::new();
-    for (field, value) in [("name", name), ("group", group), ("kind", resource)] {
-        if !value.is_empty() {
-            details.insert(field.to_string(), json!(value));
-        }
-    }
-    ApiError::new(403, Reason::Forbidden, message).with_details(Value::Object(details))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,13 +235,13 @@ mod tests {
     use http::Method;
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-    const GROUP: &str = "farm.example.com";
+    pub(super) const GROUP: &str = "farm.example.com";
 
-    fn user(name: &str) -> User {
+    pub(super) fn user(name: &str) -> User {
         User { name: name.to_string(), ..Default::default() }
     }
 
-    fn res(verb: &str, resource: &str, subresource: &str, namespace: &str, name: &str) -> Attributes {
+    pub(super) fn res(verb: &str, resource: &str, subresource: &str, namespace: &str, name: &str) -> Attributes {
         Attributes {
             verb: verb.to_string(),
             api_group: GROUP.to_string(),
@@ -436,7 +255,7 @@ mod tests {
         }
     }
 
-    fn non_res(verb: &str, path: &str) -> Attributes {
+    pub(super) fn non_res(verb: &str, path: &str) -> Attributes {
         Attributes {
             verb: verb.to_string(),
             api_group: String::new(),
@@ -450,96 +269,9 @@ mod tests {
         }
     }
 
-    // ---- forbidden() ----
-
-    #[test]
-    fn forbidden_named_resource_in_namespace() {
-        let e = forbidden(&user("u"), &res("delete", "llamas", "", "ns", "x"), "");
-        assert_eq!(e.code, 403);
-        assert_eq!(e.reason, Reason::Forbidden);
-        assert_eq!(
-            e.message,
-            r#"llamas.farm.example.com "x" is forbidden: User "u" cannot delete resource "llamas" in API group "farm.example.com" in the namespace "ns""#
-        );
-        assert_eq!(e.details, Some(json!({"name": "x", "group": GROUP, "kind": "llamas"})));
-        let body = e.status_body();
-        assert_eq!(body["reason"], "Forbidden");
-        assert_eq!(body["code"], 403);
-    }
-
-    #[test]
-    fn forbidden_list_has_no_name() {
-        let e = forbidden(&user("u"), &res("list", "llamas", "", "ns", ""), "");
-        assert_eq!(
-            e.message,
-            r#"llamas.farm.example.com is forbidden: User "u" cannot list resource "llamas" in API group "farm.example.com" in the namespace "ns""#
-        );
-        assert_eq!(e.details, Some(json!({"group": GROUP, "kind": "llamas"})));
-    }
-
-    #[test]
-    fn forbidden_cluster_scope() {
-        let e = forbidden(&user("u"), &res("watch", "llamas", "", "", ""), "");
-        assert_eq!(
-            e.message,
-            r#"llamas.farm.example.com is forbidden: User "u" cannot watch resource "llamas" in API group "farm.example.com" at the cluster scope"#
-        );
-    }
-
-    #[test]
-    fn forbidden_subresource() {
-        let e = forbidden(&user("u"), &res("update", "llamas", "status", "ns", "x"), "");
-        assert_eq!(
-            e.message,
-            r#"llamas.farm.example.com "x" is forbidden: User "u" cannot update resource "llamas/status" in API group "farm.example.com" in the namespace "ns""#
-        );
-        // details name the resource, not the subresource
-        assert_eq!(e.details, Some(json!({"name": "x", "group": GROUP, "kind": "llamas"})));
-    }
-
-    #[test]
-    fn forbidden_core_group() {
-        let attrs = res("get", "llamas", "", "ns", "x").for_resource("", "pods");
-        let e = forbidden(&user("system:serviceaccount:ns:sa"), &attrs, "");
-        assert_eq!(
-            e.message,
-            r#"pods "x" is forbidden: User "system:serviceaccount:ns:sa" cannot get resource "pods" in API group "" in the namespace "ns""#
-        );
-        assert_eq!(e.details, Some(json!({"name": "x", "kind": "pods"})));
-    }
-
-    #[test]
-    fn forbidden_non_resource_path() {
-        let e = forbidden(&user("u"), &non_res("get", "/apis"), "");
-        assert_eq!(e.message, r#"forbidden: User "u" cannot get path "/apis""#);
-        assert_eq!(e.details, Some(json!({})));
-        assert_eq!(e.status_body()["details"], json!({}));
-    }
-
-    #[test]
-    fn forbidden_appends_reason() {
-        let e = forbidden(&user("u"), &res("list", "llamas", "", "ns", ""), "no RBAC policy matched");
-        assert_eq!(
-            e.message,
-            r#"llamas.farm.example.com is forbidden: User "u" cannot list resource "llamas" in API group "farm.example.com" in the namespace "ns": no RBAC policy matched"#
-        );
-        let e = forbidden(&user("u"), &non_res("get", "/apis"), "nope");
-        assert_eq!(e.message, r#"forbidden: User "u" cannot get path "/apis": nope"#);
-    }
-
-    #[test]
-    fn forbidden_quotes_and_sanitizes_like_go() {
-        // %q escapes quotes; the sanitizer turns &, <, > into entities (not in the reason).
-        let e = forbidden(&user("a\"b<c>&"), &non_res("get", "/x\ty"), "<r>");
-        assert_eq!(e.message, r#"forbidden: User "a\"b&lt;c&gt;&amp;" cannot get path "/x\ty": <r>"#);
-        // an empty user name is quoted as ""
-        let e = forbidden(&User::default(), &non_res("get", "/"), "");
-        assert_eq!(e.message, r#"forbidden: User "" cannot get path "/""#);
-    }
-
     // ---- Authorizer ----
 
-    type Answer = Box<dyn Fn(&User, &Attributes) -> Result<Decision, String> + Send + Sync>;
+    type Answer = Box<dyn Fn(&User, &Attributes) -> Result<Decision, ReviewError> + Send + Sync>;
 
     struct FakeReviewer {
         calls: AtomicUsize,
@@ -547,7 +279,9 @@ mod tests {
     }
 
     impl FakeReviewer {
-        fn new(answer: impl Fn(&User, &Attributes) -> Result<Decision, String> + Send + Sync + 'static) -> Arc<Self> {
+        fn new(
+            answer: impl Fn(&User, &Attributes) -> Result<Decision, ReviewError> + Send + Sync + 'static,
+        ) -> Arc<Self> {
             Arc::new(Self { calls: AtomicUsize::new(0), answer: Box::new(answer) })
         }
         fn calls(&self) -> usize {
@@ -557,7 +291,7 @@ mod tests {
 
     #[async_trait::async_trait]
     impl AccessReviewer for FakeReviewer {
-        async fn review(&self, user: &User, attrs: &Attributes) -> Result<Decision, String> {
+        async fn review(&self, user: &User, attrs: &Attributes) -> Result<Decision, ReviewError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             tokio::task::yield_now().await;
             (self.answer)(user, attrs)
@@ -584,17 +318,22 @@ mod tests {
         }
     }
 
-    fn authorizer(reviewer: Arc<FakeReviewer>, allow: u64, deny: u64, clock: &FakeClock) -> Authorizer {
-        Authorizer::with_parts(
-            reviewer,
-            Duration::from_secs(allow),
-            Duration::from_secs(deny),
-            CACHE_CAPACITY,
-            clock.clock(),
-        )
+    /// Options for tests: TTLs in seconds, retries 10 ms apart so that they take no time.
+    fn options(allow: u64, deny: u64) -> AuthzOptions {
+        let mut options = AuthzOptions {
+            allow_ttl: Duration::from_secs(allow),
+            deny_ttl: Duration::from_secs(deny),
+            ..AuthzOptions::default()
+        };
+        options.review.backoff.initial = Duration::from_millis(10);
+        options
     }
 
-    fn deny(reason: &str) -> Decision {
+    fn authorizer(reviewer: Arc<FakeReviewer>, allow: u64, deny: u64, clock: &FakeClock) -> Authorizer {
+        Authorizer::with_clock(reviewer, options(allow, deny), clock.clock())
+    }
+
+    pub(super) fn deny(reason: &str) -> Decision {
         Decision::Deny { reason: reason.to_string() }
     }
 
@@ -678,15 +417,39 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn review_errors_deny_and_are_not_cached() {
-        let reviewer = FakeReviewer::new(|_, _| Err("connection refused".to_string()));
+    async fn review_errors_are_errors_and_are_not_cached() {
+        let reviewer = FakeReviewer::new(|_, _| Err(ReviewError::fatal("subjectaccessreviews is forbidden")));
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 10, 10, &clock);
         let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
-        assert_eq!(authz.authorize(&u, &a).await, deny("authorization review failed: connection refused"));
-        assert_eq!(authz.authorize(&u, &a).await, deny("authorization review failed: connection refused"));
-        assert_eq!(reviewer.calls(), 2);
+        let error = Decision::Error { message: "subjectaccessreviews is forbidden".into() };
+        assert_eq!(authz.authorize(&u, &a).await, error);
+        assert_eq!(authz.authorize(&u, &a).await, error);
+        assert_eq!(reviewer.calls(), 2, "one attempt each: not retriable, not cached");
         assert_eq!(authz.cache().len(), 0);
+    }
+
+    #[tokio::test]
+    async fn retriable_review_errors_are_retried() {
+        let attempts = Arc::new(AtomicUsize::new(0));
+        let seen = attempts.clone();
+        let reviewer = FakeReviewer::new(move |_, _| {
+            if seen.fetch_add(1, Ordering::SeqCst) < 2 {
+                Err(ReviewError::retriable("connection reset by peer"))
+            } else {
+                Ok(Decision::Allow)
+            }
+        });
+        let clock = FakeClock::new();
+        let authz = authorizer(reviewer.clone(), 10, 10, &clock);
+        let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
+        assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
+        assert_eq!(reviewer.calls(), 3);
+        // Always failing: 5 attempts, then the last error.
+        let failing = FakeReviewer::new(|_, _| Err(ReviewError::retriable("etcdserver: request timed out")));
+        let authz = authorizer(failing.clone(), 10, 10, &clock);
+        assert_eq!(authz.authorize(&u, &a).await, Decision::Error { message: "etcdserver: request timed out".into() });
+        assert_eq!(failing.calls(), 5);
     }
 
     #[tokio::test]
@@ -724,8 +487,11 @@ mod tests {
         let reviewer =
             FakeReviewer::new(|_, a| if a.name.starts_with('d') { Ok(deny("")) } else { Ok(Decision::Allow) });
         let clock = FakeClock::new();
-        let authz =
-            Authorizer::with_parts(reviewer.clone(), Duration::from_secs(60), Duration::from_secs(5), 3, clock.clock());
+        let authz = Authorizer::with_clock(
+            reviewer.clone(),
+            AuthzOptions { cache_capacity: 3, ..options(60, 5) },
+            clock.clock(),
+        );
         let u = user("u");
         let get = |n: &str| res("get", "llamas", "", "ns", n);
         authz.authorize(&u, &get("a1")).await;
@@ -765,7 +531,7 @@ mod tests {
     #[tokio::test]
     async fn real_clock_constructor_caches() {
         let reviewer = FakeReviewer::new(|_, _| Ok(Decision::Allow));
-        let authz = Authorizer::new(reviewer.clone(), Duration::from_secs(10), Duration::from_secs(10));
+        let authz = Authorizer::new(reviewer.clone(), AuthzOptions::default());
         let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
         assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
         assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
@@ -775,7 +541,7 @@ mod tests {
     #[test]
     fn authorize_future_is_send() {
         fn assert_send<T: Send>(_: &T) {}
-        let authz = Authorizer::new(FakeReviewer::new(|_, _| Ok(Decision::Allow)), Duration::ZERO, Duration::ZERO);
+        let authz = Authorizer::new(FakeReviewer::new(|_, _| Ok(Decision::Allow)), options(0, 0));
         let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
         assert_send(&authz.authorize(&u, &a));
     }
@@ -853,89 +619,5 @@ mod tests {
         // same group keeps the version; another group leaves it open
         assert_eq!(fp.for_resource(GROUP, "llamas").api_version, "v1alpha");
         assert_eq!(fp.for_resource("apps", "deployments").api_version, "");
-    }
-
-    // ---- SubjectAccessReview ----
-
-    #[test]
-    fn review_request_for_a_resource() {
-        let u = User {
-            name: "alice".into(),
-            uid: "42".into(),
-            groups: vec!["farmers".into(), "system:authenticated".into()],
-            extra: BTreeMap::from([("scopes".to_string(), vec!["a".to_string(), "b".to_string()])]),
-        };
-        let sar = review_request(&u, &res("update", "llamas", "status", "ns", "x"));
-        assert_eq!(
-            serde_json::to_value(&sar).ok(),
-            Some(json!({
-                "apiVersion": "authorization.k8s.io/v1",
-                "kind": "SubjectAccessReview",
-                "metadata": {},
-                "spec": {
-                    "user": "alice",
-                    "uid": "42",
-                    "groups": ["farmers", "system:authenticated"],
-                    "extra": {"scopes": ["a", "b"]},
-                    "resourceAttributes": {
-                        "verb": "update",
-                        "group": "farm.example.com",
-                        "version": "v1alpha",
-                        "resource": "llamas",
-                        "subresource": "status",
-                        "namespace": "ns",
-                        "name": "x"
-                    }
-                }
-            }))
-        );
-    }
-
-    #[test]
-    fn review_request_omits_empty_fields() {
-        let core_list = res("list", "llamas", "", "", "").for_resource("", "pods");
-        let sar = review_request(&user("bob"), &core_list);
-        assert_eq!(
-            serde_json::to_value(&sar.spec).ok(),
-            Some(json!({
-                "user": "bob",
-                "resourceAttributes": {"verb": "list", "version": "v1", "resource": "pods"}
-            }))
-        );
-    }
-
-    #[test]
-    fn review_request_for_a_path() {
-        let mut u = user("carol");
-        u.groups = vec!["g".into()];
-        let sar = review_request(&u, &non_res("get", "/apis/farm.example.com"));
-        assert_eq!(
-            serde_json::to_value(&sar.spec).ok(),
-            Some(json!({
-                "user": "carol",
-                "groups": ["g"],
-                "nonResourceAttributes": {"path": "/apis/farm.example.com", "verb": "get"}
-            }))
-        );
-    }
-
-    #[test]
-    fn decisions_from_review_status() {
-        let status = |v: Value| serde_json::from_value::<SubjectAccessReviewStatus>(v).ok();
-        assert_eq!(decision_from_status(status(json!({"allowed": true})).as_ref()), Decision::Allow);
-        assert_eq!(
-            decision_from_status(status(json!({"allowed": false, "reason": "RBAC: no"})).as_ref()),
-            deny("RBAC: no")
-        );
-        assert_eq!(decision_from_status(status(json!({"allowed": false, "denied": true})).as_ref()), deny(""));
-        assert_eq!(
-            decision_from_status(status(json!({"allowed": true, "denied": true, "reason": "both"})).as_ref()),
-            deny("both")
-        );
-        assert_eq!(
-            decision_from_status(status(json!({"allowed": false, "evaluationError": "boom"})).as_ref()),
-            deny("")
-        );
-        assert_eq!(decision_from_status(None), deny(""));
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod connection;
 pub mod machinery;
 pub mod ops;
 pub mod resources;

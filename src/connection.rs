@@ -552,3 +552,96 @@ impl<B: Body + Unpin> Body for TrackedBody<B> {
         self.inner.size_hint()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: Duration = Duration::from_secs(32);
+    const IDLE: Duration = Duration::from_secs(90);
+
+    fn waker() -> Waker {
+        futures::task::noop_waker()
+    }
+
+    #[tokio::test]
+    async fn the_first_request_has_the_header_timeout_from_accept() {
+        let accepted = Instant::now();
+        let clock = ConnectionClock::new(accepted, Some(HEADER), Some(IDLE));
+        assert_eq!(clock.deadline(&waker()), Some(accepted + HEADER));
+        // Bytes of the first request do not move it.
+        clock.bytes_read();
+        assert_eq!(clock.deadline(&waker()), Some(accepted + HEADER));
+        clock.request_started(false);
+        assert_eq!(clock.deadline(&waker()), None);
+    }
+
+    #[tokio::test]
+    async fn http1_idle_then_header_timeout() {
+        let clock = ConnectionClock::new(Instant::now(), Some(HEADER), Some(IDLE));
+        clock.request_started(false);
+        let finished = Instant::now();
+        clock.request_finished();
+        let idle = clock.deadline(&waker()).expect("idle deadline");
+        assert!(idle >= finished + IDLE && idle <= Instant::now() + IDLE);
+        let first_bytes = Instant::now();
+        clock.bytes_read();
+        let header = clock.deadline(&waker()).expect("header deadline");
+        assert!(header >= first_bytes + HEADER && header <= Instant::now() + HEADER);
+        // More bytes do not extend it: a trickled header is still bounded.
+        clock.bytes_read();
+        assert_eq!(clock.deadline(&waker()), Some(header));
+    }
+
+    #[tokio::test]
+    async fn http2_bytes_do_not_end_idleness_and_requests_in_flight_have_no_deadline() {
+        let clock = ConnectionClock::new(Instant::now(), Some(HEADER), Some(IDLE));
+        clock.request_started(true);
+        clock.request_started(true);
+        clock.request_finished();
+        assert_eq!(clock.deadline(&waker()), None, "one stream still open");
+        clock.request_finished();
+        let idle = clock.deadline(&waker()).expect("idle deadline");
+        clock.bytes_read();
+        assert_eq!(clock.deadline(&waker()), Some(idle));
+    }
+
+    #[tokio::test]
+    async fn zero_timeouts_mean_none() {
+        let clock = ConnectionClock::new(Instant::now(), None, None);
+        assert_eq!(clock.deadline(&waker()), None);
+        clock.request_started(false);
+        clock.request_finished();
+        assert_eq!(clock.deadline(&waker()), None);
+        clock.bytes_read();
+        assert_eq!(clock.deadline(&waker()), None);
+    }
+
+    #[test]
+    fn http1_head_bytes_counts_the_head_as_sent() {
+        let request = http::Request::get("/apis?watch=1")
+            .header("host", "localhost")
+            .header("x-remote-group", "system:masters")
+            .body(())
+            .unwrap();
+        let sent = "GET /apis?watch=1 HTTP/1.1\r\nhost: localhost\r\nx-remote-group: system:masters\r\n\r\n";
+        let counted = http1_head_bytes(&request);
+        assert!(counted >= sent.len() && counted <= sent.len() + 2, "{counted} for {}", sent.len());
+    }
+
+    #[test]
+    fn limits_come_from_the_flags() {
+        use clap::Parser as _;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let cli = Cli::try_parse_from(["x", "--http-header-read-timeout", "2.5", "--max-connections", "7"]).unwrap();
+        let limits = ConnectionLimits::from(&cli.serve);
+        assert_eq!(limits.header_read_timeout, Duration::from_millis(2500));
+        assert_eq!(limits.idle_timeout, Duration::from_secs(90));
+        assert_eq!(limits.max_header_bytes, 1 << 20);
+        assert_eq!(limits.max_connections, 7);
+    }
+}

@@ -291,7 +291,7 @@ async fn a_watch_longer_than_the_idle_timeout_is_not_cut() {
         .http2_prior_knowledge()
         .build()
         .unwrap();
-    let url = format!("{}?watch=1&timeoutSeconds=6", s.llamas("default", ""));
+    let url = format!("{}?watch=1&timeoutSeconds=10", s.llamas("default", ""));
     let mut watches = Vec::new();
     for (client, version) in [(h1, reqwest::Version::HTTP_11), (h2, reqwest::Version::HTTP_2)] {
         let r = client.get(&url).send().await.expect("watch");

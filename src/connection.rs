@@ -16,7 +16,8 @@
 //!   another connection ends.
 //! * [`LimitAcceptor`]: wraps each accepted connection's stream in [`TimedIo`] and its
 //!   service in [`TrackRequests`], which share one [`ConnectionClock`] deciding when the
-//!   connection has been quiet too long.
+//!   connection has been quiet too long; [`TrackRequests`] also answers 431 to HTTP/1 request
+//!   heads over the limit that hyper's soft buffer limit let through.
 //!
 //! Why not hyper's own `header_read_timeout`: hyper (1.x, `proto/h1/conn.rs`) starts it when
 //! it begins to read a request head, which on a keep-alive connection is right after the
@@ -132,8 +133,9 @@ impl ConnectionLimits {
             .http1()
             // The header timeouts are ours (see the module docs); hyper's would also need a timer.
             .header_read_timeout(None)
-            // hyper answers 431 when a request head does not fit its read buffer. The buffer
-            // also caps how much response hyper queues before pushing back, a bounded 1 MiB.
+            // hyper answers 431 when a request head does not fit its read buffer (checked only
+            // between reads: TrackRequests makes the limit exact). The buffer also caps how
+            // much response hyper queues before pushing back, a bounded 1 MiB.
             .max_buf_size(h1_buffer)
             // Without this hyper refuses more than 100 header fields (431) whatever their size,
             // and a user in many groups gets one X-Remote-Group header per group.

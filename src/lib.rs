@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod connection;
 pub mod filters;
 pub mod machinery;
 pub mod ops;

@@ -15,6 +15,7 @@ use http::{header, HeaderValue, Method, Request};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Authentication, ServeArgs};
+use crate::connection::ConnectionLimits;
 use crate::filters::authorization::AlwaysAllowPaths;
 use crate::filters::{self, authentication, authorization, deadline, impersonation, inflight, recovery};
 use crate::machinery::discovery::Discovery;
@@ -286,7 +287,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         });
     }
     tracing::info!(bind = %args.bind, version = VERSION, authentication = ?args.authentication_mode(), "farm-apiserver serving");
-    tls::serve_tls(args.bind, app.router(), tls_config, handle).await
+    tls::serve_tls(args.bind, app.router(), tls_config, handle, &ConnectionLimits::from(&args)).await
 }
 
 async fn wait_for_signal() {

@@ -48,6 +48,8 @@ use x509_parser::extensions::{GeneralName, ParsedExtension};
 use x509_parser::time::ASN1Time;
 use x509_parser::x509::X509Name;
 
+use crate::connection::ConnectionLimits;
+
 /// Common name of the development CA.
 pub const DEV_CA_COMMON_NAME: &str = "farm-apiserver-ca";
 /// File name of the CA bundle written by [`write_cert_bundle`].
@@ -816,17 +818,24 @@ where
 /// Binds `addr` and serves `app` over TLS (HTTP/1.1 and HTTP/2 by ALPN) until `handle` shuts down
 /// (`handle.graceful_shutdown(..)` / `handle.shutdown()`); `handle.listening()` reports the bound
 /// address. Handlers can extract `Extension<PeerCertificates>` and `ConnectInfo<SocketAddr>`.
+/// `limits` (header timeouts, idle timeout, header size, connection cap) are applied around the
+/// TLS layer by [`crate::connection`].
 pub async fn serve_tls(
     addr: SocketAddr,
     app: axum::Router,
     config: Arc<ServerConfig>,
     handle: axum_server::Handle<SocketAddr>,
+    limits: &ConnectionLimits,
 ) -> anyhow::Result<()> {
-    let acceptor = PeerCertAcceptor::new(config).acceptor(NoDelayAcceptor::new());
-    axum_server::bind(addr)
-        .acceptor(acceptor)
-        .handle(handle)
-        .serve(app.into_make_service_with_connect_info::<SocketAddr>())
+    let mut acceptor = PeerCertAcceptor::new(config);
+    if let Some(timeout) = limits.handshake_timeout() {
+        acceptor = acceptor.handshake_timeout(timeout);
+    }
+    let acceptor = limits.acceptor(acceptor.acceptor(NoDelayAcceptor::new()));
+    let mut server = axum_server::bind(addr).acceptor(acceptor).handle(handle);
+    limits.configure_http(&mut server);
+    server
+        .serve(limits.limit_connections(app.into_make_service_with_connect_info::<SocketAddr>()))
         .await
         .with_context(|| format!("serving HTTPS on {addr}"))
 }
@@ -1191,7 +1200,10 @@ mod tests {
         let config = server_config(reloading).unwrap();
         let handle = axum_server::Handle::new();
         let app = Router::new().route("/whoami", get(whoami));
-        let task = tokio::spawn(serve_tls("127.0.0.1:0".parse().unwrap(), app, config, handle.clone()));
+        let serving = handle.clone();
+        let task = tokio::spawn(async move {
+            serve_tls("127.0.0.1:0".parse().unwrap(), app, config, serving, &ConnectionLimits::default()).await
+        });
         let addr = handle.listening().await.expect("server failed to bind");
         TestServer { addr, paths, handle, task, _reloader: reloader, _dir: dir }
     }

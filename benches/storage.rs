@@ -58,39 +58,6 @@ const WATCH_NS: &str = "bench-watch";
 const FARM_API_VERSION: &str = "farm.example.com/v1alpha";
 const CRD_GROUP: &str = "bench.farm.example.com";
 const CRD_API_VERSION: &str = "bench.farm.example.com/v1alpha";
-/// A Llama as a CustomResourceDefinition: the same shape, status subresource.
-const CRD_YAML: &str = r#"apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: llamas.bench.farm.example.com
-spec:
-  group: bench.farm.example.com
-  scope: Namespaced
-  names: {plural: llamas, singular: llama, kind: Llama, listKind: LlamaList}
-  versions:
-  - name: v1alpha
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            required: [weight, height]
-            properties:
-              weight: {type: number, minimum: 0, exclusiveMinimum: true}
-              height: {type: number, minimum: 0, exclusiveMinimum: true}
-          status:
-            type: object
-            properties:
-              observedGeneration: {type: integer, format: int64}
-              conditions:
-                type: array
-                items: {type: object, x-kubernetes-preserve-unknown-fields: true}
-"#;
-
 fn env_usize(name: &str, default: usize) -> Result<usize> {
     match std::env::var(name) {
         Ok(v) => v.trim().parse().with_context(|| format!("{name}={v:?} is not a number")),
@@ -509,11 +476,7 @@ struct WriteRow {
 
 /// Installs the Llama CRD and waits until kube-apiserver serves it.
 async fn install_crd(cp: &ControlPlane, client: &reqwest::Client, collection: &str) -> Result<()> {
-    cp.apply(CRD_YAML);
-    let out = cp.kubectl(&["wait", "--for=condition=Established", &format!("crd/llamas.{CRD_GROUP}"), "--timeout=60s"]);
-    if !out.0 {
-        bail!("CRD llamas.{CRD_GROUP} not Established: {out:?}");
-    }
+    common::crd::install_llama_crd(cp, CRD_GROUP).map_err(anyhow::Error::msg)?;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match get(client, collection).await {

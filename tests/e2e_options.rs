@@ -18,31 +18,6 @@ use common::cluster::{self, namespace, ControlPlane};
 use reqwest::Method;
 use serde_json::Value;
 
-const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: llamas.crd.farm.example.com
-spec:
-  group: crd.farm.example.com
-  scope: Namespaced
-  names: {plural: llamas, singular: llama, kind: Llama, listKind: LlamaList}
-  versions:
-  - name: v1alpha
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            required: [weight, height]
-            properties:
-              weight: {type: number, minimum: 0, exclusiveMinimum: true}
-              height: {type: number, minimum: 0, exclusiveMinimum: true}
-"#;
-
 /// DELETE bodies kube refuses while decoding (400 from 1.35, 500 in 1.34).
 const UNDECODABLE: &[&str] = &[
     r#"{"dryRun":"All"}"#,
@@ -167,9 +142,7 @@ async fn create(client: &reqwest::Client, side: &Side, api_version: &str, name: 
 async fn option_decoding_matches_kube_apiserver_serving_a_crd() {
     let reg = cluster::shared().await;
     let cp = reg.cp;
-    cp.apply(CRD);
-    let out = cp.kubectl(&["wait", "--for=condition=Established", "crd/llamas.crd.farm.example.com", "--timeout=60s"]);
-    assert!(out.0, "{out:?}");
+    common::crd::install_llama_crd(cp, "crd.farm.example.com").unwrap();
     let ns = namespace(cp, "e2e-options");
     let client = admin_client(cp);
     let ours = Side {

@@ -6,6 +6,7 @@
 
 pub mod cluster;
 pub mod etcd;
+pub mod fuzz;
 pub mod identity;
 pub mod relay;
 

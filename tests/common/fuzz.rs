@@ -85,6 +85,9 @@ struct Req {
     /// May be long-running: the client cuts it after `WATCH_CUT`.
     watch: bool,
     http2: bool,
+    /// Sent without the target's client certificate (anonymous, or a garbage
+    /// bearer token), when the target has one.
+    anonymous: bool,
     tracked: Option<TrackedOp>,
 }
 
@@ -145,6 +148,13 @@ pub struct Report {
     pub verified_present: u64,
     pub verified_absent: u64,
     pub verify_failures: Vec<String>,
+    /// Writes acknowledged or read back with a number that is not the one
+    /// sent but within 1e-14 of it (a float parsed or printed inexactly): the
+    /// object is there, its value was altered. Count and the first examples.
+    pub number_drift: u64,
+    pub number_drift_examples: Vec<String>,
+    /// Of `verified_present`, read back with such an altered number.
+    pub verified_drifted: u64,
     pub peak_rss: u64,
     pub final_rss: u64,
     pub server_alive: bool,
@@ -173,6 +183,13 @@ impl Report {
         }
         for v in &self.verify_failures {
             f.push(format!("read back: {v}"));
+        }
+        if self.number_drift > 0 {
+            f.push(format!(
+                "{} acknowledged writes or reads returned a spec number other than the one sent (last digits), e.g.:\n  {}",
+                self.number_drift,
+                self.number_drift_examples.join("\n  ")
+            ));
         }
         if self.peak_rss > self.max_rss_bytes {
             f.push(format!("peak RSS {} MiB above the bound {} MiB", self.peak_rss >> 20, self.max_rss_bytes >> 20));
@@ -205,15 +222,53 @@ impl Report {
         }
         let _ = writeln!(
             s,
-            "tracked writes:  {} acknowledged, {} uncertain; verified {} present + {} deleted, {} failures",
+            "tracked writes:  {} acknowledged, {} uncertain; verified {} present ({} with an altered number) + {} deleted, {} failures, {} acknowledged with a number altered",
             self.tracked_acked,
             self.tracked_uncertain,
             self.verified_present,
+            self.verified_drifted,
             self.verified_absent,
-            self.verify_failures.len()
+            self.verify_failures.len(),
+            self.number_drift
         );
         let _ = writeln!(s, "server alive:    {}, panics in log: {}", self.server_alive, self.panics_in_log.len());
         s
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum Same {
+    Yes,
+    /// Every number within 1e-14 relative of the expected one, some not equal.
+    Drift,
+    No,
+}
+
+fn compare(expected: &Value, got: &Value) -> Same {
+    if expected == got {
+        return Same::Yes;
+    }
+    let (Some(e), Some(g)) = (expected.as_object(), got.as_object()) else { return Same::No };
+    if e.len() != g.len() {
+        return Same::No;
+    }
+    let close = e.iter().all(|(k, ev)| match (ev.as_f64(), g.get(k).and_then(Value::as_f64)) {
+        (Some(a), Some(b)) => a == b || ((a - b) / a).abs() < 1e-14,
+        _ => false,
+    });
+    if close {
+        Same::Drift
+    } else {
+        Same::No
+    }
+}
+
+impl Report {
+    fn drift(&mut self, what: String) {
+        self.number_drift += 1;
+        if self.number_drift_examples.len() < 5 {
+            self.number_drift_examples.push(what);
+        }
     }
 }
 
@@ -237,6 +292,22 @@ pub fn rss_bytes(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// The farm-apiserver process behind `pid`: itself, or, when `pid` is the
+/// shell that ties a server to the test process (`Options::tie_to_test_process`),
+/// its child of that name.
+pub fn server_process(pid: u32) -> u32 {
+    let comm = |p: u32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+    if comm(pid).trim() == "farm-apiserver" {
+        return pid;
+    }
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|c| c.parse::<u32>().ok())
+        .find(|c| comm(*c).trim() == "farm-apiserver")
+        .unwrap_or(pid)
+}
+
 /// Whether a process exists and is not a zombie.
 pub fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -244,32 +315,34 @@ pub fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-fn clients(target: &Target) -> anyhow::Result<(reqwest::Client, reqwest::Client)> {
+/// HTTP/1.1 and HTTP/2 clients presenting the target's identity, and one
+/// without it (ALPN picks HTTP/2).
+fn clients(target: &Target) -> anyhow::Result<(reqwest::Client, reqwest::Client, reqwest::Client)> {
     let ca = reqwest::Certificate::from_pem(&std::fs::read(&target.ca_file)?)?;
-    let build = |http1: bool| -> anyhow::Result<reqwest::Client> {
+    let build = |http1: Option<bool>, identity: bool| -> anyhow::Result<reqwest::Client> {
         let mut b = reqwest::Client::builder()
             .add_root_certificate(ca.clone())
             .redirect(reqwest::redirect::Policy::none())
             // Per request below: watches are cut sooner than other requests.
             .pool_max_idle_per_host(64);
-        if http1 {
-            b = b.http1_only();
-        } else {
+        match http1 {
+            Some(true) => b = b.http1_only(),
             // TLS with ALPN offering h2 only: every request on this client is HTTP/2.
-            b = b.http2_prior_knowledge();
+            Some(false) => b = b.http2_prior_knowledge(),
+            None => {}
         }
-        if let Some(id) = &target.identity {
+        if let (Some(id), true) = (&target.identity, identity) {
             b = b.identity(reqwest::Identity::from_pem(id)?);
         }
         Ok(b.build()?)
     };
-    Ok((build(true)?, build(false)?))
+    Ok((build(Some(true), true)?, build(Some(false), true)?, build(None, false)?))
 }
 
 /// Runs the fuzzer against `target` until `cfg.requests` are sent or
 /// `cfg.duration` has passed, then verifies the tracked Llamas.
 pub async fn run(target: &Target, cfg: &Config) -> anyhow::Result<Report> {
-    let (h1, h2) = clients(target)?;
+    let (h1, h2, anonymous) = clients(target)?;
     let tracker = Arc::new(Mutex::new(Tracker::default()));
     let report = Arc::new(Mutex::new(Report { max_rss_bytes: cfg.max_rss_bytes, ..Default::default() }));
 
@@ -292,8 +365,13 @@ pub async fn run(target: &Target, cfg: &Config) -> anyhow::Result<Report> {
     let stream = futures::stream::iter(0..cfg.requests)
         .take_while(|_| futures::future::ready(Instant::now() < deadline))
         .map(|_| {
-            let req = gen.request();
-            let client = if req.http2 { h2.clone() } else { h1.clone() };
+            let mut req = gen.request();
+            req.anonymous &= target.identity.is_some();
+            let client = match (req.anonymous, req.http2) {
+                (true, _) => anonymous.clone(),
+                (false, true) => h2.clone(),
+                (false, false) => h1.clone(),
+            };
             let (base, report, tracker) = (base.clone(), report.clone(), tracker.clone());
             let (has_cluster, reviews) = (target.has_cluster, target.reviews);
             async move {
@@ -404,7 +482,11 @@ fn describe(req: &Req) -> String {
         s.push('?');
         s.push_str(&req.query);
     }
-    s.push_str(if req.http2 { " (HTTP/2)" } else { " (HTTP/1.1)" });
+    s.push_str(match (req.anonymous, req.http2) {
+        (true, _) => " (no client certificate)",
+        (false, true) => " (HTTP/2)",
+        (false, false) => " (HTTP/1.1)",
+    });
     for (k, v) in &req.headers {
         let _ = write!(s, " [{k}: {}]", String::from_utf8_lossy(v.as_bytes()));
     }
@@ -476,12 +558,12 @@ fn settle(op: &TrackedOp, req: &Req, out: &Outcome, tracker: &Mutex<Tracker>, re
             match op {
                 TrackedOp::Delete { .. } => Expect::Absent,
                 TrackedOp::Create { spec, .. } | TrackedOp::Update { spec, .. } => {
-                    if &v["spec"] != spec {
-                        report.lock().unwrap().verify_failures.push(format!(
-                            "{} answered {status} with spec {} instead of {spec}",
-                            describe(req),
-                            v["spec"]
-                        ));
+                    let what =
+                        || format!("{} answered {status} with spec {} instead of {spec}", describe(req), v["spec"]);
+                    match compare(spec, &v["spec"]) {
+                        Same::Yes => {}
+                        Same::Drift => report.lock().unwrap().drift(what()),
+                        Same::No => report.lock().unwrap().verify_failures.push(what()),
                     }
                     let rv = v["metadata"]["resourceVersion"].as_str().unwrap_or("").to_string();
                     Expect::Present { spec: spec.clone(), rv }
@@ -531,7 +613,11 @@ async fn verify(client: &reqwest::Client, target: &Target, tracker: &Mutex<Track
             let status = resp.status().as_u16();
             let body: Value = resp.json().await.unwrap_or(Value::Null);
             match (expect, status) {
-                (Expect::Present { spec, .. }, 200) if &body["spec"] == spec => Ok(1),
+                (Expect::Present { spec, .. }, 200) => match compare(spec, &body["spec"]) {
+                    Same::Yes => Ok(1),
+                    Same::Drift => Ok(3),
+                    Same::No => Err(format!("{name}: expected {expect:?}, got {status} {body}")),
+                },
                 (Expect::Absent, 404) => Ok(2),
                 _ => Err(format!("{name}: expected {expect:?}, got {status} {body}")),
             }
@@ -543,6 +629,11 @@ async fn verify(client: &reqwest::Client, target: &Target, tracker: &Mutex<Track
         match r {
             Ok(1) => rep.verified_present += 1,
             Ok(2) => rep.verified_absent += 1,
+            Ok(3) => {
+                // Present, with the altered number its write was acknowledged with (counted there).
+                rep.verified_present += 1;
+                rep.verified_drifted += 1;
+            }
             Ok(_) => {}
             Err(e) => rep.verify_failures.push(e),
         }
@@ -563,7 +654,7 @@ async fn verify(client: &reqwest::Client, target: &Target, tracker: &Mutex<Track
                 .unwrap_or_default();
             for (name, expect) in &objects {
                 match (expect, listed.get(name)) {
-                    (Expect::Present { spec, .. }, Some(s)) if s == spec => {}
+                    (Expect::Present { spec, .. }, Some(s)) if compare(spec, s) != Same::No => {}
                     (Expect::Absent, None) | (Expect::Unknown, _) => {}
                     (e, got) => rep.verify_failures.push(format!("list: {name} expected {e:?}, listed {got:?}")),
                 }
@@ -686,7 +777,8 @@ impl Gen {
         let body = self.body(&method, &label, item_name.as_deref(), ns.as_deref());
         let headers = self.headers(body.is_some(), &method);
         let watch = is_watch || query.contains("watch");
-        Req { method, path, query, headers, body, label, watch, http2: self.chance(0.5), tracked: None }
+        let (http2, anonymous) = (self.chance(0.5), self.chance(0.2));
+        Req { method, path, query, headers, body, label, watch, http2, anonymous, tracked: None }
     }
 
     /// A well-formed write to a tracked Llama, or None when all are busy.
@@ -714,13 +806,25 @@ impl Gen {
                 (HeaderName::from_static("accept"), HeaderValue::from_static("application/json")),
             ]
         };
-        let create = t.created < MAX_TRACKED && (present.len() < 50 || self.rng.random_bool(0.3));
+        // Past the cap, deleted names are created again, so creates never stop.
+        let deleted: Vec<String> = t
+            .objects
+            .iter()
+            .filter(|(n, e)| **e == Expect::Absent && !t.busy.contains(*n))
+            .map(|(n, _)| n.clone())
+            .collect();
+        let can_create = t.created < MAX_TRACKED || !deleted.is_empty();
+        let create = can_create && (present.len() < 50 || self.rng.random_bool(0.3));
         let (op, method, path, query, headers, body) = if create || present.is_empty() {
-            if t.created >= MAX_TRACKED {
+            if !can_create {
                 return None;
             }
-            let name = format!("t-{}", t.created);
-            t.created += 1;
+            let name = if t.created < MAX_TRACKED {
+                t.created += 1;
+                format!("t-{}", t.created - 1)
+            } else {
+                deleted.choose(&mut self.rng).cloned().unwrap()
+            };
             let obj = json!({"apiVersion": API_VERSION, "kind": "Llama",
                 "metadata": {"name": name, "labels": labels}, "spec": spec});
             let body = serde_json::to_vec(&obj).unwrap();
@@ -780,6 +884,7 @@ impl Gen {
             label: "tracked".into(),
             watch: false,
             http2: self.rng.random_bool(0.5),
+            anonymous: false,
             tracked: Some(op),
         })
     }

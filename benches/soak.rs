@@ -13,14 +13,25 @@
 //! | `SOAK_CONCURRENCY` | 32 | requests in flight |
 //! | `SOAK_SEED` | random (printed) | the generator's seed, to replay a run |
 //! | `SOAK_MAX_RSS_MIB` | 512 | the server's RSS bound |
+//! | `SOAK_DELEGATED` | 0 | 1: run against `--authentication delegated` on the test control plane instead |
+//!
+//! With `SOAK_DELEGATED=1` the server reads Pods from the test control plane
+//! (tests/controlplane, built and started here) and authenticates and
+//! authorizes every request through it: the fuzzer presents a client
+//! certificate from the control plane's client CA (user `soak-user`, bound to
+//! cluster-admin, so every request is a SubjectAccessReview), and sends a fifth
+//! of its requests without one (anonymous, or garbage bearer tokens reviewed
+//! by TokenReview). FarmPods then have a cluster, so 503 is no longer documented
+//! for them, and a 500 InternalError from a review that could not be made is.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use std::path::Path;
 use std::time::Duration;
 
 use common::fuzz::{self, Config, Target};
-use common::{Options, Server};
+use common::{cluster, identity, Options, Server};
 
 fn env<T: std::str::FromStr>(key: &str, default: T) -> T {
     std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -36,14 +47,11 @@ async fn main() {
         seed: env("SOAK_SEED", rand::random::<u64>()),
         max_rss_bytes: env::<u64>("SOAK_MAX_RSS_MIB", 512) << 20,
     };
-    let server = Server::start_with(Options {
-        args: vec!["--authentication".into(), "none".into()],
-        log: Some("info".into()),
-        ..Default::default()
-    })
-    .await;
+    let delegated = env("SOAK_DELEGATED", 0u8) == 1;
+    let (server, identity) = if delegated { delegated_server().await } else { memory_server().await };
     println!(
-        "soak: seed {} (SOAK_SEED to replay), up to {} requests or {:?}, {} in flight, load average {}",
+        "soak ({}): seed {} (SOAK_SEED to replay), up to {} requests or {:?}, {} in flight, load average {}",
+        if delegated { "--authentication delegated, control plane" } else { "--authentication none, memory" },
         cfg.seed,
         cfg.requests,
         cfg.duration,
@@ -53,11 +61,12 @@ async fn main() {
     let target = Target {
         base: server.base.clone(),
         ca_file: server.ca_file.clone(),
-        identity: None,
-        pid: server.pid(),
+        identity,
+        // The server itself, not the shell tying it to this process.
+        pid: fuzz::server_process(server.pid()),
         log_file: server.log_file.clone(),
-        has_cluster: false,
-        reviews: false,
+        has_cluster: delegated,
+        reviews: delegated,
     };
     let report = fuzz::run(&target, &cfg).await.expect("run the fuzzer");
     println!("{}", report.summary());
@@ -74,4 +83,39 @@ async fn main() {
         drop(server);
         std::process::exit(1);
     }
+}
+
+async fn memory_server() -> (Server, Option<Vec<u8>>) {
+    let server = Server::start_with(Options {
+        args: vec!["--authentication".into(), "none".into()],
+        log: Some("info".into()),
+        ..Default::default()
+    })
+    .await;
+    (server, None)
+}
+
+/// A delegated server on the test control plane, and the client certificate
+/// (PEM cert + key) of a user allowed everything.
+async fn delegated_server() -> (Server, Option<Vec<u8>>) {
+    let cp = cluster::controlplane();
+    let out =
+        cp.kubectl(&["create", "clusterrolebinding", "soak-user", "--clusterrole=cluster-admin", "--user=soak-user"]);
+    assert!(out.0 || out.2.contains("AlreadyExists"), "{out:?}");
+    let server = Server::start_with(Options {
+        args: vec!["--authentication".into(), "delegated".into()],
+        kubeconfig: Some(cp.kubeconfig.clone()),
+        log: Some("info".into()),
+        tie_to_test_process: true,
+        ..Default::default()
+    })
+    .await;
+    let ca = identity::existing_ca(
+        Path::new(&identity::path_of(cp, "clientCAFile")),
+        Path::new(&identity::path_of(cp, "clientCAKeyFile")),
+    );
+    let (mut pem, key) = identity::leaf(&ca, "soak-user");
+    pem.push(b'\n');
+    pem.extend_from_slice(&key);
+    (server, Some(pem))
 }

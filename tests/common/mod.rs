@@ -7,6 +7,7 @@
 pub mod cluster;
 pub mod crd;
 pub mod etcd;
+pub mod fuzz;
 pub mod identity;
 pub mod relay;
 

@@ -170,11 +170,11 @@ async fn observe(State(app): State<Arc<App>>, req: Request<Body>, next: Next) ->
     let started = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
+    let (verb, resource) =
+        req.extensions().get::<RequestInfo>().map_or(("other", "other"), |info| metric_labels(&app, info));
     let resp = next.run(req).await;
     let code = resp.status().as_u16();
     let elapsed = started.elapsed();
-    let (verb, resource) = metric_labels(&app, &info);
     app.metrics.observe(verb, resource, code, elapsed);
     if code >= 500 {
         tracing::warn!(%method, %path, code, ?elapsed, "request failed");
@@ -186,12 +186,19 @@ async fn observe(State(app): State<Arc<App>>, req: Request<Body>, next: Next) ->
 
 /// Label values with bounded cardinality: only served resources and known
 /// verbs are named; everything else counts as "other".
-fn metric_labels<'a>(app: &App, info: &'a RequestInfo) -> (&'a str, &'static str) {
+fn metric_labels(app: &App, info: &RequestInfo) -> (&'static str, &'static str) {
     if !info.is_resource_request {
         return ("nonresource", "");
     }
     let verb = match info.verb.as_str() {
-        v @ ("get" | "list" | "watch" | "create" | "update" | "patch" | "delete" | "deletecollection") => v,
+        "get" => "get",
+        "list" => "list",
+        "watch" => "watch",
+        "create" => "create",
+        "update" => "update",
+        "patch" => "patch",
+        "delete" => "delete",
+        "deletecollection" => "deletecollection",
         _ => "other",
     };
     let resource = app

@@ -12,4 +12,6 @@ pub mod ops;
 pub mod resources;
 pub mod server;
 pub mod storage;
+#[cfg(test)]
+mod test_pki;
 pub mod tls;

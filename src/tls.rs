@@ -889,17 +889,8 @@ mod tests {
 
     /// A throwaway CA: (issuer, certificate PEM).
     fn test_ca(cn: &str) -> (Issuer<'static, KeyPair>, String) {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::default();
-        params.distinguished_name = DistinguishedName::new();
-        params.distinguished_name.push(DnType::CommonName, cn);
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
-        let now = ASN1Time::now().to_datetime();
-        params.not_before = now - BACKDATE;
-        params.not_after = now + DAY * 365;
-        let cert = params.self_signed(&key).unwrap();
-        (Issuer::new(params, key), cert.pem())
+        let ca = crate::test_pki::ca(cn);
+        (ca.issuer, ca.pem)
     }
 
     /// A leaf signed by `ca`: (certificate PEM, key PEM).

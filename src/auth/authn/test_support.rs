@@ -11,7 +11,7 @@ pub(super) use std::time::Duration;
 pub(super) use http::header::{HeaderName, AUTHORIZATION};
 pub(super) use http::{HeaderMap, HeaderValue};
 pub(super) use rcgen::ExtendedKeyUsagePurpose;
-use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rcgen::{CertificateParams, DistinguishedName, DnType, IsCa, KeyPair};
 pub(super) use rustls::pki_types::CertificateDer;
 use x509_parser::time::ASN1Time;
 
@@ -25,40 +25,7 @@ pub(super) use crate::tls::PeerCertificates;
 pub(super) const HOUR: Duration = Duration::from_secs(3600);
 pub(super) const DAY: Duration = Duration::from_secs(86400);
 
-pub(super) struct Ca {
-    pub(super) issuer: Issuer<'static, KeyPair>,
-    pub(super) pem: String,
-    pub(super) der: CertificateDer<'static>,
-}
-
-pub(super) fn ca(cn: &str) -> Ca {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::default();
-    params.distinguished_name = DistinguishedName::new();
-    params.distinguished_name.push(DnType::CommonName, cn);
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
-    let now = ASN1Time::now().to_datetime();
-    params.not_before = now - HOUR;
-    params.not_after = now + DAY * 365;
-    let cert = params.self_signed(&key).unwrap();
-    Ca { pem: cert.pem(), der: cert.der().clone(), issuer: Issuer::new(params, key) }
-}
-
-/// An intermediate CA signed by `parent`.
-pub(super) fn intermediate(parent: &Ca, cn: &str) -> Ca {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::default();
-    params.distinguished_name = DistinguishedName::new();
-    params.distinguished_name.push(DnType::CommonName, cn);
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
-    let now = ASN1Time::now().to_datetime();
-    params.not_before = now - HOUR;
-    params.not_after = now + DAY * 30;
-    let cert = params.signed_by(&key, &parent.issuer).unwrap();
-    Ca { pem: cert.pem(), der: cert.der().clone(), issuer: Issuer::new(params, key) }
-}
+pub(super) use crate::test_pki::{ca, intermediate, TestCa as Ca};
 
 pub(super) struct Leaf<'a> {
     pub(super) cn: Option<&'a str>,

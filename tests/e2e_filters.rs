@@ -35,12 +35,11 @@ fn slow_get(s: &Server, ns: &str) -> String {
 #[tokio::test]
 async fn non_long_running_requests_have_a_deadline_and_watches_do_not() {
     let s = Server::start(&["--request-timeout", "1"]).await;
-    let started = Instant::now();
     let (code, v) = status_of(s.client.get(slow_get(&s, "default")).send().await.unwrap()).await;
     assert_eq!(code, 504, "{v}");
     assert_eq!(v["reason"], "Timeout");
     assert_eq!(v["message"], "Timeout: request did not complete within requested timeout - context deadline exceeded");
-    assert!(started.elapsed() < Duration::from_secs(3), "the deadline, not the 3 s resourceVersion wait, answered");
+    // (The 3 s resourceVersion wait would have answered "Too large resource version".)
     // A client's ?timeout= shortens it; an unparsable one is kube's 400.
     let (code, v) = status_of(s.client.get(s.llamas("default", "?timeout=soon")).send().await.unwrap()).await;
     assert_eq!(code, 400, "{v}");
@@ -59,19 +58,21 @@ async fn non_long_running_requests_have_a_deadline_and_watches_do_not() {
 #[tokio::test]
 async fn over_the_read_limit_requests_get_429_and_probes_do_not() {
     let s = Server::start(&["--max-requests-inflight", "2", "--request-timeout", "30"]).await;
+    // Keep two slow GETs (each holds a read slot for ~3 s) under way until a
+    // third GET is refused; on a loaded machine the first ones may end before
+    // that, so finished ones are replaced.
     let mut waiting = Vec::new();
-    for _ in 0..2 {
-        waiting.push(tokio::spawn(s.client.get(slow_get(&s, "default")).send()));
-    }
-    // Wait until both hold their slot (the third GET is refused), then check the refusal.
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let deadline = Instant::now() + Duration::from_secs(30);
     let refused = loop {
+        while waiting.iter().filter(|w: &&tokio::task::JoinHandle<_>| !w.is_finished()).count() < 2 {
+            waiting.push(tokio::spawn(s.client.get(slow_get(&s, "default")).send()));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
         let resp = s.client.get(s.llamas("default", "")).send().await.unwrap();
         if resp.status() == 429 {
             break resp;
         }
-        assert!(Instant::now() < deadline, "never refused: both slow GETs should hold the two read slots");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(Instant::now() < deadline, "never refused: two slow GETs should hold the two read slots");
     };
     assert_eq!(refused.headers()["retry-after"], "1");
     let (_, v) = status_of(refused).await;
@@ -100,7 +101,7 @@ async fn over_the_mutating_limit_writes_get_429_while_reads_go_on() {
             .body(reqwest::Body::wrap_stream(rx))
             .send(),
     );
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let resp = s.client.post(s.llamas("default", "")).json(&llama("second", 1.0, 1.0)).send().await.unwrap();
         if resp.status() == 429 {
@@ -136,7 +137,7 @@ async fn watches_are_capped_per_server_until_one_closes() {
     // Non-watch reads are not affected.
     assert_eq!(s.client.get(s.llamas("default", "")).send().await.unwrap().status(), 200);
     drop(open.pop());
-    succeeds("a closed watch frees its slot", Duration::from_secs(5), || async {
+    succeeds("a closed watch frees its slot", Duration::from_secs(30), || async {
         watch().await.map(|r| r.status() == 200).unwrap_or(false)
     })
     .await;
@@ -409,7 +410,7 @@ subjects:
     let resp = anonymous(&s).get(&url).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     drop(open.pop());
-    succeeds("a closed watch frees the user's slot", Duration::from_secs(5), || async {
+    succeeds("a closed watch frees the user's slot", Duration::from_secs(30), || async {
         user.get(&url).send().await.map(|r| r.status() == 200).unwrap_or(false)
     })
     .await;
@@ -462,7 +463,7 @@ async fn a_flood_of_slow_lists_is_bounded() {
     assert_eq!(write.unwrap().status(), 201, "writes have slots of their own");
     println!("slow-list flood: {codes:?}, RSS {rss_before:.0} MiB before, {rss_flooded:.0} MiB flooded");
     drop(held);
-    succeeds("read slots are freed once the held bodies are dropped", Duration::from_secs(10), || async {
+    succeeds("read slots are freed once the held bodies are dropped", Duration::from_secs(30), || async {
         s.client.get(s.llamas("flood", "")).send().await.is_ok_and(|r| r.status() == 200)
     })
     .await;

@@ -305,7 +305,9 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    // Paused time: tokio advances the clock when every task waits, so the
+    // timings below are exact, whatever the machine's load.
+    #[tokio::test(start_paused = true)]
     async fn admitted_reviews_keep_to_the_rate() {
         // 5 at once, then 50 per second: 30 reviews take about 0.5 s, never less.
         let l = Arc::new(limiter(50.0, 5, 100));
@@ -341,7 +343,9 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    // Paused time: tokio advances the clock when every task waits, so the
+    // timings below are exact, whatever the machine's load.
+    #[tokio::test(start_paused = true)]
     async fn retriable_failures_are_retried_with_growing_pauses() {
         let runner = quick(5, Duration::from_secs(10));
         let calls = AtomicUsize::new(0);
@@ -373,7 +377,9 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 
-    #[tokio::test]
+    // Paused time: tokio advances the clock when every task waits, so the
+    // timings below are exact, whatever the machine's load.
+    #[tokio::test(start_paused = true)]
     async fn the_deadline_covers_attempts_and_pauses() {
         // An attempt that hangs is cut at the deadline.
         let runner = quick(5, 100 * MS);
@@ -390,7 +396,9 @@ mod tests {
         assert!((2..=4).contains(&calls.load(Ordering::SeqCst)), "{}", calls.load(Ordering::SeqCst));
     }
 
-    #[tokio::test]
+    // Paused time: tokio advances the clock when every task waits, so the
+    // timings below are exact, whatever the machine's load.
+    #[tokio::test(start_paused = true)]
     async fn a_full_queue_fails_at_once() {
         let runner = ReviewRunner::new(ReviewPolicy {
             limits: ReviewLimits { qps: 1.0, burst: 1, queue: 0 },

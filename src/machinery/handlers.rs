@@ -15,12 +15,13 @@ use tokio_util::sync::CancellationToken;
 use super::encode::{self, IncludeObject, ListMeta};
 use super::negotiation::{self, BodyType, Output, Shape};
 use super::options::{decode_delete_options, DeleteOptions, ListOptions, Query, Rv, WriteOptions, WriteVerb};
-use super::patch::Patch;
+use super::patch::{self, Patch};
 use super::registry::{DeleteOutcome, Part, Registry, WatchStart, WriteOutcome};
 use super::request_info::RequestInfo;
 use super::resource::Verb;
 use super::status::{ApiError, ApiResult, Target};
 use super::watch::{self, WatchJob};
+use crate::apimachinery::managed_fields::Writer;
 use crate::storage::StoredObject;
 
 /// Server-wide knobs of the resource handlers.
@@ -210,20 +211,26 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
             start_watch(&res, reg, (!all_namespaces).then_some(ns), opts, output).await
         }
         Verb::Create => {
-            let wopts = WriteOptions::from_query(&query, WriteVerb::Create)?;
+            let wopts = write_options(&query, WriteVerb::Create, &parts.headers)?;
             require_json_body(&parts.headers)?;
             let body = read_body(body, res.settings.max_body_bytes).await?;
             Ok(write_response(reg.create(ns, &body, &wopts).await?))
         }
         Verb::Update => {
-            let wopts = WriteOptions::from_query(&query, WriteVerb::Update)?;
+            let wopts = write_options(&query, WriteVerb::Update, &parts.headers)?;
             require_json_body(&parts.headers)?;
             let body = read_body(body, res.settings.max_body_bytes).await?;
             Ok(write_response(reg.update(ns, name, part, &body, &wopts).await?))
         }
         Verb::Patch => {
-            let wopts = WriteOptions::from_query(&query, WriteVerb::Patch)?;
             let body_type = negotiation::body_type(header_str(&parts.headers, header::CONTENT_TYPE));
+            if body_type == Some(BodyType::ApplyPatchYaml) {
+                let wopts = write_options(&query, WriteVerb::Apply, &parts.headers)?;
+                let body = read_body(body, res.settings.max_body_bytes).await?;
+                let config = patch::apply_configuration(&body)?;
+                return Ok(write_response(reg.apply(ns, name, part, &config, &wopts).await?));
+            }
+            let wopts = write_options(&query, WriteVerb::Patch, &parts.headers)?;
             let body = read_body(body, res.settings.max_body_bytes).await?;
             let patch = Patch::parse(body_type, &body)?;
             Ok(write_response(reg.patch(ns, name, part, &patch, &wopts).await?))
@@ -250,6 +257,15 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
             Ok(respond(200, deleted_list(&reg, &meta, &items), "application/json", &[]))
         }
     }
+}
+
+/// The options of a write, with its manager settled: `fieldManager`, else
+/// derived from the User-Agent as kube does.
+fn write_options(query: &Query, verb: WriteVerb, headers: &HeaderMap) -> ApiResult<WriteOptions> {
+    let mut wopts = WriteOptions::from_query(query, verb)?;
+    let user_agent = header_str(headers, header::USER_AGENT).unwrap_or("");
+    wopts.field_manager = Writer::manager_name(&wopts.field_manager, user_agent);
+    Ok(wopts)
 }
 
 fn require_json_body(headers: &HeaderMap) -> ApiResult<()> {

@@ -109,7 +109,10 @@ pub enum BodyType {
     JsonPatch,
     MergePatch,
     StrategicMergePatch,
-    ApplyPatch,
+    /// Server-side apply with a YAML (or JSON, which is YAML) body.
+    ApplyPatchYaml,
+    /// Server-side apply in CBOR: not served (415).
+    ApplyPatchCbor,
 }
 
 pub fn body_type(content_type: Option<&str>) -> Option<BodyType> {
@@ -119,7 +122,8 @@ pub fn body_type(content_type: Option<&str>) -> Option<BodyType> {
         "application/json-patch+json" => Some(BodyType::JsonPatch),
         "application/merge-patch+json" => Some(BodyType::MergePatch),
         "application/strategic-merge-patch+json" => Some(BodyType::StrategicMergePatch),
-        "application/apply-patch+yaml" | "application/apply-patch+cbor" => Some(BodyType::ApplyPatch),
+        "application/apply-patch+yaml" => Some(BodyType::ApplyPatchYaml),
+        "application/apply-patch+cbor" => Some(BodyType::ApplyPatchCbor),
         _ => None,
     }
 }

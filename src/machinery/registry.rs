@@ -17,6 +17,8 @@ use super::resource::Kind;
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::{ApiError, ApiResult, FieldError, Reason, Target};
 use super::validation;
+use crate::apimachinery::managed_fields::{self, conflicts_message, ApplyError, FieldManager, ManagedFields, Writer};
+use crate::apimachinery::typed::Shape;
 use crate::storage::{ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject, Updated, WatchStream};
 
 /// How long a read naming a future resourceVersion waits for it, as the watch cache does.
@@ -31,6 +33,8 @@ pub struct Registry {
     /// Table column definitions, computed once.
     pub columns: Value,
     schema: Value,
+    /// The schema as server-side apply reads it (list and map types).
+    shape: Shape,
 }
 
 /// The body of a successful write and the warnings to send with it.
@@ -203,7 +207,55 @@ impl Registry {
     pub fn new(kind: Arc<dyn Kind>, store: Arc<dyn Store>) -> Self {
         let columns = column_definitions(kind.as_ref());
         let schema = kind.schema();
-        Self { kind, store, columns, schema }
+        let shape = Shape::of_object(&schema);
+        Self { kind, store, columns, schema, shape }
+    }
+
+    /// The field manager of a write by `manager` to one part of the object.
+    fn field_manager(&self, part: Part, manager: &str) -> ApiResult<FieldManager<'_>> {
+        let now = serde_json::from_value(json!(now_rfc3339()))
+            .map_err(|e| ApiError::internal(format!("formatting the time of a write: {e}")))?;
+        Ok(FieldManager {
+            shape: &self.shape,
+            reset: managed_fields::reset_fields(self.kind.has_status_subresource(), part == Part::Status),
+            writer: Writer {
+                manager: manager.to_string(),
+                api_version: self.kind.names().api_version(),
+                subresource: if part == Part::Status { "status".into() } else { String::new() },
+            },
+            now,
+        })
+    }
+
+    /// The object as a new, empty one of this kind (what a create starts from).
+    fn empty_object(&self) -> Value {
+        let n = self.kind.names();
+        json!({ "apiVersion": n.api_version(), "kind": n.kind })
+    }
+
+    /// Records the update `old` → `next` in next's managedFields. `sent` are the
+    /// managedFields the client sent: used as they are when valid and not empty
+    /// (clients may rewrite them), else the stored ones are kept, so clients
+    /// that do not know the field cannot drop it. As kube does, a failure to
+    /// track leaves the object without managedFields rather than failing the write.
+    fn track_update(
+        &self,
+        part: Part,
+        manager: &str,
+        old: &Value,
+        next: &mut Value,
+        sent: Option<&Value>,
+    ) -> ApiResult<()> {
+        let base = match ManagedFields::decode(sent) {
+            Ok(m) if !m.is_empty() && part == Part::Main => m,
+            _ => ManagedFields::decode(old.pointer("/metadata/managedFields")).unwrap_or_default(),
+        };
+        let mut old_plain = old.clone();
+        if let Some(m) = old_plain.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+        }
+        let tracked = self.field_manager(part, manager)?.update(&old_plain, next, base);
+        set_managed_fields(next, tracked.ok().as_ref())
     }
 
     fn target<'a>(&'a self, name: &'a str) -> Target<'a> {
@@ -453,11 +505,24 @@ impl Registry {
 
     pub async fn create(&self, ns: &str, body: &[u8], wopts: &WriteOptions) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
-        let mut obj = if body.is_empty() {
+        let obj = if body.is_empty() {
             return Err(ApiError::bad_request("the body of the request was empty"));
         } else {
             self.decode_object(body, wopts, &mut warnings)?
         };
+        self.insert(ns, obj, wopts, warnings, None).await
+    }
+
+    /// Creates a decoded object: kube's create rules, managed fields tracked
+    /// as an update by the writer unless an apply decided them.
+    async fn insert(
+        &self,
+        ns: &str,
+        mut obj: Value,
+        wopts: &WriteOptions,
+        warnings: Vec<String>,
+        applied: Option<ManagedFields>,
+    ) -> ApiResult<WriteOutcome> {
         if obj.get("metadata").is_none() {
             obj["metadata"] = json!({});
         }
@@ -470,12 +535,11 @@ impl Registry {
             meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
             meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
             meta.insert("generation".into(), json!(1));
-            for system in
-                ["deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "managedFields", "resourceVersion"]
-            {
+            for system in ["deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "resourceVersion"] {
                 meta.remove(system);
             }
         }
+        let sent_managed_fields = meta_mut(&mut obj)?.remove("managedFields");
         if self.kind.has_status_subresource() {
             if let Some(m) = obj.as_object_mut() {
                 m.remove("status");
@@ -488,7 +552,19 @@ impl Registry {
                 let prefix = meta_str(&obj, "generateName").unwrap_or("").to_string();
                 meta_mut(&mut obj)?.insert("name".into(), json!(format!("{prefix}{}", generate_suffix())));
             }
-            self.validate(&obj, None)?;
+            let mut plain = obj.clone();
+            match &applied {
+                Some(managed) => set_managed_fields(&mut plain, Some(managed))?,
+                None => self.track_update(
+                    Part::Main,
+                    &wopts.field_manager,
+                    &self.empty_object(),
+                    &mut plain,
+                    sent_managed_fields.as_ref(),
+                )?,
+            }
+            self.validate(&plain, None)?;
+            let obj = plain;
             let name = meta_str(&obj, "name").unwrap_or("").to_string();
             if wopts.dry_run {
                 if self.store.get(&self.key(ns, &name)).await.map_err(|e| self.store_error(&name, e))?.is_some() {
@@ -547,7 +623,7 @@ impl Registry {
                 if requested_rv != current.rv.to_string() {
                     return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
                 }
-                self.prepare_update(name, part, current, obj.clone())
+                self.prepare_update(name, part, current, obj.clone(), Fields::Update(&wopts.field_manager))
             })
             .await?;
         out.warnings.splice(0..0, warnings);
@@ -593,11 +669,94 @@ impl Registry {
                         meta_str(&obj, "name").unwrap_or("")
                     )));
                 }
-                self.prepare_update(name, part, current, obj)
+                self.prepare_update(name, part, current, obj, Fields::Update(&wopts.field_manager))
             })
             .await?;
         out.warnings.splice(0..0, warnings);
         Ok(out)
+    }
+
+    /// Server-side apply (a PATCH in `application/apply-patch+yaml`, already
+    /// turned into JSON): merges the configuration into the object, which is
+    /// created if it does not exist (201), and records the applier as the
+    /// owner of exactly the fields it applied; 409 on conflicts unless forced.
+    pub async fn apply(
+        &self,
+        ns: &str,
+        name: &str,
+        part: Part,
+        body: &[u8],
+        wopts: &WriteOptions,
+    ) -> ApiResult<WriteOutcome> {
+        let mut warnings = Vec::new();
+        let mut config = self.decode_object(body, wopts, &mut warnings)?;
+        if config.pointer("/metadata/managedFields").is_some_and(|v| !v.is_null()) {
+            return Err(ApiError::bad_request("metadata.managedFields must be nil"));
+        }
+        if config.get("metadata").is_none() {
+            config["metadata"] = json!({});
+        }
+        self.settle_namespace(&mut config, ns)?;
+        match meta_str(&config, "name") {
+            Some(n) if n == name => {}
+            None | Some("") => {
+                meta_mut(&mut config)?.insert("name".into(), json!(name));
+            }
+            Some(n) => {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )))
+            }
+        }
+        let requested_rv = meta_str(&config, "resourceVersion").unwrap_or("").to_string();
+        for _ in 0..WRITE_RETRIES {
+            let exists = self.store.get(&self.key(ns, name)).await.map_err(|e| self.store_error(name, e))?.is_some();
+            if !exists {
+                if part == Part::Status {
+                    return Err(ApiError::not_found(self.target(name)));
+                }
+                let fm = self.field_manager(part, &wopts.field_manager)?;
+                let (created, managed) = fm
+                    .apply(&self.empty_object(), &config, ManagedFields::default(), wopts.force)
+                    .map_err(|e| self.apply_error(e))?;
+                match self.insert(ns, created, wopts, warnings.clone(), Some(managed)).await {
+                    Err(e) if e.code == 409 && e.reason == Reason::AlreadyExists => continue,
+                    other => return other,
+                }
+            }
+            let result = self
+                .write_current(ns, name, wopts, |current| {
+                    if !requested_rv.is_empty() && requested_rv != current.rv.to_string() {
+                        return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
+                    }
+                    let mut live = current.value().map_err(|e| self.store_error(name, e))?;
+                    let managed =
+                        live.get_mut("metadata").and_then(Value::as_object_mut).and_then(|m| m.remove("managedFields"));
+                    let managed = ManagedFields::decode(managed.as_ref()).unwrap_or_default();
+                    let fm = self.field_manager(part, &wopts.field_manager)?;
+                    let (merged, managed) =
+                        fm.apply(&live, &config, managed, wopts.force).map_err(|e| self.apply_error(e))?;
+                    self.prepare_update(name, part, current, merged, Fields::Applied(managed))
+                })
+                .await;
+            match result {
+                // Deleted since it was looked up: create it.
+                Err(e) if e.code == 404 && e.reason == Reason::NotFound => continue,
+                Err(e) => return Err(e),
+                Ok(mut out) => {
+                    out.warnings.splice(0..0, warnings);
+                    return Ok(out);
+                }
+            }
+        }
+        Err(ApiError::conflict(self.target(name), StoreError::Conflict))
+    }
+
+    fn apply_error(&self, e: ApplyError) -> ApiError {
+        match e {
+            ApplyError::Conflicts(c) => apply_conflict(&c),
+            ApplyError::Invalid(why) => ApiError::bad_request(format!("failed to apply the configuration: {why}")),
+        }
     }
 
     /// Runs `decide` on the current object inside the store's
@@ -644,8 +803,16 @@ impl Registry {
     /// kube-apiserver's BeforeUpdate (status and main resource apart,
     /// generation, system metadata), validation, no-op detection, and
     /// finalizer completion.
-    fn prepare_update(&self, name: &str, part: Part, current: &StoredObject, new: Value) -> ApiResult<Decision> {
+    fn prepare_update(
+        &self,
+        name: &str,
+        part: Part,
+        current: &StoredObject,
+        new: Value,
+        fields: Fields<'_>,
+    ) -> ApiResult<Decision> {
         let old = current.value().map_err(|e| self.store_error(name, e))?;
+        let sent_managed_fields = new.pointer("/metadata/managedFields").cloned();
         let mut next = match part {
             // /status changes status only: everything else stays as stored.
             Part::Status => {
@@ -680,6 +847,12 @@ impl Registry {
             meta.remove("managedFields");
             meta.remove("selfLink");
             meta.insert("resourceVersion".into(), json!(current.rv.to_string()));
+        }
+        match fields {
+            Fields::Update(manager) => {
+                self.track_update(part, manager, &old, &mut next, sent_managed_fields.as_ref())?;
+            }
+            Fields::Applied(managed) => set_managed_fields(&mut next, Some(&managed))?,
         }
         if part == Part::Main && spec_changed(&old, &next) {
             let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
@@ -824,6 +997,39 @@ impl Registry {
 
 /// 504 "Too large resource version", as kube-apiserver answers a read of a
 /// revision it has not reached.
+/// How a write's managedFields are decided.
+enum Fields<'a> {
+    /// An update by this manager: tracked from what it changed.
+    Update(&'a str),
+    /// Already decided by an apply.
+    Applied(ManagedFields),
+}
+
+/// Puts the managed fields into the object (none: the field is left out).
+fn set_managed_fields(obj: &mut Value, managed: Option<&ManagedFields>) -> ApiResult<()> {
+    let meta = meta_mut(obj)?;
+    match managed.filter(|m| !m.is_empty()) {
+        Some(m) => meta.insert("managedFields".into(), m.encode()),
+        None => meta.remove("managedFields"),
+    };
+    Ok(())
+}
+
+/// kube's 409 for apply conflicts: one FieldManagerConflict cause per field.
+fn apply_conflict(conflicts: &[managed_fields::Conflict]) -> ApiError {
+    let causes: Vec<Value> = conflicts
+        .iter()
+        .map(|c| {
+            json!({
+                "type": "FieldManagerConflict",
+                "message": format!("conflict with {}", c.manager),
+                "field": c.path.to_string(),
+            })
+        })
+        .collect();
+    ApiError::new(409, Reason::Conflict, conflicts_message(conflicts)).with_details(json!({ "causes": causes }))
+}
+
 fn too_large_rv(e: &StoreError) -> ApiError {
     let mut err = ApiError::new(504, Reason::Timeout, e.to_string()).with_details(json!({
         "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]

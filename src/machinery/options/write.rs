@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::params::Query;
+use super::params::{go_param_bool, Query};
 use super::validate_dry_run;
 use crate::machinery::gofmt::{go_quote, is_go_printable};
 use crate::machinery::status::{ApiError, FieldError, FieldErrorKind};
@@ -26,6 +26,8 @@ pub enum WriteVerb {
     Create,
     Update,
     Patch,
+    /// A patch in `application/apply-patch+yaml`: server-side apply.
+    Apply,
 }
 
 impl WriteVerb {
@@ -33,27 +35,34 @@ impl WriteVerb {
         match self {
             WriteVerb::Create => "CreateOptions",
             WriteVerb::Update => "UpdateOptions",
-            WriteVerb::Patch => "PatchOptions",
+            WriteVerb::Patch | WriteVerb::Apply => "PatchOptions",
         }
     }
 }
 
 /// Options shared by create, update and patch.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct WriteOptions {
     pub dry_run: bool,
     pub field_validation: FieldValidation,
+    /// `fieldManager` as sent (may be empty except for apply).
+    pub field_manager: String,
+    /// `force`: an apply takes the fields it conflicts on.
+    pub force: bool,
 }
 
 impl WriteOptions {
     pub fn from_query(q: &Query, verb: WriteVerb) -> Result<Self, ApiError> {
         let mut errs = Vec::new();
-        // Server-side apply is not served (its content type is a 415), so
-        // every patch here is a non-apply patch, which may not say `force`.
+        // ValidatePatchOptions: only an apply may force, and it must name its manager.
         if verb == WriteVerb::Patch && q.get("force").is_some() {
             errs.push(FieldError::forbidden("force", "may not be specified for non-apply patch"));
         }
-        errs.extend(validate_field_manager(q.get("fieldManager").unwrap_or("")));
+        let field_manager = q.get("fieldManager").unwrap_or("");
+        if verb == WriteVerb::Apply && field_manager.is_empty() {
+            errs.push(FieldError::required("fieldManager", "is required for apply patch"));
+        }
+        errs.extend(validate_field_manager(field_manager));
         let dry_run: Vec<String> = q.all("dryRun").map(str::to_string).collect();
         errs.extend(validate_dry_run(&dry_run));
         // kube-apiserver's default since fieldValidation went GA is Warn.
@@ -76,7 +85,8 @@ impl WriteOptions {
         if !errs.is_empty() {
             return Err(ApiError::invalid("meta.k8s.io", verb.options_kind(), "", &errs));
         }
-        Ok(Self { dry_run: !dry_run.is_empty(), field_validation })
+        let force = q.get("force").is_some_and(go_param_bool);
+        Ok(Self { dry_run: !dry_run.is_empty(), field_validation, field_manager: field_manager.to_string(), force })
     }
 }
 
@@ -136,6 +146,11 @@ mod tests {
             "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch"
         );
         assert!(opts("force=true", WriteVerb::Create).is_ok());
+        assert_eq!(
+            opts("force=true", WriteVerb::Apply).unwrap_err().message,
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
+        );
+        assert!(opts("force=true&fieldManager=m", WriteVerb::Apply).unwrap().force);
         // An empty dryRun value is not "no dry run": kube refuses it.
         assert_eq!(opts("dryRun=", WriteVerb::Patch).unwrap_err().code, 422);
     }

@@ -1,0 +1,607 @@
+//! `metadata.managedFields`: who owns which fields of an object, kept on
+//! every write the way k8s.io/apiserver's field manager keeps it, and
+//! server-side apply on top of it (structured-merge-diff's `Updater`).
+//!
+//! - An update (create, update, patch) gives its manager the fields it
+//!   changed and takes them from everyone else; removed fields leave every set.
+//! - An apply owns exactly the fields of its configuration; it conflicts with
+//!   other managers on fields whose value it changes (unless forced, which
+//!   takes them), and removes fields it applied before and no longer applies
+//!   when nobody else owns them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, Time};
+use serde_json::{json, Value};
+
+use super::fieldpath::{FieldSet, Path, PathElement};
+use super::typed::{self, Shape};
+use crate::machinery::gofmt::{go_quote, is_go_printable};
+
+/// kube's cap on `Update` entries; older ones are merged into one bucket.
+const MAX_UPDATE_MANAGERS: usize = 10;
+const ANCIENT_CHANGES: &str = "ancient-changes";
+pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+/// The manager whose applies take over fields of a client-side `kubectl apply`.
+const KUBECTL: &str = "kubectl";
+/// `metav1validation.FieldManagerMaxLength`.
+pub const FIELD_MANAGER_MAX_LENGTH: usize = 128;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Operation {
+    Apply,
+    Update,
+}
+
+impl Operation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Operation::Apply => "Apply",
+            Operation::Update => "Update",
+        }
+    }
+}
+
+/// Who writes: the manager name, the API version written in, the subresource.
+#[derive(Debug, Clone)]
+pub struct Writer {
+    pub manager: String,
+    pub api_version: String,
+    pub subresource: String,
+}
+
+impl Writer {
+    /// The manager of a write: `fieldManager`, else the User-Agent up to its
+    /// first `/`, printable characters only, at most 128 bytes (kube's rule).
+    pub fn manager_name(field_manager: &str, user_agent: &str) -> String {
+        if !field_manager.is_empty() {
+            return field_manager.to_string();
+        }
+        let mut out = String::new();
+        for c in user_agent.split('/').next().unwrap_or("").chars() {
+            if !is_go_printable(c) {
+                continue;
+            }
+            if out.len() + c.len_utf8() > FIELD_MANAGER_MAX_LENGTH {
+                break;
+            }
+            out.push(c);
+        }
+        out
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    manager: String,
+    operation: Operation,
+    api_version: String,
+    subresource: String,
+    time: Option<Time>,
+    set: FieldSet,
+}
+
+impl Entry {
+    /// kube's manager identifier: the entry without its fields and time, and
+    /// without the API version for appliers (one identity however they apply).
+    fn identity(&self) -> String {
+        let mut id = serde_json::Map::new();
+        if !self.manager.is_empty() {
+            id.insert("manager".into(), json!(self.manager));
+        }
+        id.insert("operation".into(), json!(self.operation.as_str()));
+        if self.operation == Operation::Update && !self.api_version.is_empty() {
+            id.insert("apiVersion".into(), json!(self.api_version));
+        }
+        if !self.subresource.is_empty() {
+            id.insert("subresource".into(), json!(self.subresource));
+        }
+        // Field order as Go marshals ManagedFieldsEntry.
+        let mut out = String::from("{");
+        for key in ["manager", "operation", "apiVersion", "subresource"] {
+            if let Some(v) = id.get(key) {
+                if out.len() > 1 {
+                    out.push(',');
+                }
+                out.push_str(&format!("{}:{v}", json!(key)));
+            }
+        }
+        out.push('}');
+        out
+    }
+
+    /// How conflicts name the manager (kube's printManager).
+    fn describe(&self) -> String {
+        let mut s = go_quote(&self.manager);
+        if !self.subresource.is_empty() {
+            s = format!("{s} with subresource {}", go_quote(&self.subresource));
+        }
+        if self.operation == Operation::Update {
+            s = format!("{s} using {}", self.api_version);
+        }
+        s
+    }
+
+    fn seconds(&self) -> i64 {
+        self.time.as_ref().map_or(0, |t| t.0.as_second())
+    }
+}
+
+/// The managed fields of one object.
+#[derive(Debug, Clone, Default)]
+pub struct ManagedFields {
+    entries: Vec<Entry>,
+}
+
+impl ManagedFields {
+    /// Reads `metadata.managedFields` (kube's DecodeManagedFields): every
+    /// entry must be a `FieldsV1` entry of operation Apply or Update.
+    pub fn decode(doc: Option<&Value>) -> Result<Self, String> {
+        let Some(doc) = doc.filter(|d| !d.is_null()) else {
+            return Ok(Self::default());
+        };
+        let raw: Vec<ManagedFieldsEntry> =
+            serde_json::from_value(doc.clone()).map_err(|e| format!("decoding managedFields: {e}"))?;
+        let mut out = Self::default();
+        for e in raw {
+            let operation = match e.operation.as_deref() {
+                Some("Apply") => Operation::Apply,
+                Some("Update") => Operation::Update,
+                other => return Err(format!("operation must be `Apply` or `Update`, got {other:?}")),
+            };
+            if e.fields_type.as_deref() != Some("FieldsV1") {
+                return Err(format!("only FieldsV1 is supported, got {:?}", e.fields_type.unwrap_or_default()));
+            }
+            let set = match &e.fields_v1 {
+                Some(FieldsV1(doc)) => FieldSet::from_fields_v1(doc)?,
+                None => FieldSet::new(),
+            };
+            let entry = Entry {
+                manager: e.manager.unwrap_or_default(),
+                operation,
+                api_version: e.api_version.unwrap_or_default(),
+                subresource: e.subresource.unwrap_or_default(),
+                time: e.time,
+                set,
+            };
+            if out.entries.iter().any(|x| x.identity() == entry.identity()) {
+                return Err(format!("duplicate entry for manager {}", entry.identity()));
+            }
+            out.entries.push(entry);
+        }
+        Ok(out)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The `metadata.managedFields` list, in kube's order: appliers first,
+    /// then by time, manager, API version and subresource.
+    pub fn encode(&self) -> Value {
+        let mut entries: Vec<&Entry> = self.entries.iter().collect();
+        entries.sort_by(|p, q| {
+            p.operation
+                .cmp(&q.operation)
+                .then(p.seconds().cmp(&q.seconds()))
+                .then(p.manager.cmp(&q.manager))
+                .then(p.api_version.cmp(&q.api_version))
+                .then(p.subresource.cmp(&q.subresource))
+        });
+        let list: Vec<ManagedFieldsEntry> = entries
+            .into_iter()
+            .map(|e| ManagedFieldsEntry {
+                manager: Some(e.manager.clone()).filter(|m| !m.is_empty()),
+                operation: Some(e.operation.as_str().to_string()),
+                api_version: Some(e.api_version.clone()).filter(|v| !v.is_empty()),
+                time: e.time.clone(),
+                fields_type: Some("FieldsV1".into()),
+                fields_v1: Some(FieldsV1(e.set.to_fields_v1())),
+                subresource: Some(e.subresource.clone()).filter(|s| !s.is_empty()),
+            })
+            .collect();
+        serde_json::to_value(list).unwrap_or_else(|_| json!([]))
+    }
+
+    fn position(&self, identity: &str) -> Option<usize> {
+        self.entries.iter().position(|e| e.identity() == identity)
+    }
+
+    /// Takes `fields` from every entry but `except`, dropping emptied ones.
+    fn take_from_others(&mut self, except: Option<&str>, fields: &FieldSet, recursive: bool) {
+        for e in &mut self.entries {
+            if Some(e.identity().as_str()) == except {
+                continue;
+            }
+            e.set = if recursive { e.set.recursive_difference(fields) } else { e.set.difference(fields) };
+        }
+        self.entries.retain(|e| !e.set.is_empty());
+    }
+
+    fn remove_everywhere(&mut self, fields: &FieldSet) {
+        for e in &mut self.entries {
+            e.set = e.set.difference(fields);
+        }
+        self.entries.retain(|e| !e.set.is_empty());
+    }
+
+    /// Merges the oldest Update entries into `ancient-changes` buckets (one
+    /// per API version) until at most ten remain, as kube does.
+    fn cap_update_managers(&mut self) {
+        let mut updaters: Vec<(i64, String)> = self
+            .entries
+            .iter()
+            .filter(|e| e.operation == Operation::Update)
+            .map(|e| (e.seconds(), e.identity()))
+            .collect();
+        if updaters.len() <= MAX_UPDATE_MANAGERS {
+            return;
+        }
+        updaters.sort();
+        let mut first_of_version: BTreeMap<String, String> = BTreeMap::new();
+        let mut count = updaters.len();
+        for (_, id) in updaters {
+            if count <= MAX_UPDATE_MANAGERS {
+                break;
+            }
+            let Some(i) = self.position(&id) else { continue };
+            let version = self.entries[i].api_version.clone();
+            let Some(first) = first_of_version.get(&version).cloned() else {
+                first_of_version.insert(version, id);
+                continue;
+            };
+            let merged = self.entries.remove(i);
+            let bucket = Entry {
+                manager: ANCIENT_CHANGES.into(),
+                operation: Operation::Update,
+                api_version: version.clone(),
+                subresource: String::new(),
+                time: None,
+                set: FieldSet::new(),
+            };
+            let bucket_id = bucket.identity();
+            let b = match self.position(&bucket_id) {
+                Some(b) => b,
+                None => {
+                    // The first entry of this version becomes the bucket.
+                    let Some(f) = self.position(&first) else { continue };
+                    let mut first_entry = self.entries.remove(f);
+                    first_entry.manager = ANCIENT_CHANGES.into();
+                    first_entry.subresource = String::new();
+                    self.entries.push(first_entry);
+                    self.entries.len() - 1
+                }
+            };
+            self.entries[b].set = merged.set.union(&self.entries[b].set);
+            self.entries[b].time = merged.time;
+            count -= 1;
+        }
+    }
+}
+
+/// The fields no manager owns: identity and system metadata (kube's stripMeta).
+fn stripped_fields() -> FieldSet {
+    let mut s = FieldSet::new();
+    for p in [&["apiVersion"][..], &["kind"], &["metadata"]] {
+        s.insert(&Path::fields(p).0);
+    }
+    for f in [
+        "name",
+        "namespace",
+        "creationTimestamp",
+        "selfLink",
+        "uid",
+        "clusterName",
+        "generation",
+        "managedFields",
+        "resourceVersion",
+    ] {
+        s.insert(&Path::fields(&["metadata", f]).0);
+    }
+    s
+}
+
+/// What the field manager needs of a kind and an endpoint.
+pub struct FieldManager<'a> {
+    pub shape: &'a Shape,
+    /// Fields this endpoint resets whatever is written (status for the main
+    /// resource of a kind with a status subresource; spec for /status).
+    pub reset: FieldSet,
+    pub writer: Writer,
+    pub now: Time,
+}
+
+impl FieldManager<'_> {
+    fn entry(&self, operation: Operation, set: FieldSet) -> Entry {
+        Entry {
+            manager: self.writer.manager.clone(),
+            operation,
+            api_version: self.writer.api_version.clone(),
+            subresource: self.writer.subresource.clone(),
+            time: Some(self.now.clone()),
+            set,
+        }
+    }
+
+    fn owned(&self, set: FieldSet) -> FieldSet {
+        set.recursive_difference(&self.reset).difference(&stripped_fields())
+    }
+
+    /// Records an update (create, update or patch) from `live` to `new`.
+    pub fn update(&self, live: &Value, new: &Value, mut managed: ManagedFields) -> Result<ManagedFields, String> {
+        let c = typed::compare(live, new, self.shape)?;
+        let changed = c.changed().recursive_difference(&self.reset);
+        let removed = c.removed.recursive_difference(&self.reset);
+        managed.take_from_others(None, &changed, false);
+        managed.remove_everywhere(&removed);
+        let taken = self.owned(changed);
+        if !taken.is_empty() {
+            let mine = self.entry(Operation::Update, taken);
+            match managed.position(&mine.identity()) {
+                Some(i) => {
+                    let previous = managed.entries.remove(i);
+                    let set = mine.set.union(&previous.set);
+                    managed.entries.push(Entry { set, ..mine });
+                }
+                None => managed.entries.push(mine),
+            }
+        }
+        managed.cap_update_managers();
+        Ok(managed)
+    }
+
+    /// Applies a configuration to the live object: the merged object and the
+    /// managed fields after it, or the conflicts.
+    pub fn apply(
+        &self,
+        live: &Value,
+        config: &Value,
+        mut managed: ManagedFields,
+        force: bool,
+    ) -> Result<(Value, ManagedFields), ApplyError> {
+        let applied = self.owned(typed::field_set(config, self.shape).map_err(ApplyError::Invalid)?);
+        let mut merged = typed::merge(live, config, self.shape).map_err(ApplyError::Invalid)?;
+        let mine = self.entry(Operation::Apply, applied);
+        let my_id = mine.identity();
+        let last = managed.position(&my_id).map(|i| managed.entries.remove(i).set);
+        managed.entries.push(mine);
+        if let Some(last) = last {
+            // Fields applied before and not now go, unless someone owns them.
+            let owned = managed.entries.iter().fold(FieldSet::new(), |acc, e| acc.union(&e.set));
+            let mut gone = FieldSet::new();
+            for path in last.paths() {
+                if !owned.has_or_below(&path.0) {
+                    gone.insert(&path.0);
+                }
+            }
+            typed::remove(&mut merged, &gone, self.shape).map_err(ApplyError::Invalid)?;
+        }
+        let c = typed::compare(live, &merged, self.shape).map_err(ApplyError::Invalid)?;
+        let changed = c.changed().recursive_difference(&self.reset);
+        let mut conflicts = Vec::new();
+        for e in managed.entries.iter().filter(|e| e.identity() != my_id) {
+            for path in e.set.intersection(&changed).paths() {
+                conflicts.push(Conflict { manager: e.describe(), path });
+            }
+        }
+        if !conflicts.is_empty() && !force {
+            let allowed = if self.writer.manager == KUBECTL { client_side_applied(live, self.shape) } else { None };
+            let remaining: Vec<Conflict> = match &allowed {
+                Some(allowed) => conflicts.iter().filter(|c| !allowed.has(&c.path.0)).cloned().collect(),
+                None => conflicts.clone(),
+            };
+            if !remaining.is_empty() {
+                return Err(ApplyError::Conflicts(remaining));
+            }
+        }
+        managed.take_from_others(Some(&my_id), &changed, false);
+        managed.remove_everywhere(&c.removed.recursive_difference(&self.reset));
+        if self.writer.manager == KUBECTL {
+            sync_last_applied(&mut merged, config);
+        }
+        Ok((merged, managed))
+    }
+}
+
+/// The fields of a client-side `kubectl apply` (its last-applied annotation)
+/// whose live values are still the ones it applied: `kubectl apply
+/// --server-side` may take those over without a conflict (kube's
+/// lastAppliedManager).
+fn client_side_applied(live: &Value, shape: &Shape) -> Option<FieldSet> {
+    let text = live.pointer("/metadata/annotations")?.get(LAST_APPLIED_ANNOTATION)?.as_str()?;
+    let last: Value = serde_json::from_str(text).ok()?;
+    let set = typed::field_set(&last, shape).ok()?;
+    let mut allowed = FieldSet::new();
+    for path in set.paths() {
+        if typed::value_at(live, &path.0, shape) == typed::value_at(&last, &path.0, shape) {
+            allowed.insert(&path.0);
+        }
+    }
+    Some(allowed)
+}
+
+/// After a server-side apply by kubectl, an object that still carries a
+/// client-side last-applied annotation gets it rewritten to the configuration
+/// just applied, so that a later client-side apply computes the right diff.
+fn sync_last_applied(merged: &mut Value, config: &Value) {
+    let has = merged.pointer("/metadata/annotations").and_then(|a| a.get(LAST_APPLIED_ANNOTATION)).is_some();
+    if !has {
+        return;
+    }
+    let mut last = config.clone();
+    if let Some(annotations) = last.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut) {
+        annotations.remove(LAST_APPLIED_ANNOTATION);
+    }
+    let text = format!("{last}\n");
+    if let Some(annotations) = merged.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut) {
+        annotations.insert(LAST_APPLIED_ANNOTATION.into(), Value::String(text));
+    }
+}
+
+/// One field another manager owns and an apply would change.
+#[derive(Debug, Clone)]
+pub struct Conflict {
+    /// The other manager as kube names it: `"name"`, with `using <version>`
+    /// for an updater and `with subresource "status"` where there is one.
+    pub manager: String,
+    pub path: Path,
+}
+
+#[derive(Debug)]
+pub enum ApplyError {
+    Conflicts(Vec<Conflict>),
+    /// The object or configuration does not fit the schema's list rules.
+    Invalid(String),
+}
+
+/// kube's message for apply conflicts.
+pub fn conflicts_message(conflicts: &[Conflict]) -> String {
+    if let [one] = conflicts {
+        return format!("Apply failed with 1 conflict: conflict with {}: {}", one.manager, one.path);
+    }
+    let mut by_manager: BTreeMap<&str, Vec<&Path>> = BTreeMap::new();
+    for c in conflicts {
+        by_manager.entry(&c.manager).or_default().push(&c.path);
+    }
+    let mut lines = Vec::new();
+    for (manager, paths) in by_manager {
+        lines.push(format!("conflicts with {manager}:"));
+        lines.extend(paths.iter().map(|p| format!("- {p}")));
+    }
+    format!("Apply failed with {} conflicts: {}", conflicts.len(), lines.join("\n"))
+}
+
+/// The reset fields of a write to the main resource or to `/status`.
+pub fn reset_fields(status_subresource: bool, on_status: bool) -> FieldSet {
+    let mut s = FieldSet::new();
+    if on_status {
+        s.insert(&[PathElement::Field("spec".into())]);
+    } else if status_subresource {
+        s.insert(&[PathElement::Field("status".into())]);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape() -> Shape {
+        Shape::of_object(&json!({
+            "type": "object",
+            "properties": {
+                "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
+                "spec": {"type": "object", "properties": {"weight": {"type": "number"}, "height": {"type": "number"}}},
+                "status": {"type": "object", "properties": {
+                    "conditions": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
+                        "items": {"type": "object", "properties": {"type": {"type": "string"}, "status": {"type": "string"}}}}
+                }}
+            }
+        }))
+    }
+
+    fn now() -> Time {
+        serde_json::from_value(json!("2026-11-23T10:00:00Z")).unwrap()
+    }
+
+    fn manager<'a>(shape: &'a Shape, name: &str) -> FieldManager<'a> {
+        FieldManager {
+            shape,
+            reset: reset_fields(true, false),
+            writer: Writer { manager: name.into(), api_version: "g/v".into(), subresource: String::new() },
+            now: now(),
+        }
+    }
+
+    fn obj(weight: f64, height: f64) -> Value {
+        json!({"apiVersion": "g/v", "kind": "L", "metadata": {"name": "a"}, "spec": {"weight": weight, "height": height}})
+    }
+
+    #[test]
+    fn create_records_an_update_entry_like_kube() {
+        let s = shape();
+        let live = json!({"apiVersion": "g/v", "kind": "L"});
+        let m = manager(&s, "kubectl-create").update(&live, &obj(1.0, 2.0), ManagedFields::default()).unwrap();
+        assert_eq!(
+            m.encode(),
+            json!([{"manager": "kubectl-create", "operation": "Update", "apiVersion": "g/v", "time": "2026-11-23T10:00:00Z",
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {".": {}, "f:height": {}, "f:weight": {}}}}])
+        );
+    }
+
+    #[test]
+    fn apply_conflicts_then_force_takes_the_field() {
+        let s = shape();
+        let (a, b) = (manager(&s, "a"), manager(&s, "b"));
+        let empty = json!({"apiVersion": "g/v", "kind": "L", "metadata": {"name": "a"}});
+        let (live, m) = a.apply(&empty, &obj(1.0, 2.0), ManagedFields::default(), false).unwrap();
+        let config = json!({"apiVersion": "g/v", "kind": "L", "metadata": {"name": "a"}, "spec": {"weight": 5}});
+        let Err(ApplyError::Conflicts(c)) = b.apply(&live, &config, m.clone(), false) else { panic!("no conflict") };
+        assert_eq!(conflicts_message(&c), "Apply failed with 1 conflict: conflict with \"a\": .spec.weight");
+        // The same value is shared, not a conflict.
+        let same = json!({"apiVersion": "g/v", "kind": "L", "metadata": {"name": "a"}, "spec": {"weight": 1.0}});
+        let (_, shared) = b.apply(&live, &same, m.clone(), false).unwrap();
+        assert_eq!(shared.entries.len(), 2);
+        let (forced, m2) = b.apply(&live, &config, m, true).unwrap();
+        assert_eq!(forced["spec"]["weight"], 5);
+        let a_set = &m2.entries.iter().find(|e| e.manager == "a").unwrap().set;
+        assert_eq!(a_set.to_fields_v1(), json!({"f:spec": {"f:height": {}}}));
+    }
+
+    #[test]
+    fn fields_no_longer_applied_are_removed_unless_owned() {
+        let s = shape();
+        let a = manager(&s, "a");
+        let empty = json!({"apiVersion": "g/v", "kind": "L", "metadata": {"name": "a"}});
+        let mut first = obj(1.0, 2.0);
+        first["metadata"]["labels"] = json!({"x": "1", "y": "2"});
+        let (live, m) = a.apply(&empty, &first, ManagedFields::default(), false).unwrap();
+        let mut second = obj(1.0, 2.0);
+        second["metadata"]["labels"] = json!({"x": "1"});
+        let (next, _) = a.apply(&live, &second, m, false).unwrap();
+        assert_eq!(next["metadata"]["labels"], json!({"x": "1"}));
+    }
+
+    #[test]
+    fn updates_take_fields_and_cap_at_ten_entries() {
+        let s = shape();
+        let mut live = json!({"apiVersion": "g/v", "kind": "L"});
+        let mut m = ManagedFields::default();
+        for i in 0..12 {
+            let next = obj(f64::from(i) + 1.0, 2.0);
+            m = manager(&s, &format!("m{i}")).update(&live, &next, m).unwrap();
+            live = next;
+        }
+        let updaters = m.entries.iter().filter(|e| e.operation == Operation::Update).count();
+        assert!(updaters <= 10, "{updaters}");
+        // Only the last writer of weight owns it.
+        let owners: Vec<&str> = m
+            .entries
+            .iter()
+            .filter(|e| e.set.has(&Path::fields(&["spec", "weight"]).0))
+            .map(|e| e.manager.as_str())
+            .collect();
+        assert_eq!(owners, ["m11"]);
+    }
+
+    #[test]
+    fn manager_from_user_agent() {
+        assert_eq!(Writer::manager_name("", "kubectl/v1.32.0 (linux/amd64)"), "kubectl");
+        assert_eq!(Writer::manager_name("mine", "kubectl/v1"), "mine");
+        assert_eq!(Writer::manager_name("", &"x".repeat(300)).len(), 128);
+    }
+
+    #[test]
+    fn decode_refuses_what_kube_refuses() {
+        assert!(ManagedFields::decode(Some(
+            &json!([{"manager": "a", "operation": "Bogus", "fieldsType": "FieldsV1"}])
+        ))
+        .is_err());
+        assert!(ManagedFields::decode(Some(
+            &json!([{"manager": "a", "operation": "Update", "fieldsType": "FieldsV2"}])
+        ))
+        .is_err());
+        assert!(ManagedFields::decode(Some(&json!("x"))).is_err());
+        assert!(ManagedFields::decode(Some(&json!([]))).unwrap().is_empty());
+    }
+}

@@ -8,8 +8,8 @@
 //!    are repeated on the control plane's etcd, which kube-apiserver writes to
 //!    as well, next to kube-apiserver serving the same reads of the CRD below
 //!    (a reference).
-//! 2. Writes: creates/s and updates/s (PUT with the current resourceVersion)
-//!    of farm-apiserver `--storage etcd` against kube-apiserver serving an
+//! 2. Writes: creates/s, updates/s (PUT with the current resourceVersion) and
+//!    server-side applies/s of farm-apiserver `--storage etcd` against kube-apiserver serving an
 //!    equivalent CRD, both writing to the SAME etcd (the control plane's),
 //!    same JSON bodies, same clients, same concurrency.
 //! 3. Watch delivery: two farm-apiserver replicas on one etcd and prefix;
@@ -29,7 +29,7 @@
 //! | `FARM_BENCH_GETS` | 1000 | sequential GETs per case (each concurrent client does as many) |
 //! | `FARM_BENCH_LISTS` | 200 | sequential LISTs per case (each concurrent client does as many) |
 //! | `FARM_BENCH_CLIENTS` | 8 | concurrent clients (one HTTP/2 connection each) |
-//! | `FARM_BENCH_WRITES` | 2000 | creates, then as many updates, per server |
+//! | `FARM_BENCH_WRITES` | 2000 | creates, then as many updates and as many applies, per server |
 //! | `FARM_BENCH_WATCH_WRITES` | 1000 | sequential writes in the watch-delivery case |
 
 // The same fixtures as the tests: farm-apiserver, standalone etcd, control plane.
@@ -308,6 +308,36 @@ async fn update_all(
     Ok(stats)
 }
 
+/// Server-side applies every Llama 0..n (PATCH, `application/apply-patch+yaml`,
+/// one field manager) with a new weight: the object changes on every apply.
+async fn apply_all(
+    clients: &[reqwest::Client],
+    collection: &str,
+    api_version: &'static str,
+    n: usize,
+) -> Result<Stats> {
+    let collection = Arc::new(collection.to_string());
+    let (_, stats) = run_clients(clients, n, move |client, i| {
+        let collection = collection.clone();
+        async move {
+            let url = format!("{collection}/{}?fieldManager=bench-applier&force=true", name_of(i));
+            let body = llama_body(api_version, &name_of(i), 30.0 + i as f64 * 0.25, None);
+            let what = format!("PATCH (apply) {url}");
+            let resp = client
+                .patch(&url)
+                .header("Content-Type", "application/apply-patch+yaml")
+                .body(body.to_string())
+                .send()
+                .await
+                .with_context(|| what.clone())?;
+            answer(&what, resp).await?;
+            Ok(())
+        }
+    })
+    .await?;
+    Ok(stats)
+}
+
 // ---------------------------------------------------------------- part 1: reads
 
 struct ReadRow {
@@ -491,9 +521,11 @@ fn write_table(rows: &[WriteRow], cfg: &Config) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "\n## Writes to the same etcd: farm-apiserver --storage etcd vs kube-apiserver (CRD)\n\n\
-         {} creates (POST), then {} updates (PUT with the current resourceVersion), {} clients, \
-         one HTTP/2 connection each, same JSON bodies. \"farm / kube\": req/s ratio (>1 = farm faster).\n\n",
-        cfg.writes, cfg.writes, cfg.clients
+         {} creates (POST), then {} updates (PUT with the current resourceVersion), then {} server-side \
+         applies (PATCH application/apply-patch+yaml, a second field manager with force, a new weight each), \
+         {} clients, one HTTP/2 connection each, same JSON bodies; every write records managedFields. \
+         \"farm / kube\": req/s ratio (>1 = farm faster).\n\n",
+        cfg.writes, cfg.writes, cfg.writes, cfg.clients
     ));
     out.push_str("| op | server | requests | req/s | p50 | p99 | mean | farm / kube (req/s) |\n");
     out.push_str("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
@@ -760,11 +792,17 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
     let farm_updates = update_all(&farm_clients_w, &farm_collection, FARM_API_VERSION, farm_rvs).await?;
     eprintln!("{} updates: kube-apiserver", stamp());
     let kube_updates = update_all(&kube, &kube_collection, CRD_API_VERSION, kube_rvs).await?;
+    eprintln!("{} server-side applies: farm-apiserver", stamp());
+    let farm_applies = apply_all(&farm_clients_w, &farm_collection, FARM_API_VERSION, cfg.writes).await?;
+    eprintln!("{} server-side applies: kube-apiserver", stamp());
+    let kube_applies = apply_all(&kube, &kube_collection, CRD_API_VERSION, cfg.writes).await?;
     let writes = vec![
         WriteRow { op: "create", server: "farm-apiserver (etcd)", stats: farm_creates },
         WriteRow { op: "create", server: "kube-apiserver (CRD)", stats: kube_creates },
         WriteRow { op: "update (PUT)", server: "farm-apiserver (etcd)", stats: farm_updates },
         WriteRow { op: "update (PUT)", server: "kube-apiserver (CRD)", stats: kube_updates },
+        WriteRow { op: "server-side apply", server: "farm-apiserver (etcd)", stats: farm_applies },
+        WriteRow { op: "server-side apply", server: "kube-apiserver (CRD)", stats: kube_applies },
     ];
 
     // Part 1 again on the control plane's etcd, where kube-apiserver's own

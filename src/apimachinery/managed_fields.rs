@@ -361,9 +361,11 @@ impl FieldManager<'_> {
     ) -> Result<(Value, ManagedFields), ApplyError> {
         let applied = self.owned(typed::field_set(config, self.shape).map_err(ApplyError::Invalid)?);
         let mut merged = typed::merge(live, config, self.shape).map_err(ApplyError::Invalid)?;
-        let mine = self.entry(Operation::Apply, applied);
+        let mut mine = self.entry(Operation::Apply, applied);
         let my_id = mine.identity();
-        let last = managed.position(&my_id).map(|i| managed.entries.remove(i).set);
+        let previous = managed.position(&my_id).map(|i| managed.entries.remove(i));
+        let last = previous.as_ref().map(|e| e.set.clone());
+        mine.time = None;
         managed.entries.push(mine);
         if let Some(last) = last {
             // Fields applied before and not now go, unless someone owns them.
@@ -394,6 +396,11 @@ impl FieldManager<'_> {
                 return Err(ApplyError::Conflicts(remaining));
             }
         }
+        // The applier's time moves only when the apply changed the object.
+        let time = if typed::equal(&merged, live) { previous.and_then(|e| e.time) } else { Some(self.now.clone()) };
+        if let Some(i) = managed.position(&my_id) {
+            managed.entries[i].time = time;
+        }
         managed.take_from_others(Some(&my_id), &changed, false);
         managed.remove_everywhere(&c.removed.recursive_difference(&self.reset));
         if self.writer.manager == KUBECTL {
@@ -413,7 +420,11 @@ fn client_side_applied(live: &Value, shape: &Shape) -> Option<FieldSet> {
     let set = typed::field_set(&last, shape).ok()?;
     let mut allowed = FieldSet::new();
     for path in set.paths() {
-        if typed::value_at(live, &path.0, shape) == typed::value_at(&last, &path.0, shape) {
+        let same = match (typed::value_at(live, &path.0, shape), typed::value_at(&last, &path.0, shape)) {
+            (Some(a), Some(b)) => typed::equal(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        if same {
             allowed.insert(&path.0);
         }
     }

@@ -210,6 +210,25 @@ fn walk_fields(
     Ok(())
 }
 
+/// Whether two values are equal as structured-merge-diff compares them:
+/// numbers by value whatever their representation (`35` equals `35.0`).
+pub fn equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(i), Some(j)) => i == j,
+            _ => match (x.as_u64(), y.as_u64()) {
+                (Some(i), Some(j)) => i == j,
+                _ => x.as_f64() == y.as_f64(),
+            },
+        },
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| equal(p, q)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, p)| y.get(k).is_some_and(|q| equal(p, q)))
+        }
+        _ => a == b,
+    }
+}
+
 /// What changed from one version of an object to the next.
 #[derive(Debug, Default)]
 pub struct Comparison {
@@ -258,7 +277,7 @@ fn walk_compare(
         match (old, new) {
             (None, Some(_)) => c.added.insert(path),
             (Some(_), None) => c.removed.insert(path),
-            (Some(a), Some(b)) if a != b => c.modified.insert(path),
+            (Some(a), Some(b)) if !equal(a, b) => c.modified.insert(path),
             _ => {}
         }
         return Ok(());
@@ -534,6 +553,14 @@ mod tests {
         .unwrap();
         remove(&mut obj, &set, &shape()).unwrap();
         assert_eq!(obj, json!({"metadata": {"finalizers": ["c/d"]}, "spec": {"weight": 1}}));
+    }
+
+    #[test]
+    fn numbers_compare_by_value() {
+        assert!(equal(&json!({"a": [35]}), &json!({"a": [35.0]})));
+        assert!(!equal(&json!(35), &json!(35.5)));
+        let c = compare(&json!({"spec": {"weight": 35.0}}), &json!({"spec": {"weight": 35}}), &shape()).unwrap();
+        assert!(c.modified.is_empty());
     }
 
     #[test]

@@ -246,6 +246,13 @@ impl Registry {
         next: &mut Value,
         sent: Option<&Value>,
     ) -> ApiResult<()> {
+        // A single empty entry is kube's way to clear managedFields.
+        let clears = sent
+            .and_then(Value::as_array)
+            .is_some_and(|list| matches!(list.as_slice(), [Value::Object(only)] if only.is_empty()));
+        if clears && part == Part::Main {
+            return set_managed_fields(next, None);
+        }
         let base = match ManagedFields::decode(sent) {
             Ok(m) if !m.is_empty() && part == Part::Main => m,
             _ => ManagedFields::decode(old.pointer("/metadata/managedFields")).unwrap_or_default(),
@@ -689,6 +696,7 @@ impl Registry {
         wopts: &WriteOptions,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
+        self.check_applied_kind(body)?;
         let mut config = self.decode_object(body, wopts, &mut warnings)?;
         if config.pointer("/metadata/managedFields").is_some_and(|v| !v.is_null()) {
             return Err(ApiError::bad_request("metadata.managedFields must be nil"));
@@ -750,6 +758,22 @@ impl Registry {
             }
         }
         Err(ApiError::conflict(self.target(name), StoreError::Conflict))
+    }
+
+    /// An applied configuration of another kind or version is kube's 400
+    /// (before any other check of the body).
+    fn check_applied_kind(&self, body: &[u8]) -> ApiResult<()> {
+        let Ok(Value::Object(config)) = serde_json::from_slice::<Value>(body) else {
+            return Ok(());
+        };
+        let text = |k: &str| config.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let (api_version, kind) = (text("apiVersion"), text("kind"));
+        let n = self.kind.names();
+        if api_version.is_empty() || kind.is_empty() || (api_version == n.api_version() && kind == n.kind) {
+            return Ok(());
+        }
+        let group_version = if api_version.contains('/') { api_version } else { format!("/{api_version}") };
+        Err(ApiError::bad_request(format!("invalid object type: {group_version}, Kind={kind}")))
     }
 
     fn apply_error(&self, e: ApplyError) -> ApiError {
@@ -1021,7 +1045,7 @@ fn apply_conflict(conflicts: &[managed_fields::Conflict]) -> ApiError {
         .iter()
         .map(|c| {
             json!({
-                "type": "FieldManagerConflict",
+                "reason": "FieldManagerConflict",
                 "message": format!("conflict with {}", c.manager),
                 "field": c.path.to_string(),
             })

@@ -180,3 +180,28 @@ async fn farmpods_are_read_only_to_apply_too() {
     assert_eq!(answer.code, 405, "{:?}", answer.raw);
     assert_eq!(answer.raw["reason"], "MethodNotAllowed", "{:?}", answer.raw);
 }
+
+#[tokio::test]
+async fn apply_unknown_and_duplicate_fields() {
+    let cmp = Comparison::new("compare-ssa-fields").await;
+    let mut unknown = with_spec("f", 30.0, 1.5);
+    unknown["spec"]["colour"] = json!("white");
+    let duplicate =
+        r#"{"apiVersion":"{gv}","kind":"Llama","metadata":{"name":"f"},"spec":{"weight":31,"weight":32,"height":1.5}}"#;
+    cmp.run(&[
+        apply("{llamas}/f?fieldValidation=Strict", "m", unknown.clone()),
+        apply("{llamas}/f?fieldValidation=Warn", "m", unknown.clone()),
+        apply("{llamas}/f?fieldValidation=Ignore", "m", unknown.clone()),
+        apply("{llamas}/f", "m", unknown),
+        // Duplicate keys: kube reports them in its YAML parser's words (with
+        // line numbers), we in the JSON decoder's; the outcome is the same.
+        Step::patch("{llamas}/f?fieldManager=m&fieldValidation=Strict")
+            .header("Content-Type", APPLY)
+            .raw(duplicate)
+            .only(Parts::CODE),
+        Step::patch("{llamas}/f?fieldManager=m").header("Content-Type", APPLY).raw(duplicate).only(Parts::CODE),
+        Step::get("{llamas}/f").expect(200),
+    ])
+    .await
+    .assert_identical();
+}

@@ -210,6 +210,46 @@ fn walk_fields(
     Ok(())
 }
 
+/// The fields of a value its shape does not declare, as structured-merge-diff
+/// reports them when it converts an applied configuration
+/// (`.spec.colour: field not declared in schema`).
+pub fn undeclared_fields(v: &Value, shape: &Shape) -> Vec<String> {
+    let mut out = Vec::new();
+    find_undeclared(v, shape, &mut Vec::new(), &mut out, 0);
+    out
+}
+
+fn find_undeclared(v: &Value, shape: &Shape, path: &mut Vec<PathElement>, out: &mut Vec<String>, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    match (v, shape) {
+        (Value::Object(m), Shape::Map { fields, elem }) => {
+            for (k, child) in m {
+                path.push(PathElement::Field(k.clone()));
+                match (fields.get(k), elem) {
+                    (Some(s), _) => find_undeclared(child, s, path, out, depth + 1),
+                    (None, Some(s)) => find_undeclared(child, s, path, out, depth + 1),
+                    (None, None) => {
+                        let shown: String = path.iter().map(ToString::to_string).collect();
+                        out.push(format!("{shown}: field not declared in schema"));
+                    }
+                }
+                path.pop();
+            }
+        }
+        (Value::Array(items), Shape::List { elem, kind }) => {
+            let Ok(pes) = list_elements(items, kind) else { return };
+            for (item, pe) in items.iter().zip(pes) {
+                path.push(pe);
+                find_undeclared(item, elem, path, out, depth + 1);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Whether two values are equal as structured-merge-diff compares them:
 /// numbers by value whatever their representation (`35` equals `35.0`).
 pub fn equal(a: &Value, b: &Value) -> bool {
@@ -553,6 +593,15 @@ mod tests {
         .unwrap();
         remove(&mut obj, &set, &shape()).unwrap();
         assert_eq!(obj, json!({"metadata": {"finalizers": ["c/d"]}, "spec": {"weight": 1}}));
+    }
+
+    #[test]
+    fn undeclared_fields_are_named() {
+        let v = json!({"spec": {"weight": 1, "colour": "w"}, "metadata": {"labels": {"a": "b"}, "bogus": 1}});
+        assert_eq!(
+            undeclared_fields(&v, &shape()),
+            [".metadata.bogus: field not declared in schema", ".spec.colour: field not declared in schema"]
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use super::selector::{FieldSelector, LabelSelector};
 use super::status::{ApiError, ApiResult, FieldError, Reason, Target};
 use super::validation;
 use crate::apimachinery::managed_fields::{self, conflicts_message, ApplyError, FieldManager, ManagedFields, Writer};
-use crate::apimachinery::typed::Shape;
+use crate::apimachinery::typed::{self, Shape};
 use crate::storage::{ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject, Updated, WatchStream};
 
 /// How long a read naming a future resourceVersion waits for it, as the watch cache does.
@@ -697,6 +697,7 @@ impl Registry {
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
         self.check_applied_kind(body)?;
+        self.check_applied_fields(name, body)?;
         let mut config = self.decode_object(body, wopts, &mut warnings)?;
         if config.pointer("/metadata/managedFields").is_some_and(|v| !v.is_null()) {
             return Err(ApiError::bad_request("metadata.managedFields must be nil"));
@@ -774,6 +775,35 @@ impl Registry {
         }
         let group_version = if api_version.contains('/') { api_version } else { format!("/{api_version}") };
         Err(ApiError::bad_request(format!("invalid object type: {group_version}, Kind={kind}")))
+    }
+
+    /// A configuration with fields the schema does not declare cannot be
+    /// applied: it is never pruned, whatever fieldValidation says. kube answers
+    /// a 500 without a reason, naming each field.
+    fn check_applied_fields(&self, name: &str, body: &[u8]) -> ApiResult<()> {
+        let Ok(config) = serde_json::from_slice::<Value>(body) else {
+            return Ok(());
+        };
+        let undeclared = typed::undeclared_fields(&config, &self.shape);
+        if undeclared.is_empty() {
+            return Ok(());
+        }
+        let errors = match undeclared.as_slice() {
+            [one] => one.clone(),
+            many => format!("errors:\n  {}", many.join("\n  ")),
+        };
+        let n = self.kind.names();
+        let ns = meta_str(&config, "namespace").unwrap_or("");
+        let name = meta_str(&config, "name").unwrap_or(name);
+        Err(ApiError::new(
+            500,
+            Reason::Unknown,
+            format!(
+                "failed to create typed patch object ({ns}/{name}; {}, Kind={}): {errors}",
+                n.api_version(),
+                n.kind
+            ),
+        ))
     }
 
     fn apply_error(&self, e: ApplyError) -> ApiError {

@@ -140,6 +140,9 @@ pub enum Reason {
     InternalError,
     ServiceUnavailable,
     Timeout,
+    /// `StatusReasonUnknown`: no reason (kube's answer to an error it did not
+    /// classify, e.g. a failed conversion of an applied configuration).
+    Unknown,
 }
 
 impl Reason {
@@ -162,6 +165,7 @@ impl Reason {
             Self::InternalError => "InternalError",
             Self::ServiceUnavailable => "ServiceUnavailable",
             Self::Timeout => "Timeout",
+            Self::Unknown => "",
         }
     }
 }
@@ -357,6 +361,9 @@ impl ApiError {
             "reason": self.reason.as_str(),
             "code": self.code,
         });
+        if self.reason == Reason::Unknown {
+            body.as_object_mut().map(|m| m.remove("reason"));
+        }
         if let Some(d) = &self.details {
             body["details"] = d.clone();
         }

@@ -243,7 +243,7 @@ impl FieldSet {
     pub fn to_fields_v1(&self) -> Value {
         let mut out = Map::new();
         for pe in &self.members {
-            if !self.children.get(pe).is_some_and(|c| !c.is_empty()) {
+            if self.children.get(pe).is_none_or(FieldSet::is_empty) {
                 out.insert(pe.fields_v1_key(), Value::Object(Map::new()));
             }
         }

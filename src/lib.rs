@@ -3,6 +3,7 @@
 //! The library exposes the kinds' Rust types (for kube-rs clients and tests)
 //! and the server itself; `main.rs` is only the command line.
 
+pub mod apimachinery;
 pub mod auth;
 pub mod config;
 pub mod connection;

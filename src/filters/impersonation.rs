@@ -14,6 +14,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderName};
 
+use crate::apimachinery::gofmt::go_struct;
+use crate::apimachinery::names::{validate_dns1123_label, validate_dns1123_subdomain};
 use crate::auth::authn::{unescape_extra_key, UserInfo, ANONYMOUS_USER, AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP};
 use crate::auth::authz::{forbidden, Attributes, Authorizer, Decision};
 use crate::machinery::status::ApiError;
@@ -71,7 +73,8 @@ impl Wanted {
             Wanted::Extra { key, value } => ("UserExtra", "", value.as_str(), "authentication.k8s.io/v1", key.as_str()),
             Wanted::Uid(uid) => ("UID", "", uid.as_str(), "authentication.k8s.io/v1", ""),
         };
-        format!("{{{kind} {namespace} {name}  {api_version}  {field_path}}}")
+        // UID and ResourceVersion are always empty here.
+        go_struct(&[kind, namespace, name, "", api_version, "", field_path])
     }
 }
 
@@ -84,8 +87,7 @@ fn service_account(username: &str) -> Option<(String, String)> {
     if parts.next().is_some() {
         return None;
     }
-    let valid = crate::machinery::selector::validate_dns1123_label(namespace).is_empty()
-        && crate::machinery::selector::validate_dns1123_subdomain(name).is_empty();
+    let valid = validate_dns1123_label(namespace).is_empty() && validate_dns1123_subdomain(name).is_empty();
     valid.then(|| (namespace.to_string(), name.to_string()))
 }
 

@@ -4,7 +4,6 @@
 
 pub mod discovery;
 pub mod encode;
-pub mod gofmt;
 pub mod handlers;
 pub mod negotiation;
 pub mod openapi;
@@ -13,8 +12,6 @@ pub mod patch;
 pub mod registry;
 pub mod request_info;
 pub mod resource;
-pub mod selector;
 pub mod static_doc;
 pub mod status;
-pub mod validation;
 pub mod watch;

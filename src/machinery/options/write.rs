@@ -6,8 +6,9 @@ use serde_json::json;
 
 use super::params::Query;
 use super::validate_dry_run;
-use crate::machinery::gofmt::{go_quote, is_go_printable};
-use crate::machinery::status::{ApiError, FieldError, FieldErrorKind};
+use crate::apimachinery::field_error::{FieldError, FieldErrorKind};
+use crate::apimachinery::gofmt::{go_quote, is_go_printable};
+use crate::machinery::status::ApiError;
 
 /// `metav1validation.FieldManagerMaxLength`.
 const FIELD_MANAGER_MAX_LENGTH: usize = 128;

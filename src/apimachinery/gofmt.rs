@@ -190,8 +190,8 @@ pub fn go_string_slice(items: &[&str]) -> String {
 }
 
 /// Go's `%v` of a struct whose fields are all strings: the values in field
-/// order, separated by one space, in braces (an empty field leaves its space:
-/// `{User  alice  }`).
+/// order, separated by one space, in braces (an empty field still takes its
+/// place: `{User  alice}` for `User`, ``, `alice`).
 pub fn go_struct(fields: &[&str]) -> String {
     format!("{{{}}}", fields.join(" "))
 }
@@ -402,6 +402,16 @@ mod tests {
     #[test]
     fn go_string_slice_matches_sharp_v() {
         assert_eq!(go_string_slice(&["a", "b\""]), r#"[]string{"a", "b\""}"#);
+    }
+
+    #[test]
+    fn go_struct_matches_v_of_a_struct() {
+        assert_eq!(go_struct(&["User", "", "alice"]), "{User  alice}");
+        assert_eq!(
+            go_struct(&["UserExtra", "", "v", "", "authentication.k8s.io/v1", "", "k"]),
+            "{UserExtra  v  authentication.k8s.io/v1  k}"
+        );
+        assert_eq!(go_struct(&[]), "{}");
     }
 
     #[test]

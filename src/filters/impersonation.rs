@@ -65,7 +65,7 @@ impl Wanted {
 
     /// How Go prints the `ObjectReference` (`%v`), for kube's 400 wording:
     /// `{Kind Namespace Name UID APIVersion ResourceVersion FieldPath}`.
-    fn go_struct(&self) -> String {
+    fn go_object_reference(&self) -> String {
         let (kind, namespace, name, api_version, field_path) = match self {
             Wanted::User(name) => ("User", "", name.as_str(), "", ""),
             Wanted::ServiceAccount { namespace, name } => ("ServiceAccount", namespace.as_str(), name.as_str(), "", ""),
@@ -125,7 +125,7 @@ fn wanted(headers: &HeaderMap) -> Result<Vec<Wanted>, ApiError> {
         wanted.push(Wanted::Uid(uid.to_string()));
     }
     if (has_groups || has_extra || uid.is_some()) && user.is_none() {
-        let list: Vec<String> = wanted.iter().map(Wanted::go_struct).collect();
+        let list: Vec<String> = wanted.iter().map(Wanted::go_object_reference).collect();
         return Err(ApiError::bad_request(format!("requested [{}] without impersonating a user", list.join(" "))));
     }
     Ok(wanted)

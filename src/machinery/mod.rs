@@ -1,6 +1,11 @@
-//! The generic Kubernetes API machinery: routing, query parsing, selectors,
-//! paging, watch framing, patching, Status errors, Table, content negotiation,
-//! discovery and OpenAPI. It knows no particular kind.
+//! The HTTP-facing Kubernetes API machinery: routing, request info, query
+//! options, paging, watch framing, patching, Status errors, Table, content
+//! negotiation, discovery and OpenAPI. It knows no particular kind.
+//!
+//! The rules of what an object is (JSON decoding, schemas, ObjectMeta,
+//! names, selectors, field errors, Go's wording) live in
+//! [`crate::apimachinery`], which has no HTTP in it; this module puts them
+//! behind requests and answers.
 
 pub mod discovery;
 pub mod encode;

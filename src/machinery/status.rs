@@ -1,5 +1,7 @@
 //! Every failure leaves the server as a `metav1.Status` body with the code,
 //! reason and details kube-apiserver would use for the same situation.
+//! Field errors (`apimachinery::field_error`) become a 422 Invalid here, one
+//! `metav1.StatusCause` each.
 
 use axum::response::{IntoResponse, Response};
 use http::{header, HeaderValue, StatusCode};

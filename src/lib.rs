@@ -2,6 +2,10 @@
 //!
 //! The library exposes the kinds' Rust types (for kube-rs clients and tests)
 //! and the server itself; `main.rs` is only the command line.
+//!
+//! [`apimachinery`] holds what a Kubernetes object is (decoding, schemas,
+//! ObjectMeta, names, selectors), with no HTTP; [`machinery`] serves any kind
+//! over HTTP with kube-apiserver's semantics; [`resources`] are the kinds.
 
 pub mod apimachinery;
 pub mod auth;

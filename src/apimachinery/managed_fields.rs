@@ -15,8 +15,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntr
 use serde_json::{json, Value};
 
 use super::fieldpath::{FieldSet, Path, PathElement};
+use super::gofmt::{go_quote, is_go_printable};
 use super::typed::{self, Shape};
-use crate::machinery::gofmt::{go_quote, is_go_printable};
 
 /// kube's cap on `Update` entries; older ones are merged into one bucket.
 const MAX_UPDATE_MANAGERS: usize = 10;

@@ -10,7 +10,8 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::machinery::options::params::{go_parse_duration, Query};
+use crate::apimachinery::gofmt::go_parse_duration;
+use crate::machinery::options::params::Query;
 use crate::machinery::request_info::RequestInfo;
 use crate::machinery::status::ApiError;
 

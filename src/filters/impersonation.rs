@@ -14,6 +14,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderName};
 
+use crate::apimachinery::gofmt::go_struct;
+use crate::apimachinery::names::{validate_dns1123_label, validate_dns1123_subdomain};
 use crate::auth::authn::{unescape_extra_key, UserInfo, ANONYMOUS_USER, AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP};
 use crate::auth::authz::{forbidden, Attributes, Authorizer, Decision};
 use crate::machinery::status::ApiError;
@@ -63,7 +65,7 @@ impl Wanted {
 
     /// How Go prints the `ObjectReference` (`%v`), for kube's 400 wording:
     /// `{Kind Namespace Name UID APIVersion ResourceVersion FieldPath}`.
-    fn go_struct(&self) -> String {
+    fn go_object_reference(&self) -> String {
         let (kind, namespace, name, api_version, field_path) = match self {
             Wanted::User(name) => ("User", "", name.as_str(), "", ""),
             Wanted::ServiceAccount { namespace, name } => ("ServiceAccount", namespace.as_str(), name.as_str(), "", ""),
@@ -71,7 +73,8 @@ impl Wanted {
             Wanted::Extra { key, value } => ("UserExtra", "", value.as_str(), "authentication.k8s.io/v1", key.as_str()),
             Wanted::Uid(uid) => ("UID", "", uid.as_str(), "authentication.k8s.io/v1", ""),
         };
-        format!("{{{kind} {namespace} {name}  {api_version}  {field_path}}}")
+        // UID and ResourceVersion are always empty here.
+        go_struct(&[kind, namespace, name, "", api_version, "", field_path])
     }
 }
 
@@ -84,8 +87,7 @@ fn service_account(username: &str) -> Option<(String, String)> {
     if parts.next().is_some() {
         return None;
     }
-    let valid = crate::machinery::selector::validate_dns1123_label(namespace).is_empty()
-        && crate::machinery::selector::validate_dns1123_subdomain(name).is_empty();
+    let valid = validate_dns1123_label(namespace).is_empty() && validate_dns1123_subdomain(name).is_empty();
     valid.then(|| (namespace.to_string(), name.to_string()))
 }
 
@@ -123,7 +125,7 @@ fn wanted(headers: &HeaderMap) -> Result<Vec<Wanted>, ApiError> {
         wanted.push(Wanted::Uid(uid.to_string()));
     }
     if (has_groups || has_extra || uid.is_some()) && user.is_none() {
-        let list: Vec<String> = wanted.iter().map(Wanted::go_struct).collect();
+        let list: Vec<String> = wanted.iter().map(Wanted::go_object_reference).collect();
         return Err(ApiError::bad_request(format!("requested [{}] without impersonating a user", list.join(" "))));
     }
     Ok(wanted)

@@ -1,10 +1,14 @@
-//! The generic Kubernetes API machinery: routing, query parsing, selectors,
-//! paging, watch framing, patching, Status errors, Table, content negotiation,
-//! discovery and OpenAPI. It knows no particular kind.
+//! The HTTP-facing Kubernetes API machinery: routing, request info, query
+//! options, paging, watch framing, patching, Status errors, Table, content
+//! negotiation, discovery and OpenAPI. It knows no particular kind.
+//!
+//! The rules of what an object is (JSON decoding, schemas, ObjectMeta,
+//! names, selectors, field errors, Go's wording) live in
+//! [`crate::apimachinery`], which has no HTTP in it; this module puts them
+//! behind requests and answers.
 
 pub mod discovery;
 pub mod encode;
-pub mod gofmt;
 pub mod handlers;
 pub mod negotiation;
 pub mod openapi;
@@ -13,8 +17,6 @@ pub mod patch;
 pub mod registry;
 pub mod request_info;
 pub mod resource;
-pub mod selector;
 pub mod static_doc;
 pub mod status;
-pub mod validation;
 pub mod watch;

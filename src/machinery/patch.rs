@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::negotiation::BodyType;
 use super::status::{ApiError, Reason};
-use super::validation;
+use crate::apimachinery::gojson::decode_json;
 
 pub enum Patch {
     Json(json_patch::Patch),
@@ -32,7 +32,7 @@ impl Patch {
                 .map(Patch::Json)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}"))),
             Some(BodyType::MergePatch) => {
-                let (patch, duplicates) = validation::decode_json(body).map_err(ApiError::bad_request)?;
+                let (patch, duplicates) = decode_json(body).map_err(ApiError::bad_request)?;
                 if !patch.is_object() {
                     return Err(ApiError::bad_request("error decoding patch: a merge patch must be a JSON object"));
                 }

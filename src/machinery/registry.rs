@@ -14,11 +14,14 @@ use serde_json::{json, Map, Value};
 use super::encode::{column_definitions, ListMeta};
 use super::options::{is_dry_run, DeleteOptions, FieldValidation, ListOptions, Rv, RvMatch, WriteOptions};
 use super::resource::Kind;
-use super::selector::{FieldSelector, LabelSelector};
-use super::status::{ApiError, ApiResult, FieldError, Reason, Target};
-use super::validation;
+use super::status::{ApiError, ApiResult, Reason, Target};
+use crate::apimachinery::field_error::FieldError;
+use crate::apimachinery::fields::FieldSelector;
+use crate::apimachinery::labels::LabelSelector;
 use crate::apimachinery::managed_fields::{self, conflicts_message, ApplyError, FieldManager, ManagedFields, Writer};
+use crate::apimachinery::schema::{prune::prune_unknown_fields, validate::validate_against_schema};
 use crate::apimachinery::typed::{self, Shape};
+use crate::apimachinery::{gojson, objectmeta};
 use crate::storage::{ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject, Updated, WatchStream};
 
 /// How long a read naming a future resourceVersion waits for it, as the watch cache does.
@@ -429,18 +432,18 @@ impl Registry {
     /// (kube-apiserver's order: syntax, apiVersion/kind, metadata types, pruning).
     fn decode_object(&self, body: &[u8], wopts: &WriteOptions, warnings: &mut Vec<String>) -> ApiResult<Value> {
         let n = self.kind.names();
-        let wrap = |e: &str| ApiError::bad_request(validation::decode_error_message(e, body, n.kind, n.version));
-        let (mut obj, duplicates) = validation::decode_json(body).map_err(|e| wrap(&e))?;
+        let wrap = |e: &str| ApiError::bad_request(gojson::decode_error_message(e, body, n.kind, n.version));
+        let (mut obj, duplicates) = gojson::decode_json(body).map_err(|e| wrap(&e))?;
         self.check_type(&obj, body)?;
         if let Some(meta) = obj.get("metadata") {
-            validation::check_object_meta_types(meta).map_err(|e| wrap(&e))?;
+            objectmeta::check_object_meta_types(meta).map_err(|e| wrap(&e))?;
         }
-        let unknown = validation::prune_unknown_fields(&mut obj, &self.schema);
+        let unknown = prune_unknown_fields(&mut obj, &self.schema);
         match wopts.field_validation {
             FieldValidation::Ignore => {}
-            FieldValidation::Warn => warnings.extend(validation::strict_warnings(&duplicates, &unknown)),
+            FieldValidation::Warn => warnings.extend(gojson::strict_warnings(&duplicates, &unknown)),
             FieldValidation::Strict => {
-                if let Some(e) = validation::strict_decoding_error(&duplicates, &unknown) {
+                if let Some(e) = gojson::strict_decoding_error(&duplicates, &unknown) {
                     return Err(wrap(&e));
                 }
             }
@@ -464,7 +467,7 @@ impl Registry {
                 names.api_version()
             )));
         }
-        let errs = validation::validate_type_meta(obj, &names.api_version(), names.kind);
+        let errs = objectmeta::validate_type_meta(obj, &names.api_version(), names.kind);
         if !errs.is_empty() {
             let name = meta_str(obj, "name").unwrap_or("");
             return Err(self.invalid(name, &errs));
@@ -476,11 +479,11 @@ impl Registry {
     fn validate(&self, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
         let empty = json!({});
         let meta = obj.get("metadata").unwrap_or(&empty);
-        let mut errs = validation::validate_object_meta(meta, self.kind.namespaced());
+        let mut errs = objectmeta::validate_object_meta(meta, self.kind.namespaced());
         if let Some(old) = old {
-            errs.extend(validation::validate_object_meta_update(meta, old.get("metadata").unwrap_or(&empty)));
+            errs.extend(objectmeta::validate_object_meta_update(meta, old.get("metadata").unwrap_or(&empty)));
         }
-        errs.extend(validation::validate_against_schema(obj, &self.schema));
+        errs.extend(validate_against_schema(obj, &self.schema));
         if errs.is_empty() {
             errs.extend(self.kind.validate(obj));
         }
@@ -658,9 +661,9 @@ impl Registry {
                 if let Some(dups) = patch.duplicates() {
                     match wopts.field_validation {
                         FieldValidation::Ignore => {}
-                        FieldValidation::Warn => warnings.extend(validation::strict_warnings(dups, &[])),
+                        FieldValidation::Warn => warnings.extend(gojson::strict_warnings(dups, &[])),
                         FieldValidation::Strict => {
-                            if let Some(e) = validation::strict_decoding_error(dups, &[]) {
+                            if let Some(e) = gojson::strict_decoding_error(dups, &[]) {
                                 return Err(ApiError::bad_request(e));
                             }
                         }
@@ -895,7 +898,7 @@ impl Registry {
         {
             let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
             if let Some(meta) = next.get_mut("metadata") {
-                validation::prepare_meta_for_update(meta, &old_meta);
+                objectmeta::prepare_meta_for_update(meta, &old_meta);
             }
             let meta = meta_mut(&mut next)?;
             meta.remove("managedFields");

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::status::FieldError;
+use crate::apimachinery::field_error::FieldError;
 
 /// The names under which a kind is served.
 #[derive(Debug, Clone, Copy)]

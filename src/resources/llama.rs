@@ -7,8 +7,8 @@ use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::apimachinery::field_error::FieldError;
 use crate::machinery::resource::{Column, Kind, Names};
-use crate::machinery::status::FieldError;
 
 /// The desired shape of a llama. Numbers are kept as JSON numbers (f64) end to
 /// end, so what a client sends is what it reads back.

@@ -3,7 +3,7 @@
 use serde_json::{json, Value};
 
 use super::{Attributes, User};
-use crate::machinery::gofmt::go_quote;
+use crate::apimachinery::gofmt::go_quote;
 use crate::machinery::status::{ApiError, Reason};
 
 /// Go's `sanitizer` in responsewriters: nothing in the message may look like HTML.

@@ -31,8 +31,10 @@ pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Precondi
 
 use super::params::Query;
 use super::validate_dry_run;
-use crate::machinery::status::{ApiError, ApiResult, FieldError, FieldErrorKind};
-use crate::machinery::validation::{decode_json, go_fold_eq, go_json_kind, VERSION_KIND_ERROR_PREFIX};
+use crate::apimachinery::field_error::{FieldError, FieldErrorKind};
+use crate::apimachinery::gofmt::go_equal_fold;
+use crate::apimachinery::gojson::{decode_json, go_json_kind, unmarshal_field_type_error, VERSION_KIND_ERROR_PREFIX};
+use crate::machinery::status::{ApiError, ApiResult};
 
 /// The version a body's kind is looked up in when it names none: the
 /// handler's `scope.MetaGroupVersion`.
@@ -151,7 +153,7 @@ impl<'a> Members<'a> {
         self.0
             .iter()
             .rev()
-            .find(|(k, _)| go_fold_eq(k, field))
+            .find(|(k, _)| go_equal_fold(k, field))
             .and_then(|(_, raw)| serde_json::from_str::<Option<String>>(raw.get()).ok().flatten())
             .unwrap_or_default()
     }
@@ -298,7 +300,7 @@ impl GoField {
     }
 
     fn type_error_as(&self, what: &str, go_type: &str) -> String {
-        format!("json: cannot unmarshal {what} into Go struct field {}.{} of type {go_type}", self.strukt, self.path)
+        unmarshal_field_type_error(what, self.strukt, &self.path, go_type)
     }
 
     /// A `*int64`. A number that is not an int64 is named with its literal,

@@ -4,9 +4,10 @@
 
 use serde_json::json;
 
-use super::params::{go_parse_uint64, Query};
-use crate::machinery::gofmt::go_quote;
-use crate::machinery::status::{ApiError, FieldError, FieldErrorKind};
+use super::params::Query;
+use crate::apimachinery::field_error::{FieldError, FieldErrorKind};
+use crate::apimachinery::gofmt::{go_parse_uint64, go_quote};
+use crate::machinery::status::ApiError;
 
 /// How a list or watch chooses its starting revision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

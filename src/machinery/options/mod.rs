@@ -17,7 +17,7 @@ pub use list::{ListOptions, Rv, RvMatch};
 pub use params::{go_param_bool, Query};
 pub use write::{FieldValidation, WriteOptions, WriteVerb};
 
-use crate::machinery::status::{FieldError, FieldErrorKind};
+use crate::apimachinery::field_error::{FieldError, FieldErrorKind};
 
 /// `ValidateDryRun`: every value must be `All` (an empty one too).
 fn validate_dry_run(values: &[String]) -> Option<FieldError> {

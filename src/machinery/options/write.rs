@@ -2,15 +2,14 @@
 //! create, update or patch, decoded by kube's parameter codec and checked by
 //! `ValidateCreateOptions` and its siblings (one 422 naming every bad field).
 
+use crate::apimachinery::managed_fields::FIELD_MANAGER_MAX_LENGTH;
 use serde_json::json;
 
 use super::params::{go_param_bool, Query};
 use super::validate_dry_run;
-use crate::machinery::gofmt::{go_quote, is_go_printable};
-use crate::machinery::status::{ApiError, FieldError, FieldErrorKind};
-
-/// `metav1validation.FieldManagerMaxLength`.
-const FIELD_MANAGER_MAX_LENGTH: usize = 128;
+use crate::apimachinery::field_error::{FieldError, FieldErrorKind};
+use crate::apimachinery::gofmt::{go_quote, is_go_printable};
+use crate::machinery::status::ApiError;
 
 /// `fieldValidation`: what to do with unknown and duplicate fields in a body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -202,6 +202,14 @@ impl<'de> Visitor<'de> for ValueVisitor<'_> {
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        // Go holds `30.0` as the float64 30 and writes it back as `30`: a
+        // whole number within int64 is kept as an integer, so that it is
+        // written as kube writes it and compares equal to `30` (a changed
+        // representation is not a changed spec). Others stay floats.
+        const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+        if v.fract() == 0.0 && v.abs() < TWO_POW_63 && !(v == 0.0 && v.is_sign_negative()) {
+            return Ok(Value::Number((v as i64).into()));
+        }
         Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
     }
 
@@ -745,6 +753,12 @@ mod tests {
         let (v, dups) = decode_json(&body).unwrap();
         assert_eq!(v, llama());
         assert!(dups.is_empty());
+    }
+
+    #[test]
+    fn whole_floats_are_written_back_as_go_writes_them() {
+        let (v, _) = decode_json(br#"{"a":30.0,"b":1e3,"c":30.5,"d":-0.0,"e":1e300,"f":-2.0}"#).unwrap();
+        assert_eq!(v.to_string(), r#"{"a":30,"b":1000,"c":30.5,"d":-0.0,"e":1e+300,"f":-2}"#);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod compare;
 pub mod crd;
 pub mod etcd;
 pub mod fuzz;

@@ -207,6 +207,11 @@ impl Target<'_> {
         }
     }
 
+    /// The same target without its name (kube's MethodNotSupported names no object).
+    pub fn without_name(self) -> Self {
+        Self { name: "", ..self }
+    }
+
     fn details(&self) -> Value {
         let mut d = json!({ "group": self.group, "kind": self.resource });
         if !self.name.is_empty() {

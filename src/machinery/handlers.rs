@@ -333,10 +333,10 @@ fn deleted_list(reg: &Registry, meta: &ListMeta, items: &[Bytes]) -> Bytes {
     let mut out = Vec::with_capacity(items.iter().map(|i| i.len() + 1).sum::<usize>() + 128);
     out.extend_from_slice(
         format!(
-            "{{\"apiVersion\":\"{}\",\"kind\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
+            "{{\"apiVersion\":\"{}\",\"kind\":\"{}\",\"metadata\":{},\"items\":[",
             names.api_version(),
             names.list_kind,
-            meta.resource_version
+            ListMeta { continue_token: None, ..meta.clone() }.to_json(true)
         )
         .as_bytes(),
     );

@@ -229,6 +229,21 @@ impl Registry {
         }
     }
 
+    /// 409 for a failed storage precondition (a uid that is not the stored
+    /// object's), worded as kube's storage error for the object's etcd key.
+    fn failed_precondition(&self, ns: &str, name: &str, why: &str) -> ApiError {
+        let n = self.kind.names();
+        let key = if self.kind.namespaced() {
+            format!("/registry/{}/{}/{ns}/{name}", n.group, n.plural)
+        } else {
+            format!("/registry/{}/{}/{name}", n.group, n.plural)
+        };
+        ApiError::conflict(
+            self.target(name),
+            format!("StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: {why}"),
+        )
+    }
+
     /// 422 Invalid for an object of this kind, with its causes.
     fn invalid(&self, name: &str, errs: &[FieldError]) -> ApiError {
         let n = self.kind.names();
@@ -532,16 +547,30 @@ impl Registry {
             }
         }
         let requested_rv = meta_str(&obj, "resourceVersion").unwrap_or("").to_string();
+        // A uid in the body is a precondition, checked before anything else
+        // about the stored object (kube's storage preconditions).
+        let requested_uid = meta_str(&obj, "uid").unwrap_or("").to_string();
         let mut out = self
             .write_current(ns, name, wopts, |current| {
-                if requested_rv.is_empty() {
-                    return Err(self.invalid(
+                if !requested_uid.is_empty() && requested_uid != current.index.uid {
+                    return Err(self.failed_precondition(
+                        ns,
                         name,
-                        &[FieldError::invalid_raw(
-                            "metadata.resourceVersion",
-                            "0x0",
-                            "must be specified for an update",
-                        )],
+                        &format!(
+                            "Precondition failed: UID in precondition: {requested_uid}, UID in object meta: {}",
+                            current.index.uid
+                        ),
+                    ));
+                }
+                if requested_rv.is_empty() {
+                    // kube's generic store names the resource where the kind
+                    // belongs here (`llamas.<group> "x" is invalid`).
+                    let n = self.kind.names();
+                    return Err(ApiError::invalid(
+                        n.group,
+                        n.plural,
+                        name,
+                        &[FieldError::invalid_raw("metadata.resourceVersion", "0", "must be specified for an update")],
                     ));
                 }
                 if requested_rv != current.rv.to_string() {

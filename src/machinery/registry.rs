@@ -180,6 +180,24 @@ fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The finalizers kube-apiserver itself adds (delete propagation): no warning for them.
+const SYSTEM_FINALIZERS: &[&str] = &["orphan", "foregroundDeletion"];
+
+/// kube-apiserver's warnings for a custom resource's finalizers: each one a
+/// write adds (all of them on create; sorted, once each) that has no `/`.
+fn finalizer_warnings(new: &Value, old: Option<&Value>) -> Vec<String> {
+    let before = old.map(finalizers).unwrap_or_default();
+    let added: std::collections::BTreeSet<String> =
+        finalizers(new).into_iter().filter(|f| !before.contains(f)).collect();
+    added
+        .into_iter()
+        .filter(|f| !f.contains('/') && !SYSTEM_FINALIZERS.contains(&f.as_str()))
+        .map(|f| {
+            format!("metadata.finalizers: {f:?}: prefer a domain-qualified finalizer name to avoid accidental conflicts with other finalizer writers")
+        })
+        .collect()
+}
+
 /// Everything but metadata and status: a change here bumps `generation`.
 fn spec_changed(old: &Value, new: &Value) -> bool {
     let strip = |v: &Value| -> Map<String, Value> {
@@ -504,6 +522,9 @@ impl Registry {
                 meta_mut(&mut obj)?.insert("name".into(), json!(format!("{prefix}{}", generate_suffix())));
             }
             self.validate(&obj, None)?;
+            if attempt == 0 {
+                warnings.extend(finalizer_warnings(&obj, None));
+            }
             let name = meta_str(&obj, "name").unwrap_or("").to_string();
             if wopts.dry_run {
                 if self.store.get(&self.key(ns, &name)).await.map_err(|e| self.store_error(&name, e))?.is_some() {
@@ -550,6 +571,7 @@ impl Registry {
         // A uid in the body is a precondition, checked before anything else
         // about the stored object (kube's storage preconditions).
         let requested_uid = meta_str(&obj, "uid").unwrap_or("").to_string();
+        let mut update_warnings = Vec::new();
         let mut out = self
             .write_current(ns, name, wopts, |current| {
                 if !requested_uid.is_empty() && requested_uid != current.index.uid {
@@ -576,9 +598,11 @@ impl Registry {
                 if requested_rv != current.rv.to_string() {
                     return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
                 }
-                self.prepare_update(name, part, current, obj.clone())
+                update_warnings.clear();
+                self.prepare_update(name, part, current, obj.clone(), &mut update_warnings)
             })
             .await?;
+        warnings.append(&mut update_warnings);
         out.warnings.splice(0..0, warnings);
         Ok(out)
     }
@@ -622,7 +646,7 @@ impl Registry {
                         meta_str(&obj, "name").unwrap_or("")
                     )));
                 }
-                self.prepare_update(name, part, current, obj)
+                self.prepare_update(name, part, current, obj, &mut warnings)
             })
             .await?;
         out.warnings.splice(0..0, warnings);
@@ -673,7 +697,14 @@ impl Registry {
     /// kube-apiserver's BeforeUpdate (status and main resource apart,
     /// generation, system metadata), validation, no-op detection, and
     /// finalizer completion.
-    fn prepare_update(&self, name: &str, part: Part, current: &StoredObject, new: Value) -> ApiResult<Decision> {
+    fn prepare_update(
+        &self,
+        name: &str,
+        part: Part,
+        current: &StoredObject,
+        new: Value,
+        warnings: &mut Vec<String>,
+    ) -> ApiResult<Decision> {
         let old = current.value().map_err(|e| self.store_error(name, e))?;
         let mut next = match part {
             // /status changes status only: everything else stays as stored.
@@ -729,6 +760,9 @@ impl Registry {
             }
         }
         self.validate(&next, Some(&old))?;
+        if part == Part::Main {
+            warnings.extend(finalizer_warnings(&next, Some(&old)));
+        }
         if next == old {
             return Ok(Decision::Unchanged);
         }

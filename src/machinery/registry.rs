@@ -665,6 +665,7 @@ impl Registry {
     ) -> ApiResult<WriteOutcome> {
         let mut refused = None;
         let mut dry_run_result = None;
+        let mut deleted_as = None;
         let updated = self
             .store
             .guaranteed_update(&self.key(ns, name), &mut |current| match decide(current) {
@@ -678,12 +679,21 @@ impl Registry {
                     Mutation::Abort
                 }
                 Ok(Decision::Write(next)) => Mutation::Put(next),
-                Ok(Decision::Delete(_)) => Mutation::Delete,
+                Ok(Decision::Delete(next)) => {
+                    deleted_as = Some(next);
+                    Mutation::Delete
+                }
             })
             .await
             .map_err(|e| self.store_error(name, e))?;
         let body = match updated {
-            Updated::Put(stored) | Updated::Deleted(stored) | Updated::Kept(stored) => stored.bytes,
+            // The write that removed the last finalizer answers with the
+            // object as written (finalizers gone), not as it was stored.
+            Updated::Deleted(stored) => match deleted_as {
+                Some(next) => encode_value(&next)?,
+                None => stored.bytes,
+            },
+            Updated::Put(stored) | Updated::Kept(stored) => stored.bytes,
             Updated::Aborted => match (refused, dry_run_result) {
                 (Some(e), _) => return Err(e),
                 (None, Some(Decision::Write(next) | Decision::Delete(next))) => encode_value(&next)?,

@@ -452,7 +452,13 @@ impl Registry {
         let meta = obj.get("metadata").unwrap_or(&empty);
         let mut errs = validation::validate_object_meta(meta, self.kind.namespaced());
         if let Some(old) = old {
-            errs.extend(validation::validate_object_meta_update(meta, old.get("metadata").unwrap_or(&empty)));
+            let old_meta = old.get("metadata").unwrap_or(&empty);
+            let update_errs = validation::validate_object_meta_update(meta, old_meta);
+            // kube-apiserver checks metadata updates twice for a custom
+            // resource (the generic BeforeUpdate, then the CRD strategy), so
+            // each such cause is listed twice; the message names it once.
+            errs.extend(update_errs.iter().cloned());
+            errs.extend(update_errs);
         }
         errs.extend(validation::validate_against_schema(obj, &self.schema));
         if errs.is_empty() {
@@ -756,19 +762,6 @@ impl Registry {
             meta_mut(&mut next)?.insert("generation".into(), json!(generation));
         }
         let deleting = old.pointer("/metadata/deletionTimestamp").is_some();
-        if deleting {
-            let old_f = finalizers(&old);
-            let added: Vec<String> = finalizers(&next).into_iter().filter(|f| !old_f.contains(f)).collect();
-            if !added.is_empty() {
-                return Err(self.invalid(
-                    name,
-                    &[FieldError::forbidden(
-                        "metadata.finalizers",
-                        format!("no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"),
-                    )],
-                ));
-            }
-        }
         self.validate(&next, Some(&old))?;
         if part == Part::Main {
             warnings.extend(finalizer_warnings(&next, Some(&old)));

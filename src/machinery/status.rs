@@ -337,9 +337,17 @@ impl ApiError {
     /// `Llama.farm.example.com "x" is invalid: [a: Invalid value..., b: ...]`.
     pub fn invalid(group: &str, kind: &str, name: &str, errors: &[FieldError]) -> Self {
         let qualified_kind = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
-        let list = match errors {
-            [one] => one.full_message(),
-            many => format!("[{}]", many.iter().map(FieldError::full_message).collect::<Vec<_>>().join(", ")),
+        // Go's ErrorList.ToAggregate names each distinct message once.
+        let mut messages: Vec<String> = Vec::new();
+        for e in errors {
+            let m = e.full_message();
+            if !messages.contains(&m) {
+                messages.push(m);
+            }
+        }
+        let list = match messages.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
         };
         let causes: Vec<Value> = errors
             .iter()

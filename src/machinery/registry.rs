@@ -440,8 +440,9 @@ impl Registry {
         }
         let errs = validation::validate_type_meta(obj, &names.api_version(), names.kind);
         if !errs.is_empty() {
+            // kube names the kind the body claims (`Alpaca.<group> "x" is invalid`).
             let name = meta_str(obj, "name").unwrap_or("");
-            return Err(self.invalid(name, &errs));
+            return Err(ApiError::invalid(names.group, kind, name, &errs));
         }
         Ok(())
     }
@@ -785,20 +786,24 @@ impl Registry {
         let mut uid = String::new();
         let decide = |current: &StoredObject| -> ApiResult<Mutation> {
             uid = current.index.uid.clone();
+            // kube's BeforeDelete checks the preconditions and names the kind
+            // where a resource usually stands (`Llama.<group> "x"`).
+            let n = self.kind.names();
+            let by_kind = Target { resource: n.kind, ..self.target(name) };
             if let Some(want) = &preconditions.uid {
                 if *want != uid {
                     return Err(ApiError::conflict(
-                        self.target(name),
-                        format!("Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"),
+                        by_kind,
+                        format!("the UID in the precondition ({want}) does not match the UID in record ({uid}). The object might have been deleted and then recreated"),
                     ));
                 }
             }
             if let Some(want) = &preconditions.resource_version {
                 if *want != current.rv.to_string() {
                     return Err(ApiError::conflict(
-                        self.target(name),
+                        by_kind,
                         format!(
-                            "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {}",
+                            "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({}). The object might have been modified",
                             current.rv
                         ),
                     ));

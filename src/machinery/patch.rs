@@ -19,11 +19,32 @@ const ACCEPTED: &str = "the body of the request was in an unknown format - accep
 impl Patch {
     pub fn parse(body_type: Option<BodyType>, body: &[u8]) -> Result<Self, ApiError> {
         match body_type {
-            Some(BodyType::JsonPatch) => serde_json::from_slice::<json_patch::Patch>(body)
-                .map(Patch::Json)
-                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}"))),
+            Some(BodyType::JsonPatch) => {
+                // A JSON document that is not a list of operations gets Go's
+                // unmarshal wording, as kube decodes into []jsonPatchOp.
+                if let Ok(v) = serde_json::from_slice::<Value>(body) {
+                    let go_type = match v {
+                        Value::Object(_) => Some("object"),
+                        Value::String(_) => Some("string"),
+                        Value::Number(_) => Some("number"),
+                        Value::Bool(_) => Some("bool"),
+                        Value::Array(_) | Value::Null => None,
+                    };
+                    if let Some(t) = go_type {
+                        return Err(ApiError::bad_request(format!(
+                            "error decoding patch: json: cannot unmarshal {t} into Go value of type []handlers.jsonPatchOp"
+                        )));
+                    }
+                }
+                serde_json::from_slice::<json_patch::Patch>(body)
+                    .map(Patch::Json)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))
+            }
             Some(BodyType::MergePatch) => {
-                let (patch, duplicates) = validation::decode_json(body).map_err(ApiError::bad_request)?;
+                let (patch, duplicates) = validation::decode_json(body).map_err(|e| {
+                    let why = e.strip_prefix(validation::VERSION_KIND_ERROR_PREFIX).unwrap_or(&e);
+                    ApiError::bad_request(format!("error decoding patch: {why}"))
+                })?;
                 if !patch.is_object() {
                     return Err(ApiError::bad_request("error decoding patch: a merge patch must be a JSON object"));
                 }

@@ -429,7 +429,12 @@ impl Registry {
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
         if kind.is_empty() {
             let shown = String::from_utf8_lossy(body);
-            return Err(ApiError::bad_request(format!("Object 'Kind' is missing in '{}'", shown.trim())));
+            return Err(ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {}): Object 'Kind' is missing in '{}' ({})",
+                names.kind,
+                shown.trim(),
+                validation::summarize_data(body, 30)
+            )));
         }
         let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
         if api_version != names.api_version() {
@@ -493,11 +498,8 @@ impl Registry {
 
     pub async fn create(&self, ns: &str, body: &[u8], wopts: &WriteOptions) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
-        let mut obj = if body.is_empty() {
-            return Err(ApiError::bad_request("the body of the request was empty"));
-        } else {
-            self.decode_object(body, wopts, &mut warnings)?
-        };
+        // An empty body fails decoding like any other undecodable one, as in kube.
+        let mut obj = self.decode_object(body, wopts, &mut warnings)?;
         if obj.get("metadata").is_none() {
             obj["metadata"] = json!({});
         }

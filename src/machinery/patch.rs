@@ -68,8 +68,16 @@ impl Patch {
                             continue;
                         }
                     }
-                    json_patch::patch(&mut doc, std::slice::from_ref(op))
-                        .map_err(|e| ApiError::new(422, Reason::Invalid, e.to_string()))?;
+                    // kube answers a patch that does not apply with a generic
+                    // 422 (NewGenericServerResponse): no details, no cause.
+                    json_patch::patch(&mut doc, std::slice::from_ref(op)).map_err(|_| {
+                        ApiError::new(
+                            422,
+                            Reason::Invalid,
+                            "the server rejected our request due to an error in our request",
+                        )
+                        .with_details(serde_json::json!({}))
+                    })?;
                 }
             }
             Patch::Merge { patch, .. } => json_patch::merge(&mut doc, patch),

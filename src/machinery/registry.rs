@@ -633,7 +633,30 @@ impl Registry {
                 warnings.clear();
                 let patched = patch.apply(current.value().map_err(|e| self.store_error(name, e))?)?;
                 let patched_bytes = serde_json::to_vec(&patched).map_err(ApiError::internal_error)?;
-                let mut obj = self.decode_object(&patched_bytes, wopts, &mut warnings)?;
+                // Under Strict, unknown or duplicate fields of the patched
+                // object are kube's 422 on the field "patch", showing the
+                // patched object, not a decoding 400.
+                let strict = wopts.field_validation == FieldValidation::Strict;
+                let lenient = WriteOptions { field_validation: FieldValidation::Warn, ..*wopts };
+                let mut strict_findings = Vec::new();
+                let mut obj = if strict {
+                    self.decode_object(&patched_bytes, &lenient, &mut strict_findings)?
+                } else {
+                    self.decode_object(&patched_bytes, wopts, &mut warnings)?
+                };
+                if !strict_findings.is_empty() {
+                    let shown = Value::String(String::from_utf8_lossy(&patched_bytes).into_owned());
+                    return Err(ApiError::invalid(
+                        "",
+                        "",
+                        "",
+                        &[FieldError::invalid(
+                            "patch",
+                            &shown,
+                            format!("strict decoding error: {}", strict_findings.join(", ")),
+                        )],
+                    ));
+                }
                 if let Some(dups) = patch.duplicates() {
                     match wopts.field_validation {
                         FieldValidation::Ignore => {}

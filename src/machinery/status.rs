@@ -353,9 +353,12 @@ impl ApiError {
             .iter()
             .map(|e| json!({ "reason": e.kind.cause_type(), "message": e.message_body(), "field": e.field }))
             .collect();
-        let mut details = json!({ "group": group, "kind": kind, "causes": causes });
-        if !name.is_empty() {
-            details["name"] = json!(name);
+        // Empty group, kind and name are left out, as Go's omitempty does.
+        let mut details = json!({ "causes": causes });
+        for (field, value) in [("group", group), ("kind", kind), ("name", name)] {
+            if !value.is_empty() {
+                details[field] = json!(value);
+            }
         }
         Self::new(422, Reason::Invalid, format!("{qualified_kind} \"{name}\" is invalid: {list}")).with_details(details)
     }

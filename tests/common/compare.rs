@@ -726,10 +726,10 @@ pub fn llama(name: &str) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn normalization_rewrites_only_what_differs_by_nature() {
+        // Imported here: a bench harness compiles this module without its tests.
+        use super::*;
         let mut state = TargetState::default();
         let mut v = serde_json::json!({
             "apiVersion": "crd.farm.example.com/v1alpha",

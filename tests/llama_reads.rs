@@ -101,7 +101,8 @@ async fn paging_reads_one_snapshot_and_expired_tokens_get_410(backend: Backend) 
     let token2 = p2["metadata"]["continue"].as_str().unwrap().to_string();
     let (_, p3) = get_json(&s, &format!("{base}?limit=2&continue={token2}")).await;
     assert_eq!(names(&p3), ["l4"]);
-    assert!(p3["metadata"].get("continue").is_none());
+    // The last page: an empty continue, as kube-apiserver writes a custom resource's list.
+    assert_eq!(p3["metadata"]["continue"], "");
     // Push the history past the snapshot: the token expires.
     for i in 0..6 {
         create(&s, "default", &llama(&format!("m{i}"), 1.0, 1.0)).await;

@@ -156,6 +156,11 @@ async fn random_requests_never_get_500() {
         let probe = path.starts_with("/readyz") || path.starts_with("/livez") || path.starts_with("/healthz");
         if code >= 400 && !is_watch && !probe {
             let text = resp.text().await.unwrap_or_default();
+            // Paths kube-apiserver's CRD handler does not route (an unknown
+            // resource, a write across all namespaces) get Go's plain 404.
+            if code == 404 && text == "404 page not found\n" {
+                continue;
+            }
             let v: Value =
                 serde_json::from_str(&text).unwrap_or_else(|_| panic!("request {i} {method} {url}: not JSON: {text}"));
             assert_eq!(v["kind"], "Status", "request {i} {method} {url}: {v}");

@@ -306,7 +306,7 @@ fn describe_parse_failure(body: &[u8], err: &serde_json::Error) -> String {
     format!("{VERSION_KIND_ERROR_PREFIX}{err}")
 }
 
-fn summarize_data(data: &[u8], max: usize) -> String {
+pub fn summarize_data(data: &[u8], max: usize) -> String {
     if data.is_empty() {
         return "<empty>".into();
     }

@@ -21,14 +21,24 @@ pub struct ListMeta {
 
 impl ListMeta {
     fn write(&self, out: &mut BytesMut) {
+        put_json(out, &self.to_json(false));
+    }
+
+    /// The list metadata; `always_continue` writes `"continue": ""` when there
+    /// is no next page, as kube-apiserver does for a custom resource's list
+    /// (an unstructured list has no omitempty), unlike typed lists (Table,
+    /// PartialObjectMetadataList).
+    pub fn to_json(&self, always_continue: bool) -> Value {
         let mut m = json!({ "resourceVersion": self.resource_version.to_string() });
-        if let Some(c) = &self.continue_token {
-            m["continue"] = json!(c);
+        match &self.continue_token {
+            Some(c) => m["continue"] = json!(c),
+            None if always_continue => m["continue"] = json!(""),
+            None => {}
         }
         if let Some(r) = self.remaining {
             m["remainingItemCount"] = json!(r);
         }
-        put_json(out, &m);
+        m
     }
 }
 
@@ -50,7 +60,7 @@ pub fn object_list(names: &Names, meta: &ListMeta, items: &[StoredObject]) -> By
     out.put_slice(b",\"kind\":");
     put_str(&mut out, names.list_kind);
     out.put_slice(b",\"metadata\":");
-    meta.write(&mut out);
+    put_json(&mut out, &meta.to_json(true));
     out.put_slice(b",\"items\":[");
     for (i, o) in items.iter().enumerate() {
         if i > 0 {

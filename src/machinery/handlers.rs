@@ -136,40 +136,51 @@ pub async fn serve(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bo
 }
 
 async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Body>) -> ApiResult<Response> {
+    // What kube-apiserver's CRD handler does not route at all gets its plain
+    // "404 page not found": an unknown resource, and (for a namespaced kind)
+    // anything but a list or watch across all namespaces.
     let Some(reg) = res.find(&info.api_group, &info.api_version, &info.resource).cloned() else {
-        return Err(ApiError::path_not_found());
+        return Ok(page_not_found());
     };
     let kind = reg.kind.clone();
     let names = kind.names();
-    let target = Target { group: names.group, kind: names.kind, resource: names.plural, name: &info.name };
-    // Shape checks: what kube-apiserver would not have routed at all is a 404.
-    let part = match info.subresource.as_str() {
-        "" => Part::Main,
-        "status" if kind.has_status_subresource() && !info.name.is_empty() => Part::Status,
-        _ => return Err(ApiError::path_not_found()),
-    };
-    if info.extra_segments || (!kind.namespaced() && !info.namespace.is_empty()) {
-        return Err(ApiError::path_not_found());
+    if !kind.namespaced() && !info.namespace.is_empty() {
+        return Ok(page_not_found());
     }
     let all_namespaces = kind.namespaced() && info.namespace.is_empty();
-    if all_namespaces && !info.name.is_empty() {
-        return Err(ApiError::path_not_found());
+    if all_namespaces && !matches!(info.verb.as_str(), "list" | "watch") {
+        return Ok(page_not_found());
     }
-    // Which verbs exist on which path shape, as kube-apiserver registers routes.
+    let target = Target { group: names.group, kind: names.kind, resource: names.plural, name: &info.name };
+    // Segments after the subresource are ignored, as kube's request info does.
+    let part = match info.subresource.as_str() {
+        "" => Part::Main,
+        "status" if kind.has_status_subresource() => Part::Status,
+        // An unknown subresource: kube's CRD handler answers NotFound for the named object.
+        _ => return Err(ApiError::not_found(target)),
+    };
+    // Which verb serves which request, as kube-apiserver's CRD handler
+    // dispatches them: a POST on an object's path is a create of the body
+    // (the name in the path is not used), a PUT or PATCH on the collection
+    // fails for want of a name, and the status subresource has get, update
+    // and patch only.
     let named = !info.name.is_empty();
     let verb = match info.verb.as_str() {
         "get" => Verb::Get,
         "list" => Verb::List,
         "watch" => Verb::Watch,
-        "create" if !all_namespaces && !named => Verb::Create,
-        "update" if named => Verb::Update,
-        "patch" if named => Verb::Patch,
-        "delete" => Verb::Delete,
-        "deletecollection" if !all_namespaces => Verb::DeleteCollection,
-        other => return Err(ApiError::method_not_allowed(target, other)),
+        "create" if part == Part::Main => Verb::Create,
+        "update" | "patch" if !named => return Err(ApiError::bad_request("name must be provided")),
+        "update" => Verb::Update,
+        "patch" => Verb::Patch,
+        "delete" if part == Part::Main => Verb::Delete,
+        "deletecollection" => Verb::DeleteCollection,
+        "create" | "delete" => return Err(ApiError::method_not_allowed(target.without_name(), &info.verb)),
+        // kube's request info has no verb for other methods (OPTIONS...).
+        _ => return Err(ApiError::method_not_allowed(target.without_name(), "")),
     };
     if part == Part::Status && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
-        return Err(ApiError::method_not_allowed(target, verb.as_str()));
+        return Err(ApiError::method_not_allowed(target.without_name(), verb.as_str()));
     }
     if !kind.supports(verb) {
         return Err(ApiError::method_not_allowed(target, verb.as_str()));
@@ -268,6 +279,16 @@ fn write_options(query: &Query, verb: WriteVerb, headers: &HeaderMap) -> ApiResu
     Ok(wopts)
 }
 
+/// Go's `http.NotFound`, which kube-apiserver answers for paths nothing serves.
+fn page_not_found() -> Response {
+    let mut resp = Response::new(Body::from("404 page not found\n"));
+    *resp.status_mut() = StatusCode::NOT_FOUND;
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    resp
+}
+
 fn require_json_body(headers: &HeaderMap) -> ApiResult<()> {
     match negotiation::body_type(header_str(headers, header::CONTENT_TYPE)) {
         Some(BodyType::Json) => Ok(()),
@@ -328,10 +349,10 @@ fn deleted_list(reg: &Registry, meta: &ListMeta, items: &[Bytes]) -> Bytes {
     let mut out = Vec::with_capacity(items.iter().map(|i| i.len() + 1).sum::<usize>() + 128);
     out.extend_from_slice(
         format!(
-            "{{\"apiVersion\":\"{}\",\"kind\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
+            "{{\"apiVersion\":\"{}\",\"kind\":\"{}\",\"metadata\":{},\"items\":[",
             names.api_version(),
             names.list_kind,
-            meta.resource_version
+            ListMeta { continue_token: None, ..meta.clone() }.to_json(true)
         )
         .as_bytes(),
     );

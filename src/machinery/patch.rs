@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::negotiation::BodyType;
 use super::status::{ApiError, Reason};
-use crate::apimachinery::gojson::decode_json;
+use crate::apimachinery::gojson::{decode_json, VERSION_KIND_ERROR_PREFIX};
 
 pub enum Patch {
     Json(json_patch::Patch),
@@ -28,11 +28,32 @@ pub fn apply_configuration(body: &[u8]) -> Result<Vec<u8>, ApiError> {
 impl Patch {
     pub fn parse(body_type: Option<BodyType>, body: &[u8]) -> Result<Self, ApiError> {
         match body_type {
-            Some(BodyType::JsonPatch) => serde_json::from_slice::<json_patch::Patch>(body)
-                .map(Patch::Json)
-                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}"))),
+            Some(BodyType::JsonPatch) => {
+                // A JSON document that is not a list of operations gets Go's
+                // unmarshal wording, as kube decodes into []jsonPatchOp.
+                if let Ok(v) = serde_json::from_slice::<Value>(body) {
+                    let go_type = match v {
+                        Value::Object(_) => Some("object"),
+                        Value::String(_) => Some("string"),
+                        Value::Number(_) => Some("number"),
+                        Value::Bool(_) => Some("bool"),
+                        Value::Array(_) | Value::Null => None,
+                    };
+                    if let Some(t) = go_type {
+                        return Err(ApiError::bad_request(format!(
+                            "error decoding patch: json: cannot unmarshal {t} into Go value of type []handlers.jsonPatchOp"
+                        )));
+                    }
+                }
+                serde_json::from_slice::<json_patch::Patch>(body)
+                    .map(Patch::Json)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))
+            }
             Some(BodyType::MergePatch) => {
-                let (patch, duplicates) = decode_json(body).map_err(ApiError::bad_request)?;
+                let (patch, duplicates) = decode_json(body).map_err(|e| {
+                    let why = e.strip_prefix(VERSION_KIND_ERROR_PREFIX).unwrap_or(&e);
+                    ApiError::bad_request(format!("error decoding patch: {why}"))
+                })?;
                 if !patch.is_object() {
                     return Err(ApiError::bad_request("error decoding patch: a merge patch must be a JSON object"));
                 }
@@ -56,8 +77,16 @@ impl Patch {
                             continue;
                         }
                     }
-                    json_patch::patch(&mut doc, std::slice::from_ref(op))
-                        .map_err(|e| ApiError::new(422, Reason::Invalid, e.to_string()))?;
+                    // kube answers a patch that does not apply with a generic
+                    // 422 (NewGenericServerResponse): no details, no cause.
+                    json_patch::patch(&mut doc, std::slice::from_ref(op)).map_err(|_| {
+                        ApiError::new(
+                            422,
+                            Reason::Invalid,
+                            "the server rejected our request due to an error in our request",
+                        )
+                        .with_details(serde_json::json!({}))
+                    })?;
                 }
             }
             Patch::Merge { patch, .. } => json_patch::merge(&mut doc, patch),

@@ -187,6 +187,24 @@ fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The finalizers kube-apiserver itself adds (delete propagation): no warning for them.
+const SYSTEM_FINALIZERS: &[&str] = &["orphan", "foregroundDeletion"];
+
+/// kube-apiserver's warnings for a custom resource's finalizers: each one a
+/// write adds (all of them on create; sorted, once each) that has no `/`.
+fn finalizer_warnings(new: &Value, old: Option<&Value>) -> Vec<String> {
+    let before = old.map(finalizers).unwrap_or_default();
+    let added: std::collections::BTreeSet<String> =
+        finalizers(new).into_iter().filter(|f| !before.contains(f)).collect();
+    added
+        .into_iter()
+        .filter(|f| !f.contains('/') && !SYSTEM_FINALIZERS.contains(&f.as_str()))
+        .map(|f| {
+            format!("metadata.finalizers: {f:?}: prefer a domain-qualified finalizer name to avoid accidental conflicts with other finalizer writers")
+        })
+        .collect()
+}
+
 /// Everything but metadata and status: a change here bumps `generation`.
 fn spec_changed(old: &Value, new: &Value) -> bool {
     let strip = |v: &Value| -> Map<String, Value> {
@@ -289,6 +307,21 @@ impl Registry {
             }
             StoreError::Internal(msg) => ApiError::internal_error(msg),
         }
+    }
+
+    /// 409 for a failed storage precondition (a uid that is not the stored
+    /// object's), worded as kube's storage error for the object's etcd key.
+    fn failed_precondition(&self, ns: &str, name: &str, why: &str) -> ApiError {
+        let n = self.kind.names();
+        let key = if self.kind.namespaced() {
+            format!("/registry/{}/{}/{ns}/{name}", n.group, n.plural)
+        } else {
+            format!("/registry/{}/{}/{name}", n.group, n.plural)
+        };
+        ApiError::conflict(
+            self.target(name),
+            format!("StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: {why}"),
+        )
     }
 
     /// 422 Invalid for an object of this kind, with its causes.
@@ -458,7 +491,12 @@ impl Registry {
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
         if kind.is_empty() {
             let shown = String::from_utf8_lossy(body);
-            return Err(ApiError::bad_request(format!("Object 'Kind' is missing in '{}'", shown.trim())));
+            return Err(ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {}): Object 'Kind' is missing in '{}' ({})",
+                names.kind,
+                shown.trim(),
+                gojson::summarize_data(body, 30)
+            )));
         }
         let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
         if api_version != names.api_version() {
@@ -469,8 +507,9 @@ impl Registry {
         }
         let errs = objectmeta::validate_type_meta(obj, &names.api_version(), names.kind);
         if !errs.is_empty() {
+            // kube names the kind the body claims (`Alpaca.<group> "x" is invalid`).
             let name = meta_str(obj, "name").unwrap_or("");
-            return Err(self.invalid(name, &errs));
+            return Err(ApiError::invalid(names.group, kind, name, &errs));
         }
         Ok(())
     }
@@ -481,7 +520,13 @@ impl Registry {
         let meta = obj.get("metadata").unwrap_or(&empty);
         let mut errs = objectmeta::validate_object_meta(meta, self.kind.namespaced());
         if let Some(old) = old {
-            errs.extend(objectmeta::validate_object_meta_update(meta, old.get("metadata").unwrap_or(&empty)));
+            let old_meta = old.get("metadata").unwrap_or(&empty);
+            let update_errs = objectmeta::validate_object_meta_update(meta, old_meta);
+            // kube-apiserver checks metadata updates twice for a custom
+            // resource (the generic BeforeUpdate, then the CRD strategy), so
+            // each such cause is listed twice; the message names it once.
+            errs.extend(update_errs.iter().cloned());
+            errs.extend(update_errs);
         }
         errs.extend(validate_against_schema(obj, &self.schema));
         if errs.is_empty() {
@@ -515,11 +560,8 @@ impl Registry {
 
     pub async fn create(&self, ns: &str, body: &[u8], wopts: &WriteOptions) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
-        let obj = if body.is_empty() {
-            return Err(ApiError::bad_request("the body of the request was empty"));
-        } else {
-            self.decode_object(body, wopts, &mut warnings)?
-        };
+        // An empty body fails decoding like any other undecodable one, as in kube.
+        let obj = self.decode_object(body, wopts, &mut warnings)?;
         self.insert(ns, obj, wopts, warnings, None).await
     }
 
@@ -530,7 +572,7 @@ impl Registry {
         ns: &str,
         mut obj: Value,
         wopts: &WriteOptions,
-        warnings: Vec<String>,
+        mut warnings: Vec<String>,
         applied: Option<ManagedFields>,
     ) -> ApiResult<WriteOutcome> {
         if obj.get("metadata").is_none() {
@@ -575,6 +617,9 @@ impl Registry {
             }
             self.validate(&plain, None)?;
             let obj = plain;
+            if attempt == 0 {
+                warnings.extend(finalizer_warnings(&obj, None));
+            }
             let name = meta_str(&obj, "name").unwrap_or("").to_string();
             if wopts.dry_run {
                 if self.store.get(&self.key(ns, &name)).await.map_err(|e| self.store_error(&name, e))?.is_some() {
@@ -618,24 +663,48 @@ impl Registry {
             }
         }
         let requested_rv = meta_str(&obj, "resourceVersion").unwrap_or("").to_string();
+        // A uid in the body is a precondition, checked before anything else
+        // about the stored object (kube's storage preconditions).
+        let requested_uid = meta_str(&obj, "uid").unwrap_or("").to_string();
+        let mut update_warnings = Vec::new();
         let mut out = self
             .write_current(ns, name, wopts, |current| {
-                if requested_rv.is_empty() {
-                    return Err(self.invalid(
+                if !requested_uid.is_empty() && requested_uid != current.index.uid {
+                    return Err(self.failed_precondition(
+                        ns,
                         name,
-                        &[FieldError::invalid_raw(
-                            "metadata.resourceVersion",
-                            "0x0",
-                            "must be specified for an update",
-                        )],
+                        &format!(
+                            "Precondition failed: UID in precondition: {requested_uid}, UID in object meta: {}",
+                            current.index.uid
+                        ),
+                    ));
+                }
+                if requested_rv.is_empty() {
+                    // kube's generic store names the resource where the kind
+                    // belongs here (`llamas.<group> "x" is invalid`).
+                    let n = self.kind.names();
+                    return Err(ApiError::invalid(
+                        n.group,
+                        n.plural,
+                        name,
+                        &[FieldError::invalid_raw("metadata.resourceVersion", "0", "must be specified for an update")],
                     ));
                 }
                 if requested_rv != current.rv.to_string() {
                     return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
                 }
-                self.prepare_update(name, part, current, obj.clone(), Fields::Update(&wopts.field_manager))
+                update_warnings.clear();
+                self.prepare_update(
+                    name,
+                    part,
+                    current,
+                    obj.clone(),
+                    Fields::Update(&wopts.field_manager),
+                    &mut update_warnings,
+                )
             })
             .await?;
+        warnings.append(&mut update_warnings);
         out.warnings.splice(0..0, warnings);
         Ok(out)
     }
@@ -657,7 +726,30 @@ impl Registry {
                 warnings.clear();
                 let patched = patch.apply(current.value().map_err(|e| self.store_error(name, e))?)?;
                 let patched_bytes = serde_json::to_vec(&patched).map_err(ApiError::internal_error)?;
-                let mut obj = self.decode_object(&patched_bytes, wopts, &mut warnings)?;
+                // Under Strict, unknown or duplicate fields of the patched
+                // object are kube's 422 on the field "patch", showing the
+                // patched object, not a decoding 400.
+                let strict = wopts.field_validation == FieldValidation::Strict;
+                let lenient = WriteOptions { field_validation: FieldValidation::Warn, ..wopts.clone() };
+                let mut strict_findings = Vec::new();
+                let mut obj = if strict {
+                    self.decode_object(&patched_bytes, &lenient, &mut strict_findings)?
+                } else {
+                    self.decode_object(&patched_bytes, wopts, &mut warnings)?
+                };
+                if !strict_findings.is_empty() {
+                    let shown = Value::String(String::from_utf8_lossy(&patched_bytes).into_owned());
+                    return Err(ApiError::invalid(
+                        "",
+                        "",
+                        "",
+                        &[FieldError::invalid(
+                            "patch",
+                            &shown,
+                            format!("strict decoding error: {}", strict_findings.join(", ")),
+                        )],
+                    ));
+                }
                 if let Some(dups) = patch.duplicates() {
                     match wopts.field_validation {
                         FieldValidation::Ignore => {}
@@ -679,7 +771,7 @@ impl Registry {
                         meta_str(&obj, "name").unwrap_or("")
                     )));
                 }
-                self.prepare_update(name, part, current, obj, Fields::Update(&wopts.field_manager))
+                self.prepare_update(name, part, current, obj, Fields::Update(&wopts.field_manager), &mut warnings)
             })
             .await?;
         out.warnings.splice(0..0, warnings);
@@ -736,8 +828,10 @@ impl Registry {
                     other => return other,
                 }
             }
+            let mut update_warnings = Vec::new();
             let result = self
                 .write_current(ns, name, wopts, |current| {
+                    update_warnings.clear();
                     if !requested_rv.is_empty() && requested_rv != current.rv.to_string() {
                         return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
                     }
@@ -748,7 +842,7 @@ impl Registry {
                     let fm = self.field_manager(part, &wopts.field_manager)?;
                     let (merged, managed) =
                         fm.apply(&live, &config, managed, wopts.force).map_err(|e| self.apply_error(e))?;
-                    self.prepare_update(name, part, current, merged, Fields::Applied(managed))
+                    self.prepare_update(name, part, current, merged, Fields::Applied(managed), &mut update_warnings)
                 })
                 .await;
             match result {
@@ -756,6 +850,7 @@ impl Registry {
                 Err(e) if e.code == 404 && e.reason == Reason::NotFound => continue,
                 Err(e) => return Err(e),
                 Ok(mut out) => {
+                    warnings.append(&mut update_warnings);
                     out.warnings.splice(0..0, warnings);
                     return Ok(out);
                 }
@@ -828,6 +923,7 @@ impl Registry {
     ) -> ApiResult<WriteOutcome> {
         let mut refused = None;
         let mut dry_run_result = None;
+        let mut deleted_as = None;
         let updated = self
             .store
             .guaranteed_update(&self.key(ns, name), &mut |current| match decide(current) {
@@ -841,12 +937,21 @@ impl Registry {
                     Mutation::Abort
                 }
                 Ok(Decision::Write(next)) => Mutation::Put(next),
-                Ok(Decision::Delete(_)) => Mutation::Delete,
+                Ok(Decision::Delete(next)) => {
+                    deleted_as = Some(next);
+                    Mutation::Delete
+                }
             })
             .await
             .map_err(|e| self.store_error(name, e))?;
         let body = match updated {
-            Updated::Put(stored) | Updated::Deleted(stored) | Updated::Kept(stored) => stored.bytes,
+            // The write that removed the last finalizer answers with the
+            // object as written (finalizers gone), not as it was stored.
+            Updated::Deleted(stored) => match deleted_as {
+                Some(next) => encode_value(&next)?,
+                None => stored.bytes,
+            },
+            Updated::Put(stored) | Updated::Kept(stored) => stored.bytes,
             Updated::Aborted => match (refused, dry_run_result) {
                 (Some(e), _) => return Err(e),
                 (None, Some(Decision::Write(next) | Decision::Delete(next))) => encode_value(&next)?,
@@ -867,6 +972,7 @@ impl Registry {
         current: &StoredObject,
         new: Value,
         fields: Fields<'_>,
+        warnings: &mut Vec<String>,
     ) -> ApiResult<Decision> {
         let old = current.value().map_err(|e| self.store_error(name, e))?;
         let sent_managed_fields = new.pointer("/metadata/managedFields").cloned();
@@ -916,20 +1022,10 @@ impl Registry {
             meta_mut(&mut next)?.insert("generation".into(), json!(generation));
         }
         let deleting = old.pointer("/metadata/deletionTimestamp").is_some();
-        if deleting {
-            let old_f = finalizers(&old);
-            let added: Vec<String> = finalizers(&next).into_iter().filter(|f| !old_f.contains(f)).collect();
-            if !added.is_empty() {
-                return Err(self.invalid(
-                    name,
-                    &[FieldError::forbidden(
-                        "metadata.finalizers",
-                        format!("no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"),
-                    )],
-                ));
-            }
-        }
         self.validate(&next, Some(&old))?;
+        if part == Part::Main {
+            warnings.extend(finalizer_warnings(&next, Some(&old)));
+        }
         if next == old {
             return Ok(Decision::Unchanged);
         }
@@ -949,20 +1045,24 @@ impl Registry {
         let mut uid = String::new();
         let decide = |current: &StoredObject| -> ApiResult<Mutation> {
             uid = current.index.uid.clone();
+            // kube's BeforeDelete checks the preconditions and names the kind
+            // where a resource usually stands (`Llama.<group> "x"`).
+            let n = self.kind.names();
+            let by_kind = Target { resource: n.kind, ..self.target(name) };
             if let Some(want) = &preconditions.uid {
                 if *want != uid {
                     return Err(ApiError::conflict(
-                        self.target(name),
-                        format!("Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"),
+                        by_kind,
+                        format!("the UID in the precondition ({want}) does not match the UID in record ({uid}). The object might have been deleted and then recreated"),
                     ));
                 }
             }
             if let Some(want) = &preconditions.resource_version {
                 if *want != current.rv.to_string() {
                     return Err(ApiError::conflict(
-                        self.target(name),
+                        by_kind,
                         format!(
-                            "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {}",
+                            "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({}). The object might have been modified",
                             current.rv
                         ),
                     ));

@@ -100,6 +100,11 @@ impl Target<'_> {
         }
     }
 
+    /// The same target without its name (kube's MethodNotSupported names no object).
+    pub fn without_name(self) -> Self {
+        Self { name: "", ..self }
+    }
+
     fn details(&self) -> Value {
         let mut d = json!({ "group": self.group, "kind": self.resource });
         if !self.name.is_empty() {
@@ -225,17 +230,28 @@ impl ApiError {
     /// `Llama.farm.example.com "x" is invalid: [a: Invalid value..., b: ...]`.
     pub fn invalid(group: &str, kind: &str, name: &str, errors: &[FieldError]) -> Self {
         let qualified_kind = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
-        let list = match errors {
-            [one] => one.full_message(),
-            many => format!("[{}]", many.iter().map(FieldError::full_message).collect::<Vec<_>>().join(", ")),
+        // Go's ErrorList.ToAggregate names each distinct message once.
+        let mut messages: Vec<String> = Vec::new();
+        for e in errors {
+            let m = e.full_message();
+            if !messages.contains(&m) {
+                messages.push(m);
+            }
+        }
+        let list = match messages.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
         };
         let causes: Vec<Value> = errors
             .iter()
             .map(|e| json!({ "reason": e.kind.cause_type(), "message": e.message_body(), "field": e.field }))
             .collect();
-        let mut details = json!({ "group": group, "kind": kind, "causes": causes });
-        if !name.is_empty() {
-            details["name"] = json!(name);
+        // Empty group, kind and name are left out, as Go's omitempty does.
+        let mut details = json!({ "causes": causes });
+        for (field, value) in [("group", group), ("kind", kind), ("name", name)] {
+            if !value.is_empty() {
+                details[field] = json!(value);
+            }
         }
         Self::new(422, Reason::Invalid, format!("{qualified_kind} \"{name}\" is invalid: {list}")).with_details(details)
     }

@@ -4,7 +4,10 @@
 use super::cluster::ControlPlane;
 
 /// The Llama CRD in API group `group` (its name is `llamas.<group>`), with the
-/// status subresource.
+/// status subresource and the schema of our Llama (src/resources/llama.rs), so
+/// the two can be compared answer for answer. (Our selectable fields
+/// spec.weight and spec.height have no CRD equivalent: a CRD may only select
+/// string, boolean and integer fields.)
 pub fn llama_crd(group: &str) -> String {
     format!(
         r#"apiVersion: apiextensions.k8s.io/v1
@@ -23,6 +26,7 @@ spec:
     schema:
       openAPIV3Schema:
         type: object
+        required: [spec]
         properties:
           spec:
             type: object
@@ -36,7 +40,18 @@ spec:
               observedGeneration: {{type: integer, format: int64}}
               conditions:
                 type: array
-                items: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [type]
+                items:
+                  type: object
+                  required: [type, status, lastTransitionTime, reason, message]
+                  properties:
+                    type: {{type: string}}
+                    status: {{type: string, enum: ["True", "False", "Unknown"]}}
+                    observedGeneration: {{type: integer, format: int64}}
+                    lastTransitionTime: {{type: string, format: date-time}}
+                    reason: {{type: string}}
+                    message: {{type: string}}
 "#
     )
 }

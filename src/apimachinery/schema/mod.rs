@@ -24,6 +24,10 @@ pub mod validate;
 /// than its nesting limit; this only protects hand-built values).
 pub(crate) const MAX_WALK_DEPTH: usize = 512;
 
+// Readers of the schema keywords the walks use. A schema is whatever JSON a
+// kind declared, so a malformed keyword reads as absent, never as an error.
+
+/// What `additionalProperties` allows for undeclared keys.
 pub(crate) enum Additional<'s> {
     Absent,
     Any,

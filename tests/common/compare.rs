@@ -69,7 +69,8 @@
 //! - **resourceVersions inside Conflict messages** ("... does not match the
 //!   ResourceVersion in record (257)"): a number equal to a resourceVersion the
 //!   sequence has seen on that target becomes `<resourceVersion>`. Only in
-//!   Status messages of reason Conflict, where kube names the stored revision,
+//!   Status messages of reason Conflict (but not server-side apply's, which
+//!   count conflicts and name fields), where kube names the stored revision,
 //!   so no other number can be taken for one.
 //!
 //! Beyond that, a comparison may drop named fields with
@@ -592,7 +593,10 @@ fn rewrite(v: &mut Value, target: &Target, state: &TargetState) {
         && v.get("reason").and_then(Value::as_str) == Some("Conflict")
     {
         if let Some(Value::String(message)) = v.get_mut("message") {
-            *message = replace_numbers(message, &state.resource_versions, "<resourceVersion>");
+            // Apply conflicts name fields and counts, never a revision.
+            if !message.starts_with("Apply failed with") {
+                *message = replace_numbers(message, &state.resource_versions, "<resourceVersion>");
+            }
         }
     }
     match v {

@@ -137,6 +137,10 @@ async fn updates_record_managed_fields_as_kube_does() {
             )
             .expect(200),
         Step::get("{llamas}/u").expect(200),
+        // A whole number sent as 2.0 is written back as kube writes it (2).
+        Step::post("{llamas}")
+            .raw(r#"{"apiVersion":"{gv}","kind":"Llama","metadata":{"name":"whole"},"spec":{"weight":2.0,"height":1}}"#)
+            .expect(201),
     ])
     .await
     .assert_identical();

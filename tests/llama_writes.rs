@@ -280,7 +280,7 @@ async fn status_subresource_changes_only_status(backend: Backend) {
     let (code, v2) = send(&s, Method::PUT, &url, &next).await;
     assert_eq!(code, 200, "{v2}");
     assert_eq!(v2["status"]["observedGeneration"], 1);
-    assert_eq!(v2["spec"]["weight"], json!(10.0));
+    assert_eq!(v2["spec"]["weight"], 10.0);
     assert!(v2["metadata"].get("labels").is_none());
     assert_eq!(v2["metadata"]["generation"], 1);
     let (code, v3) = patch(
@@ -292,7 +292,7 @@ async fn status_subresource_changes_only_status(backend: Backend) {
     .await;
     assert_eq!(code, 200, "{v3}");
     assert_eq!(v3["status"]["observedGeneration"], 2);
-    assert_eq!(v3["spec"]["weight"], json!(10.0));
+    assert_eq!(v3["spec"]["weight"], 10.0);
     let (code, v4) = get(&s, &url).await;
     assert_eq!(code, 200);
     assert_eq!(v4, v3);
@@ -421,7 +421,7 @@ async fn dry_run_changes_nothing(backend: Backend) {
     next["spec"]["weight"] = json!(50.0);
     let (code, v) = send(&s, Method::PUT, &format!("{url}?dryRun=All"), &next).await;
     assert_eq!(code, 200);
-    assert_eq!(v["spec"]["weight"], json!(50.0));
+    assert_eq!(v["spec"]["weight"], 50.0);
     let (code, v) =
         patch(&s, &format!("{url}?dryRun=All"), "application/merge-patch+json", &json!({"spec": {"height": 9}})).await;
     assert_eq!(code, 200);

@@ -52,7 +52,8 @@ pub struct Writer {
 
 impl Writer {
     /// The manager of a write: `fieldManager`, else the User-Agent up to its
-    /// first `/`, printable characters only, at most 128 bytes (kube's rule).
+    /// first `/`, printable characters only, at most 128 bytes (kube's rule),
+    /// else `unknown`.
     pub fn manager_name(field_manager: &str, user_agent: &str) -> String {
         if !field_manager.is_empty() {
             return field_manager.to_string();
@@ -66,6 +67,10 @@ impl Writer {
                 break;
             }
             out.push(c);
+        }
+        // What kube-apiserver records for a client that names itself nowhere.
+        if out.is_empty() {
+            out.push_str("unknown");
         }
         out
     }
@@ -600,6 +605,7 @@ mod tests {
         assert_eq!(Writer::manager_name("", "kubectl/v1.32.0 (linux/amd64)"), "kubectl");
         assert_eq!(Writer::manager_name("mine", "kubectl/v1"), "mine");
         assert_eq!(Writer::manager_name("", &"x".repeat(300)).len(), 128);
+        assert_eq!(Writer::manager_name("", ""), "unknown");
     }
 
     #[test]

@@ -9,6 +9,9 @@ use std::sync::Arc;
 
 use axum::response::Response;
 use http::{header, HeaderMap};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    APIGroup, APIGroupList, APIResource, APIResourceList, APIVersions, GroupVersionForDiscovery,
+};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -29,8 +32,12 @@ pub struct Discovery {
     versions: BTreeMap<(String, String), StaticDoc>,
 }
 
-fn group_version_entry(group: &str, version: &str) -> Value {
-    json!({ "groupVersion": format!("{group}/{version}"), "version": version })
+fn group_version_entry(group: &str, version: &str) -> GroupVersionForDiscovery {
+    GroupVersionForDiscovery { group_version: format!("{group}/{version}"), version: version.to_string() }
+}
+
+fn to_value(doc: &impl serde::Serialize) -> Value {
+    serde_json::to_value(doc).unwrap_or(Value::Null)
 }
 
 impl Discovery {
@@ -41,29 +48,28 @@ impl Discovery {
             let n = r.kind.names();
             by_group.entry(n.group).or_default().entry(n.version).or_default().push(r);
         }
-        let mut groups_json = Vec::new();
+        let mut api_groups = Vec::new();
         let mut groups = BTreeMap::new();
         let mut versions = BTreeMap::new();
         let mut aggregated_items = Vec::new();
         for (group, vs) in &by_group {
-            let version_entries: Vec<Value> = vs.keys().map(|v| group_version_entry(group, v)).collect();
-            let preferred = version_entries.first().cloned().unwrap_or(Value::Null);
-            let group_json = json!({ "name": group, "versions": version_entries, "preferredVersion": preferred });
-            groups_json.push(group_json.clone());
-            let mut api_group = group_json;
-            api_group["kind"] = json!("APIGroup");
-            api_group["apiVersion"] = json!("v1");
-            groups.insert(group.to_string(), StaticDoc::new(&api_group));
+            let version_entries: Vec<GroupVersionForDiscovery> =
+                vs.keys().map(|v| group_version_entry(group, v)).collect();
+            let api_group = APIGroup {
+                name: group.to_string(),
+                preferred_version: version_entries.first().cloned(),
+                server_address_by_client_cidrs: None,
+                versions: version_entries,
+            };
+            groups.insert(group.to_string(), StaticDoc::new(&to_value(&api_group)));
+            api_groups.push(api_group);
             let mut agg_versions = Vec::new();
             for (version, regs) in vs {
-                let resources: Vec<Value> = regs.iter().flat_map(|r| resource_list_entries(r)).collect();
-                let list = json!({
-                    "kind": "APIResourceList",
-                    "apiVersion": "v1",
-                    "groupVersion": format!("{group}/{version}"),
-                    "resources": resources,
-                });
-                versions.insert((group.to_string(), version.to_string()), StaticDoc::new(&list));
+                let list = APIResourceList {
+                    group_version: format!("{group}/{version}"),
+                    resources: regs.iter().flat_map(|r| resource_list_entries(r)).collect(),
+                };
+                versions.insert((group.to_string(), version.to_string()), StaticDoc::new(&to_value(&list)));
                 let agg_resources: Vec<Value> = regs.iter().map(|r| aggregated_resource(r)).collect();
                 agg_versions.push(json!({ "version": version, "resources": agg_resources, "freshness": "Current" }));
             }
@@ -75,15 +81,25 @@ impl Discovery {
                 &json!({ "kind": "APIGroupDiscoveryList", "apiVersion": api, "metadata": {}, "items": items }),
             )
         };
+        let mut group_list = to_value(&APIGroupList { groups: api_groups });
+        // Go leaves out the (empty) apiVersion and kind of the groups inside
+        // the list; k8s-openapi writes them for every APIGroup.
+        if let Some(entries) = group_list.get_mut("groups").and_then(Value::as_array_mut) {
+            for entry in entries.iter_mut().filter_map(Value::as_object_mut) {
+                entry.remove("apiVersion");
+                entry.remove("kind");
+            }
+        }
         Self {
-            group_list: StaticDoc::new(&json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups_json })),
+            group_list: StaticDoc::new(&group_list),
             aggregated_v2: aggregated("apidiscovery.k8s.io/v2", &aggregated_items),
             aggregated_v2beta1: aggregated("apidiscovery.k8s.io/v2beta1", &aggregated_items),
             empty_aggregated_v2: aggregated("apidiscovery.k8s.io/v2", &[]),
             empty_aggregated_v2beta1: aggregated("apidiscovery.k8s.io/v2beta1", &[]),
-            api_versions: StaticDoc::new(
-                &json!({ "kind": "APIVersions", "versions": [], "serverAddressByClientCIDRs": [] }),
-            ),
+            api_versions: StaticDoc::new(&to_value(&APIVersions {
+                server_address_by_client_cidrs: Vec::new(),
+                versions: Vec::new(),
+            })),
             groups,
             versions,
         }
@@ -148,26 +164,37 @@ fn verbs(r: &Registry) -> Vec<&'static str> {
     r.kind.verbs().iter().map(|v| v.as_str()).collect()
 }
 
-fn resource_list_entries(r: &Registry) -> Vec<Value> {
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+fn resource_list_entries(r: &Registry) -> Vec<APIResource> {
     let n = r.kind.names();
-    let mut out = vec![json!({
-        "name": n.plural,
-        "singularName": n.singular,
-        "namespaced": r.kind.namespaced(),
-        "kind": n.kind,
-        "verbs": verbs(r),
-        "shortNames": n.short_names,
-        "categories": n.categories,
-        "storageVersionHash": storage_version_hash(n.group, n.version, n.kind),
-    })];
+    let mut out = vec![APIResource {
+        name: n.plural.to_string(),
+        singular_name: n.singular.to_string(),
+        namespaced: r.kind.namespaced(),
+        kind: n.kind.to_string(),
+        verbs: strings(&verbs(r)),
+        short_names: Some(strings(n.short_names)),
+        categories: Some(strings(n.categories)),
+        storage_version_hash: Some(storage_version_hash(n.group, n.version, n.kind)),
+        group: None,
+        version: None,
+    }];
     if r.kind.has_status_subresource() {
-        out.push(json!({
-            "name": format!("{}/status", n.plural),
-            "singularName": "",
-            "namespaced": r.kind.namespaced(),
-            "kind": n.kind,
-            "verbs": ["get", "patch", "update"],
-        }));
+        out.push(APIResource {
+            name: format!("{}/status", n.plural),
+            singular_name: String::new(),
+            namespaced: r.kind.namespaced(),
+            kind: n.kind.to_string(),
+            verbs: strings(&["get", "patch", "update"]),
+            short_names: None,
+            categories: None,
+            storage_version_hash: None,
+            group: None,
+            version: None,
+        });
     }
     out
 }

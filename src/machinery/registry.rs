@@ -11,6 +11,7 @@ use bytes::Bytes;
 use chrono::{SecondsFormat, Utc};
 use serde_json::{json, Map, Value};
 
+use super::body::{BodyFormat, JsonBody};
 use super::encode::{column_definitions, ListMeta};
 use super::options::{is_dry_run, DeleteOptions, FieldValidation, ListOptions, Rv, RvMatch, WriteOptions};
 use super::resource::Kind;
@@ -368,21 +369,43 @@ impl Registry {
 
     /// Decodes a request body as an object of this kind, applying fieldValidation
     /// (kube-apiserver's order: syntax, apiVersion/kind, metadata types, pruning).
-    fn decode_object(&self, body: &[u8], wopts: &WriteOptions, warnings: &mut Vec<String>) -> ApiResult<Value> {
+    /// `raw` is the body as sent, which messages quote; `body` its JSON.
+    fn decode_object(
+        &self,
+        raw: &[u8],
+        body: &JsonBody<'_>,
+        wopts: &WriteOptions,
+        warnings: &mut Vec<String>,
+    ) -> ApiResult<Value> {
         let n = self.kind.names();
-        let wrap = |e: &str| ApiError::bad_request(validation::decode_error_message(e, body, n.kind, n.version));
-        let (mut obj, duplicates) = validation::decode_json(body).map_err(|e| wrap(&e))?;
-        self.check_type(&obj, body)?;
+        let wrap = |e: &str| ApiError::bad_request(validation::decode_error_message(e, raw, n.kind, n.version));
+        if body.format == BodyFormat::Yaml && *body.json == *b"null" {
+            // An empty YAML stream or a null document: kube quotes the body as sent.
+            let why = format!("Object 'Kind' is missing in '{}'", String::from_utf8_lossy(raw));
+            return Err(ApiError::bad_request(validation::unrecognized_object_message(&why, raw, n.kind)));
+        }
+        let (mut obj, duplicates) = validation::decode_json(&body.json).map_err(|e| wrap(&e))?;
+        self.check_type(&obj, raw)?;
         if let Some(meta) = obj.get("metadata") {
             validation::check_object_meta_types(meta).map_err(|e| wrap(&e))?;
         }
         let unknown = validation::prune_unknown_fields(&mut obj, &self.schema);
         match wopts.field_validation {
             FieldValidation::Ignore => {}
-            FieldValidation::Warn => warnings.extend(validation::strict_warnings(&duplicates, &unknown)),
+            FieldValidation::Warn => {
+                // go-yaml's duplicate keys first, one warning each, as kube sends them.
+                warnings.extend(body.yaml_duplicates.iter().cloned());
+                warnings.extend(validation::strict_warnings(&duplicates, &unknown));
+            }
             FieldValidation::Strict => {
-                if let Some(e) = validation::strict_decoding_error(&duplicates, &unknown) {
-                    return Err(wrap(&e));
+                let mut findings = Vec::new();
+                if !body.yaml_duplicates.is_empty() {
+                    // go-yaml's TypeError text: `yaml: unmarshal errors:\n  line 5: key "a" already set in map`.
+                    findings.push(format!("yaml: unmarshal errors:\n  {}", body.yaml_duplicates.join("\n  ")));
+                }
+                findings.extend(validation::strict_warnings(&duplicates, &unknown));
+                if !findings.is_empty() {
+                    return Err(wrap(&format!("strict decoding error: {}", findings.join(", "))));
                 }
             }
         }
@@ -451,12 +474,19 @@ impl Registry {
         }
     }
 
-    pub async fn create(&self, ns: &str, body: &[u8], wopts: &WriteOptions) -> ApiResult<WriteOutcome> {
+    /// POST: `raw` is the body as sent, `body` the JSON it converts to.
+    pub async fn create(
+        &self,
+        ns: &str,
+        raw: &[u8],
+        body: &JsonBody<'_>,
+        wopts: &WriteOptions,
+    ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
-        let mut obj = if body.is_empty() {
+        let mut obj = if raw.is_empty() && body.format == BodyFormat::Json {
             return Err(ApiError::bad_request("the body of the request was empty"));
         } else {
-            self.decode_object(body, wopts, &mut warnings)?
+            self.decode_object(raw, body, wopts, &mut warnings)?
         };
         if obj.get("metadata").is_none() {
             obj["metadata"] = json!({});
@@ -511,11 +541,12 @@ impl Registry {
         ns: &str,
         name: &str,
         part: Part,
-        body: &[u8],
+        raw: &[u8],
+        body: &JsonBody<'_>,
         wopts: &WriteOptions,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
-        let mut obj = self.decode_object(body, wopts, &mut warnings)?;
+        let mut obj = self.decode_object(raw, body, wopts, &mut warnings)?;
         if obj.get("metadata").is_none() {
             obj["metadata"] = json!({});
         }
@@ -571,7 +602,8 @@ impl Registry {
                 warnings.clear();
                 let patched = patch.apply(current.value().map_err(|e| self.store_error(name, e))?)?;
                 let patched_bytes = serde_json::to_vec(&patched).map_err(ApiError::internal_error)?;
-                let mut obj = self.decode_object(&patched_bytes, wopts, &mut warnings)?;
+                let mut obj =
+                    self.decode_object(&patched_bytes, &JsonBody::json(&patched_bytes), wopts, &mut warnings)?;
                 if let Some(dups) = patch.duplicates() {
                     match wopts.field_validation {
                         FieldValidation::Ignore => {}

@@ -80,11 +80,23 @@ async fn send(
         serde_json::from_str(&text).unwrap_or(Value::String(text))
     };
     let is_status = body["kind"] == "Status";
+    let mut message =
+        if is_status { body["message"].as_str().unwrap_or("").replace(group, "GROUP") } else { String::new() };
+    if body["reason"] == "Invalid" {
+        // kube-apiserver lists a CRD's schema errors in Go map order (it varies
+        // between runs): compare the causes as a sorted set.
+        let mut causes: Vec<String> = body["details"]["causes"]
+            .as_array()
+            .map(|cs| cs.iter().map(|c| format!("{}: {}", c["field"], c["message"])).collect())
+            .unwrap_or_default();
+        causes.sort();
+        message = format!("Invalid: {causes:?}");
+    }
     Answer {
         code,
         content_type,
         reason: if is_status { body["reason"].clone() } else { Value::Null },
-        message: if is_status { body["message"].as_str().unwrap_or("").replace(group, "GROUP") } else { String::new() },
+        message,
         warnings,
         body,
     }

@@ -2,6 +2,7 @@
 //! paging, watch framing, patching, Status errors, Table, content negotiation,
 //! discovery and OpenAPI. It knows no particular kind.
 
+pub mod admission;
 pub mod body;
 pub mod discovery;
 pub mod encode;

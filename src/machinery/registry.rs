@@ -11,6 +11,7 @@ use bytes::Bytes;
 use chrono::{SecondsFormat, Utc};
 use serde_json::{json, Map, Value};
 
+use super::admission::NamespaceAdmission;
 use super::body::{BodyFormat, JsonBody};
 use super::encode::{column_definitions, ListMeta};
 use super::options::{is_dry_run, DeleteOptions, FieldValidation, ListOptions, Rv, RvMatch, WriteOptions};
@@ -32,6 +33,9 @@ pub struct Registry {
     /// Table column definitions, computed once.
     pub columns: Value,
     schema: Value,
+    /// Checked before a create in a namespace (None: every namespace is taken
+    /// to exist, as without a cluster there is no source of namespaces).
+    namespace_admission: Option<Arc<dyn NamespaceAdmission>>,
 }
 
 /// The body of a successful write and the warnings to send with it.
@@ -204,7 +208,13 @@ impl Registry {
     pub fn new(kind: Arc<dyn Kind>, store: Arc<dyn Store>) -> Self {
         let columns = column_definitions(kind.as_ref());
         let schema = kind.schema();
-        Self { kind, store, columns, schema }
+        Self { kind, store, columns, schema, namespace_admission: None }
+    }
+
+    /// Creates in a namespace must pass `admission` first.
+    pub fn with_namespace_admission(mut self, admission: Arc<dyn NamespaceAdmission>) -> Self {
+        self.namespace_admission = Some(admission);
+        self
     }
 
     fn target<'a>(&'a self, name: &'a str) -> Target<'a> {
@@ -492,6 +502,14 @@ impl Registry {
             obj["metadata"] = json!({});
         }
         self.settle_namespace(&mut obj, ns)?;
+        if let (Some(admission), true) = (&self.namespace_admission, self.kind.namespaced()) {
+            // kube names the object by its generateName while it has no name.
+            let shown = meta_str(&obj, "name")
+                .filter(|n| !n.is_empty())
+                .or_else(|| meta_str(&obj, "generateName"))
+                .unwrap_or("");
+            admission.admit_create(ns, self.target(shown)).await?;
+        }
         if meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
             return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
         }

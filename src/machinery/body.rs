@@ -90,9 +90,16 @@ pub fn request_body_to_json<'a>(content_type: Option<&str>, body: &'a [u8]) -> R
     }
 }
 
-/// go-yaml reports every duplicate key; we stop naming them after this many
-/// (finding each one's line costs a parse up to it).
+/// go-yaml reports every duplicate key; we stop naming them after this many.
 pub const MAX_REPORTED_DUPLICATES: usize = 16;
+
+/// Finding a duplicate key's line costs a parse of the document (the serde
+/// interface gives a key's position only through an error raised on it), so
+/// the lines are looked up while the re-parsing stays under this many bytes
+/// (at least the first duplicate's always): small bodies get every line, a
+/// 3 MiB one is parsed twice at most, as kube-apiserver parses it twice too.
+/// Duplicates past that are named without their line.
+const DUPLICATE_LINE_BUDGET_BYTES: usize = 1 << 20;
 
 /// Converts the first document of a YAML stream into JSON bytes, with the
 /// duplicate keys it had. An empty stream is `null`, as in sigs.k8s.io/yaml.
@@ -110,20 +117,14 @@ pub fn yaml_to_json(body: &[u8]) -> Result<(Vec<u8>, Vec<String>), String> {
     let budget = body.len().saturating_mul(2).saturating_add(64);
     let mut ctx = Ctx::new(budget, None);
     let value = convert_first_document(body, &mut ctx)?;
-    let found = ctx.duplicates_seen;
+    let probes = (DUPLICATE_LINE_BUDGET_BYTES / body.len().max(1)).max(1);
     let mut duplicates = Vec::new();
-    // Each duplicate's line: a pass that stops at it (the serde interface gives
-    // the position of the key only through an error raised on it).
-    for nth in 1..=found.min(MAX_REPORTED_DUPLICATES) {
-        let mut probe = Ctx::new(budget, Some(nth));
-        match convert_first_document(body, &mut probe) {
-            Err(_) if probe.found_duplicate.is_some() => {
-                if let Some((key, line)) = probe.found_duplicate {
-                    duplicates.push(format!("line {line}: key {} already set in map", go_quote(&key)));
-                }
-            }
-            _ => break,
-        }
+    for (index, key) in ctx.duplicate_keys.iter().enumerate() {
+        let line = if index < probes { duplicate_line(body, budget, index + 1) } else { None };
+        duplicates.push(match line {
+            Some(line) => format!("line {line}: key {} already set in map", go_quote(key)),
+            None => format!("key {} already set in map", go_quote(key)),
+        });
     }
     let json = serde_json::to_vec(&value).map_err(|e| format!("yaml: {e}"))?;
     Ok((json, duplicates))
@@ -187,6 +188,15 @@ fn flow_nesting_beyond(body: &[u8], limit: usize) -> Option<usize> {
     None
 }
 
+/// The line of the `nth` duplicate key: a pass that stops on it.
+fn duplicate_line(body: &[u8], budget: usize, nth: usize) -> Option<usize> {
+    let mut probe = Ctx::new(budget, Some(nth));
+    match convert_first_document(body, &mut probe) {
+        Err(_) => probe.found_duplicate.map(|(_, line)| line),
+        Ok(_) => None,
+    }
+}
+
 fn convert_first_document(body: &[u8], ctx: &mut Ctx) -> Result<Value, String> {
     let Some(document) = serde_norway::Deserializer::from_slice(body).next() else {
         return Ok(Value::Null);
@@ -211,6 +221,8 @@ enum Stop {
 struct Ctx {
     units_left: usize,
     duplicates_seen: usize,
+    /// The duplicate keys, in document order, at most [`MAX_REPORTED_DUPLICATES`].
+    duplicate_keys: Vec<String>,
     /// When set: stop at this duplicate (1-based) and record its key and line.
     stop_at_duplicate: Option<usize>,
     found_duplicate: Option<(String, usize)>,
@@ -219,7 +231,14 @@ struct Ctx {
 
 impl Ctx {
     fn new(budget: usize, stop_at_duplicate: Option<usize>) -> Self {
-        Self { units_left: budget, duplicates_seen: 0, stop_at_duplicate, found_duplicate: None, stop: None }
+        Self {
+            units_left: budget,
+            duplicates_seen: 0,
+            duplicate_keys: Vec::new(),
+            stop_at_duplicate,
+            found_duplicate: None,
+            stop: None,
+        }
     }
 
     fn spend<E: de::Error>(&mut self, units: usize) -> Result<(), E> {
@@ -445,6 +464,9 @@ impl KeySeed<'_, '_> {
         self.ctx.spend(key.len() + 1)?;
         if self.seen.contains(&key) {
             self.ctx.duplicates_seen += 1;
+            if self.ctx.duplicate_keys.len() < MAX_REPORTED_DUPLICATES {
+                self.ctx.duplicate_keys.push(key.clone());
+            }
             if self.ctx.stop_at_duplicate == Some(self.ctx.duplicates_seen) {
                 self.ctx.found_duplicate = Some((key, 0));
                 return Err(self.ctx.fail(Stop::Duplicate));
@@ -684,6 +706,24 @@ mod tests {
         let (json, dups) = yaml_to_json(b"a: 1\nm:\n  n: x\n  n: y\na: 2\n").unwrap();
         assert_eq!(serde_json::from_slice::<Value>(&json).unwrap(), json!({"a": 2, "m": {"n": "y"}}));
         assert_eq!(dups, vec!["line 4: key \"n\" already set in map", "line 5: key \"a\" already set in map"]);
+    }
+
+    #[test]
+    fn duplicates_of_a_large_body_cost_at_most_one_extra_parse() {
+        let mut doc = String::from("a: 1\nb: 2\nm:\n");
+        while doc.len() < 2 * DUPLICATE_LINE_BUDGET_BYTES {
+            doc.push_str(&format!("  k{}: v\n", doc.len()));
+        }
+        doc.push_str("a: 3\nb: 4\n");
+        let (_, dups) = yaml_to_json(doc.as_bytes()).unwrap();
+        let lines = doc.lines().count();
+        assert_eq!(
+            dups,
+            vec![
+                format!("line {}: key \"a\" already set in map", lines - 1),
+                "key \"b\" already set in map".to_string()
+            ]
+        );
     }
 
     #[test]

@@ -158,6 +158,7 @@ impl App {
             .layer(from_fn_with_state(self.clone(), observe))
             .layer(from_fn(filters::request_info))
             .layer(from_fn(recovery::recover))
+            .layer(from_fn(handlers::status_in_accepted_encoding))
     }
 }
 

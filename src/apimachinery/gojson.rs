@@ -111,10 +111,17 @@ pub fn decode_json(body: &[u8]) -> Result<(Value, Vec<String>), String> {
 /// * later errors: `Llama in version "v1alpha" cannot be handled as a Llama: <err>`.
 pub fn decode_error_message(err: &str, body: &[u8], kind: &str, version: &str) -> String {
     if err.starts_with(VERSION_KIND_ERROR_PREFIX) {
-        format!("the object provided is unrecognized (must be of type {kind}): {err} ({})", summarize_data(body, 30))
+        unrecognized_object_message(err, body, kind)
     } else {
         format!("{kind} in version {} cannot be handled as a {kind}: {err}", go_quote(version))
     }
+}
+
+/// kube's 400 text for a body whose apiVersion/kind could not be read yet (a
+/// YAML body that does not convert, too): `the object provided is unrecognized
+/// (must be of type Llama): <err> (<first 30 bytes>)`.
+pub fn unrecognized_object_message(err: &str, body: &[u8], kind: &str) -> String {
+    format!("the object provided is unrecognized (must be of type {kind}): {err} ({})", summarize_data(body, 30))
 }
 
 /// The error kube returns under `fieldValidation=Strict` when the body had

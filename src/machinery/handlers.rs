@@ -12,15 +12,17 @@ use http::{header, HeaderMap, HeaderValue, StatusCode};
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
+use super::body::{self, BodyError};
 use super::encode::{self, IncludeObject, ListMeta};
-use super::negotiation::{self, BodyType, Output, Shape};
+use super::negotiation::{self, BodyType, Encoding, Output, Shape};
 use super::options::{decode_delete_options, DeleteOptions, ListOptions, Query, Rv, WriteOptions, WriteVerb};
-use super::patch::{self, Patch};
+use super::patch::Patch;
 use super::registry::{DeleteOutcome, Part, Registry, WatchStart, WriteOutcome};
 use super::request_info::RequestInfo;
 use super::resource::Verb;
 use super::status::{ApiError, ApiResult, Target};
 use super::watch::{self, WatchJob};
+use crate::apimachinery::gojson;
 use crate::apimachinery::managed_fields::Writer;
 use crate::storage::StoredObject;
 
@@ -102,8 +104,20 @@ fn content_type(output: Output) -> String {
     }
 }
 
-fn write_response(out: WriteOutcome) -> Response {
-    respond(out.code, out.body, "application/json", &out.warnings)
+fn write_response(out: WriteOutcome, encoding: Encoding) -> ApiResult<Response> {
+    encoded(out.code, out.body, "application/json", &out.warnings, encoding)
+}
+
+/// An answer in the negotiated encoding: JSON as built, or the same document
+/// as YAML with kube's `application/yaml` Content-Type.
+fn encoded(code: u16, json: Bytes, content_type: &str, warnings: &[String], encoding: Encoding) -> ApiResult<Response> {
+    match encoding {
+        Encoding::Json => Ok(respond(code, json, content_type, warnings)),
+        Encoding::Yaml => {
+            let yaml = body::json_to_yaml(&json).map_err(ApiError::internal_error)?;
+            Ok(respond(code, Bytes::from(yaml), negotiation::YAML_CONTENT_TYPE, warnings))
+        }
+    }
 }
 
 /// Reads the body up to the size limit: 413 beyond it.
@@ -195,21 +209,21 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
     let accept = header_str(&parts.headers, header::ACCEPT);
     match verb {
         Verb::Get => {
-            let output = negotiation::negotiate(accept, Shape::Object)?;
+            let (output, encoding) = negotiation::negotiate(accept, Shape::Object)?;
             let rv = Rv::parse(query.get("resourceVersion"))?;
             let obj = reg.get(ns, name, rv).await?;
             let include = IncludeObject::parse(query.get("includeObject"))?;
-            Ok(one_object(&reg, output, &obj, include))
+            one_object(&reg, output, encoding, &obj, include)
         }
         Verb::List => {
-            let output = negotiation::negotiate(accept, Shape::List)?;
+            let (output, encoding) = negotiation::negotiate(accept, Shape::List)?;
             let opts = ListOptions::from_query(&query)?;
             let include = IncludeObject::parse(query.get("includeObject"))?;
             let (meta, items) = reg.list((!all_namespaces).then_some(ns), &opts).await?;
-            Ok(list_response(&reg, output, &meta, &items, include))
+            list_response(&reg, output, encoding, &meta, &items, include)
         }
         Verb::Watch => {
-            let output = negotiation::negotiate(accept, Shape::Watch)?;
+            let (output, _json) = negotiation::negotiate(accept, Shape::Watch)?;
             let mut opts = ListOptions::from_query(&query)?;
             opts.watch = true;
             if !name.is_empty() {
@@ -223,41 +237,47 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
         }
         Verb::Create => {
             let wopts = write_options(&query, WriteVerb::Create, &parts.headers)?;
-            require_json_body(&parts.headers)?;
-            let body = read_body(body, res.settings.max_body_bytes).await?;
-            Ok(write_response(reg.create(ns, &body, &wopts).await?))
+            let encoding = negotiation::plain_encoding(accept);
+            let content_type = header_str(&parts.headers, header::CONTENT_TYPE);
+            object_body_format(content_type)?;
+            let raw = read_body(body, res.settings.max_body_bytes).await?;
+            let object = object_body(&reg, content_type, &raw)?;
+            write_response(reg.create(ns, &raw, &object, &wopts).await?, encoding)
         }
         Verb::Update => {
             let wopts = write_options(&query, WriteVerb::Update, &parts.headers)?;
-            require_json_body(&parts.headers)?;
-            let body = read_body(body, res.settings.max_body_bytes).await?;
-            Ok(write_response(reg.update(ns, name, part, &body, &wopts).await?))
+            let encoding = negotiation::plain_encoding(accept);
+            let content_type = header_str(&parts.headers, header::CONTENT_TYPE);
+            object_body_format(content_type)?;
+            let raw = read_body(body, res.settings.max_body_bytes).await?;
+            let object = object_body(&reg, content_type, &raw)?;
+            write_response(reg.update(ns, name, part, &raw, &object, &wopts).await?, encoding)
         }
         Verb::Patch => {
             let body_type = negotiation::body_type(header_str(&parts.headers, header::CONTENT_TYPE));
             if body_type == Some(BodyType::ApplyPatchYaml) {
                 let wopts = write_options(&query, WriteVerb::Apply, &parts.headers)?;
-                let body = read_body(body, res.settings.max_body_bytes).await?;
-                let config = patch::apply_configuration(&body)?;
-                return Ok(write_response(reg.apply(ns, name, part, &config, &wopts).await?));
+                let raw = read_body(body, res.settings.max_body_bytes).await?;
+                let config = object_body(&reg, header_str(&parts.headers, header::CONTENT_TYPE), &raw)?;
+                let out = reg.apply(ns, name, part, &raw, &config, &wopts).await?;
+                return write_response(out, negotiation::plain_encoding(accept));
             }
             let wopts = write_options(&query, WriteVerb::Patch, &parts.headers)?;
             let body = read_body(body, res.settings.max_body_bytes).await?;
             let patch = Patch::parse(body_type, &body)?;
-            Ok(write_response(reg.patch(ns, name, part, &patch, &wopts).await?))
+            write_response(reg.patch(ns, name, part, &patch, &wopts).await?, negotiation::plain_encoding(accept))
         }
         Verb::Delete => {
             let body = read_body(body, res.settings.max_body_bytes).await?;
             let opts = delete_options(&parts.headers, &body, &query)?;
-            match reg.delete(ns, name, &opts).await? {
-                DeleteOutcome::Deleted(status) => Ok(respond(
-                    200,
-                    Bytes::from(serde_json::to_vec(&status).unwrap_or_default()),
-                    "application/json",
-                    &[],
-                )),
-                DeleteOutcome::Pending(obj) => Ok(respond(200, obj, "application/json", &[])),
-            }
+            let encoding = negotiation::plain_encoding(accept);
+            let answer = match reg.delete(ns, name, &opts).await? {
+                DeleteOutcome::Deleted(status) => {
+                    Bytes::from(serde_json::to_vec(&status).map_err(ApiError::internal_error)?)
+                }
+                DeleteOutcome::Pending(obj) => obj,
+            };
+            encoded(200, answer, "application/json", &[], encoding)
         }
         Verb::DeleteCollection => {
             // kube decodes and validates the ListOptions before it reads the body.
@@ -265,7 +285,13 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
             let body = read_body(body, res.settings.max_body_bytes).await?;
             let opts = delete_options(&parts.headers, &body, &query)?;
             let (meta, items) = reg.delete_collection(ns, &list, &opts).await?;
-            Ok(respond(200, deleted_list(&reg, &meta, &items), "application/json", &[]))
+            encoded(
+                200,
+                deleted_list(&reg, &meta, &items),
+                "application/json",
+                &[],
+                negotiation::plain_encoding(accept),
+            )
         }
     }
 }
@@ -289,6 +315,33 @@ fn page_not_found() -> Response {
     resp
 }
 
+/// The Content-Type of a create or update must be one a whole object can come
+/// in (checked before the body is read, as kube does).
+fn object_body_format(content_type: Option<&str>) -> ApiResult<()> {
+    match body::BodyFormat::of(content_type) {
+        Some(_) => Ok(()),
+        None => Err(unknown_object_format()),
+    }
+}
+
+fn unknown_object_format() -> ApiError {
+    // The words of kube-apiserver serving a CRD, which lists protobuf too.
+    ApiError::unsupported_media_type(
+        "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+    )
+}
+
+/// A create or update body as the JSON the registry decodes; a YAML body that
+/// cannot be converted is an unrecognized object, in kube's words.
+fn object_body<'a>(reg: &Registry, content_type: Option<&str>, raw: &'a [u8]) -> ApiResult<body::JsonBody<'a>> {
+    body::request_body_to_json(content_type, raw).map_err(|e| match e {
+        BodyError::UnsupportedMediaType => unknown_object_format(),
+        BodyError::Yaml(why) => {
+            ApiError::bad_request(gojson::unrecognized_object_message(&why, raw, reg.kind.names().kind))
+        }
+    })
+}
+
 fn require_json_body(headers: &HeaderMap) -> ApiResult<()> {
     match negotiation::body_type(header_str(headers, header::CONTENT_TYPE)) {
         Some(BodyType::Json) => Ok(()),
@@ -308,7 +361,13 @@ fn delete_options(headers: &HeaderMap, body: &[u8], query: &Query) -> ApiResult<
     decode_delete_options(body, query)
 }
 
-fn one_object(reg: &Registry, output: Output, obj: &StoredObject, include: IncludeObject) -> Response {
+fn one_object(
+    reg: &Registry,
+    output: Output,
+    encoding: Encoding,
+    obj: &StoredObject,
+    include: IncludeObject,
+) -> ApiResult<Response> {
     let body = match output {
         Output::Json => obj.bytes.clone(),
         Output::Metadata(v) => encode::partial_object(v, obj),
@@ -321,16 +380,17 @@ fn one_object(reg: &Registry, output: Output, obj: &StoredObject, include: Inclu
             Utc::now(),
         ),
     };
-    respond(200, body, &content_type(output), &[])
+    encoded(200, body, &content_type(output), &[], encoding)
 }
 
 fn list_response(
     reg: &Registry,
     output: Output,
+    encoding: Encoding,
     meta: &ListMeta,
     items: &[StoredObject],
     include: IncludeObject,
-) -> Response {
+) -> ApiResult<Response> {
     let body = match output {
         Output::Json => encode::object_list(reg.kind.names(), meta, items),
         Output::Metadata(v) => encode::partial_list(v, meta, items),
@@ -340,7 +400,7 @@ fn list_response(
         Output::Metadata(v) => format!("application/json;as=PartialObjectMetadataList;v={v};g=meta.k8s.io"),
         other => content_type(other),
     };
-    respond(200, body, &ct, &[])
+    encoded(200, body, &ct, &[], encoding)
 }
 
 /// The list deletecollection answers with.
@@ -418,3 +478,35 @@ async fn start_watch(
 }
 
 use futures::StreamExt as _;
+
+/// Largest Status body re-encoded as YAML (Status errors are small; anything
+/// larger is not one of ours and passes unchanged).
+const MAX_STATUS_BYTES: usize = 1 << 20;
+
+/// Every Status error of the server (the filters' refusals included) in the
+/// encoding the client accepts, as kube-apiserver's ErrorNegotiated writes
+/// them: errors are built as JSON, and turned into YAML here when the client
+/// prefers `application/yaml`.
+pub async fn status_in_accepted_encoding(req: http::Request<Body>, next: axum::middleware::Next) -> Response {
+    let encoding = negotiation::plain_encoding(header_str(req.headers(), header::ACCEPT));
+    let resp = next.run(req).await;
+    let is_json_status = resp.status().as_u16() >= 400
+        && resp.headers().get(header::CONTENT_TYPE).is_some_and(|ct| ct.as_bytes() == b"application/json");
+    if encoding == Encoding::Json || !is_json_status {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let json = match axum::body::to_bytes(body, MAX_STATUS_BYTES).await {
+        Ok(json) => json,
+        Err(e) => return ApiError::internal_error(format!("reading an error body: {e}")).into_response(),
+    };
+    match body::json_to_yaml(&json) {
+        Ok(yaml) => {
+            parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(negotiation::YAML_CONTENT_TYPE));
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(yaml))
+        }
+        // Not a JSON document after all: sent as it was.
+        Err(_) => Response::from_parts(parts, Body::from(json)),
+    }
+}

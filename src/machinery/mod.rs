@@ -7,6 +7,8 @@
 //! [`crate::apimachinery`], which has no HTTP in it; this module puts them
 //! behind requests and answers.
 
+pub mod admission;
+pub mod body;
 pub mod discovery;
 pub mod encode;
 pub mod handlers;

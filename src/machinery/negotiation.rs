@@ -70,36 +70,77 @@ fn meta_version(v: Option<&str>) -> Option<&'static str> {
     }
 }
 
-/// Picks the representation for a read from the Accept header.
-pub fn negotiate(accept: Option<&str>, shape: Shape) -> Result<Output, ApiError> {
-    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else { return Ok(Output::Json) };
+/// How a response body is written: kube-apiserver serves JSON and YAML
+/// (protobuf is not served here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    Json,
+    Yaml,
+}
+
+pub const YAML_CONTENT_TYPE: &str = "application/yaml";
+
+/// The encoding a media range names, if it is one served here.
+fn encoding_of(essence: &str) -> Option<Encoding> {
+    match essence.to_ascii_lowercase().as_str() {
+        "application/json" | "*/*" | "application/*" => Some(Encoding::Json),
+        "application/yaml" => Some(Encoding::Yaml),
+        _ => None,
+    }
+}
+
+/// Picks the representation for a read from the Accept header. YAML is
+/// offered for objects, lists, Tables and metadata, never for watches (kube
+/// has no YAML stream framing and answers 406 when YAML is all a watch accepts).
+pub fn negotiate(accept: Option<&str>, shape: Shape) -> Result<(Output, Encoding), ApiError> {
+    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else { return Ok((Output::Json, Encoding::Json)) };
     for r in parse_accept(accept) {
         if r.q <= 0.0 {
             continue;
         }
-        let json_like = matches!(r.essence, "application/json" | "*/*" | "application/*");
-        if !json_like {
+        let Some(encoding) = encoding_of(r.essence) else { continue };
+        if encoding == Encoding::Yaml && shape == Shape::Watch {
             continue;
         }
         match param(&r, "as") {
-            None => return Ok(Output::Json),
+            None => return Ok((Output::Json, encoding)),
             Some(as_) => {
                 if param(&r, "g") != Some("meta.k8s.io") {
                     continue;
                 }
                 let Some(v) = meta_version(param(&r, "v")) else { continue };
                 match (as_, shape) {
-                    ("Table", _) => return Ok(Output::Table(v)),
-                    ("PartialObjectMetadata", Shape::Object | Shape::Watch) => return Ok(Output::Metadata(v)),
-                    ("PartialObjectMetadataList", Shape::List) => return Ok(Output::Metadata(v)),
+                    ("Table", _) => return Ok((Output::Table(v), encoding)),
+                    ("PartialObjectMetadata", Shape::Object | Shape::Watch) => {
+                        return Ok((Output::Metadata(v), encoding))
+                    }
+                    ("PartialObjectMetadataList", Shape::List) => return Ok((Output::Metadata(v), encoding)),
                     _ => continue,
                 }
             }
         }
     }
+    if shape == Shape::Watch {
+        // The words of kube-apiserver serving a CRD (which lists protobuf too).
+        return Err(ApiError::not_acceptable(
+            "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch",
+        ));
+    }
     Err(ApiError::not_acceptable(
-        "only the following media types are accepted: application/json, application/json;as=Table;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io",
+        "only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io",
     ))
+}
+
+/// The encoding of a Status error or a write's answer: the client's most
+/// preferred plain JSON or YAML media type (no `as=` conversion), else JSON,
+/// as kube-apiserver's ErrorNegotiated falls back.
+pub fn plain_encoding(accept: Option<&str>) -> Encoding {
+    let Some(accept) = accept else { return Encoding::Json };
+    parse_accept(accept)
+        .iter()
+        .filter(|r| r.q > 0.0 && param(r, "as").is_none())
+        .find_map(|r| encoding_of(r.essence))
+        .unwrap_or(Encoding::Json)
 }
 
 /// The body formats of writes.
@@ -135,23 +176,40 @@ mod tests {
     #[test]
     fn kubectl_get_prefers_table() {
         let a = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
-        assert_eq!(negotiate(Some(a), Shape::List).unwrap(), Output::Table("v1"));
+        assert_eq!(negotiate(Some(a), Shape::List).unwrap(), (Output::Table("v1"), Encoding::Json));
     }
 
     #[test]
     fn metadata_list_vs_object() {
         let list = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io";
-        assert_eq!(negotiate(Some(list), Shape::List).unwrap(), Output::Metadata("v1"));
+        assert_eq!(negotiate(Some(list), Shape::List).unwrap().0, Output::Metadata("v1"));
         assert!(negotiate(Some(list), Shape::Object).is_err());
         let one = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io,application/json";
-        assert_eq!(negotiate(Some(one), Shape::List).unwrap(), Output::Json);
+        assert_eq!(negotiate(Some(one), Shape::List).unwrap().0, Output::Json);
     }
 
     #[test]
     fn protobuf_only_is_not_acceptable() {
         let e = negotiate(Some("application/vnd.kubernetes.protobuf"), Shape::Object).unwrap_err();
         assert_eq!(e.code, 406);
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf, */*"), Shape::Object).unwrap(), Output::Json);
-        assert_eq!(negotiate(None, Shape::Object).unwrap(), Output::Json);
+        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf, */*"), Shape::Object).unwrap().0, Output::Json);
+        assert_eq!(negotiate(None, Shape::Object).unwrap(), (Output::Json, Encoding::Json));
+    }
+
+    #[test]
+    fn yaml_with_q_values_and_not_for_watches() {
+        let a = "application/json;q=0.5, application/yaml";
+        assert_eq!(negotiate(Some(a), Shape::Object).unwrap(), (Output::Json, Encoding::Yaml));
+        assert_eq!(negotiate(Some("application/yaml;q=0.1, application/json"), Shape::List).unwrap().1, Encoding::Json);
+        let table = "application/yaml;as=Table;v=v1;g=meta.k8s.io";
+        assert_eq!(negotiate(Some(table), Shape::List).unwrap(), (Output::Table("v1"), Encoding::Yaml));
+        assert_eq!(negotiate(Some("application/yaml"), Shape::Watch).unwrap_err().code, 406);
+        assert_eq!(negotiate(Some("application/yaml, application/json"), Shape::Watch).unwrap().1, Encoding::Json);
+        assert_eq!(
+            plain_encoding(Some("application/json;as=Table;v=v1;g=meta.k8s.io, application/yaml")),
+            Encoding::Yaml
+        );
+        assert_eq!(plain_encoding(Some("text/plain")), Encoding::Json);
+        assert_eq!(plain_encoding(Some("application/yaml;q=0")), Encoding::Json);
     }
 }

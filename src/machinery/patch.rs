@@ -17,14 +17,6 @@ pub enum Patch {
 
 const ACCEPTED: &str = "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
 
-/// The JSON of a server-side apply body (`application/apply-patch+yaml`:
-/// YAML, of which JSON is a subset).
-pub fn apply_configuration(body: &[u8]) -> Result<Vec<u8>, ApiError> {
-    // TODO(yaml): YAML documents arrive with the YAML bodies work; JSON (what
-    // kubectl and kube-rs send) is accepted as it is.
-    Ok(body.to_vec())
-}
-
 impl Patch {
     pub fn parse(body_type: Option<BodyType>, body: &[u8]) -> Result<Self, ApiError> {
         match body_type {

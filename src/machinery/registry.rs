@@ -11,6 +11,8 @@ use bytes::Bytes;
 use chrono::{SecondsFormat, Utc};
 use serde_json::{json, Map, Value};
 
+use super::admission::NamespaceAdmission;
+use super::body::{BodyFormat, JsonBody};
 use super::encode::{column_definitions, ListMeta};
 use super::options::{is_dry_run, DeleteOptions, FieldValidation, ListOptions, Rv, RvMatch, WriteOptions};
 use super::resource::Kind;
@@ -38,6 +40,9 @@ pub struct Registry {
     schema: Value,
     /// The schema as server-side apply reads it (list and map types).
     shape: Shape,
+    /// Checked before a create in a namespace (None: every namespace is taken
+    /// to exist, as without a cluster there is no source of namespaces).
+    namespace_admission: Option<Arc<dyn NamespaceAdmission>>,
 }
 
 /// The body of a successful write and the warnings to send with it.
@@ -229,7 +234,13 @@ impl Registry {
         let columns = column_definitions(kind.as_ref());
         let schema = kind.schema();
         let shape = Shape::of_object(&schema);
-        Self { kind, store, columns, schema, shape }
+        Self { kind, store, columns, schema, shape, namespace_admission: None }
+    }
+
+    /// Creates in a namespace must pass `admission` first.
+    pub fn with_namespace_admission(mut self, admission: Arc<dyn NamespaceAdmission>) -> Self {
+        self.namespace_admission = Some(admission);
+        self
     }
 
     /// The field manager of a write by `manager` to one part of the object.
@@ -463,21 +474,43 @@ impl Registry {
 
     /// Decodes a request body as an object of this kind, applying fieldValidation
     /// (kube-apiserver's order: syntax, apiVersion/kind, metadata types, pruning).
-    fn decode_object(&self, body: &[u8], wopts: &WriteOptions, warnings: &mut Vec<String>) -> ApiResult<Value> {
+    /// `raw` is the body as sent, which messages quote; `body` its JSON.
+    fn decode_object(
+        &self,
+        raw: &[u8],
+        body: &JsonBody<'_>,
+        wopts: &WriteOptions,
+        warnings: &mut Vec<String>,
+    ) -> ApiResult<Value> {
         let n = self.kind.names();
-        let wrap = |e: &str| ApiError::bad_request(gojson::decode_error_message(e, body, n.kind, n.version));
-        let (mut obj, duplicates) = gojson::decode_json(body).map_err(|e| wrap(&e))?;
-        self.check_type(&obj, body)?;
+        let wrap = |e: &str| ApiError::bad_request(gojson::decode_error_message(e, raw, n.kind, n.version));
+        if body.format == BodyFormat::Yaml && *body.json == *b"null" {
+            // An empty YAML stream or a null document: kube quotes the body as sent.
+            let why = format!("Object 'Kind' is missing in '{}'", String::from_utf8_lossy(raw));
+            return Err(ApiError::bad_request(gojson::unrecognized_object_message(&why, raw, n.kind)));
+        }
+        let (mut obj, duplicates) = gojson::decode_json(&body.json).map_err(|e| wrap(&e))?;
+        self.check_type(&obj, raw)?;
         if let Some(meta) = obj.get("metadata") {
             objectmeta::check_object_meta_types(meta).map_err(|e| wrap(&e))?;
         }
         let unknown = prune_unknown_fields(&mut obj, &self.schema);
         match wopts.field_validation {
             FieldValidation::Ignore => {}
-            FieldValidation::Warn => warnings.extend(gojson::strict_warnings(&duplicates, &unknown)),
+            FieldValidation::Warn => {
+                // go-yaml's duplicate keys first, one warning each, as kube sends them.
+                warnings.extend(body.yaml_duplicates.iter().cloned());
+                warnings.extend(gojson::strict_warnings(&duplicates, &unknown));
+            }
             FieldValidation::Strict => {
-                if let Some(e) = gojson::strict_decoding_error(&duplicates, &unknown) {
-                    return Err(wrap(&e));
+                let mut findings = Vec::new();
+                if !body.yaml_duplicates.is_empty() {
+                    // go-yaml's TypeError text: `yaml: unmarshal errors:\n  line 5: key "a" already set in map`.
+                    findings.push(format!("yaml: unmarshal errors:\n  {}", body.yaml_duplicates.join("\n  ")));
+                }
+                findings.extend(gojson::strict_warnings(&duplicates, &unknown));
+                if !findings.is_empty() {
+                    return Err(wrap(&format!("strict decoding error: {}", findings.join(", "))));
                 }
             }
         }
@@ -558,10 +591,17 @@ impl Registry {
         }
     }
 
-    pub async fn create(&self, ns: &str, body: &[u8], wopts: &WriteOptions) -> ApiResult<WriteOutcome> {
+    /// POST: `raw` is the body as sent, `body` the JSON it converts to.
+    pub async fn create(
+        &self,
+        ns: &str,
+        raw: &[u8],
+        body: &JsonBody<'_>,
+        wopts: &WriteOptions,
+    ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
         // An empty body fails decoding like any other undecodable one, as in kube.
-        let obj = self.decode_object(body, wopts, &mut warnings)?;
+        let obj = self.decode_object(raw, body, wopts, &mut warnings)?;
         self.insert(ns, obj, wopts, warnings, None).await
     }
 
@@ -579,6 +619,14 @@ impl Registry {
             obj["metadata"] = json!({});
         }
         self.settle_namespace(&mut obj, ns)?;
+        if let (Some(admission), true) = (&self.namespace_admission, self.kind.namespaced()) {
+            // kube names the object by its generateName while it has no name.
+            let shown = meta_str(&obj, "name")
+                .filter(|n| !n.is_empty())
+                .or_else(|| meta_str(&obj, "generateName"))
+                .unwrap_or("");
+            admission.admit_create(ns, self.target(shown)).await?;
+        }
         if meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
             return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
         }
@@ -642,11 +690,12 @@ impl Registry {
         ns: &str,
         name: &str,
         part: Part,
-        body: &[u8],
+        raw: &[u8],
+        body: &JsonBody<'_>,
         wopts: &WriteOptions,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
-        let mut obj = self.decode_object(body, wopts, &mut warnings)?;
+        let mut obj = self.decode_object(raw, body, wopts, &mut warnings)?;
         if obj.get("metadata").is_none() {
             obj["metadata"] = json!({});
         }
@@ -733,9 +782,9 @@ impl Registry {
                 let lenient = WriteOptions { field_validation: FieldValidation::Warn, ..wopts.clone() };
                 let mut strict_findings = Vec::new();
                 let mut obj = if strict {
-                    self.decode_object(&patched_bytes, &lenient, &mut strict_findings)?
+                    self.decode_object(&patched_bytes, &JsonBody::json(&patched_bytes), &lenient, &mut strict_findings)?
                 } else {
-                    self.decode_object(&patched_bytes, wopts, &mut warnings)?
+                    self.decode_object(&patched_bytes, &JsonBody::json(&patched_bytes), wopts, &mut warnings)?
                 };
                 if !strict_findings.is_empty() {
                     let shown = Value::String(String::from_utf8_lossy(&patched_bytes).into_owned());
@@ -778,8 +827,8 @@ impl Registry {
         Ok(out)
     }
 
-    /// Server-side apply (a PATCH in `application/apply-patch+yaml`, already
-    /// turned into JSON): merges the configuration into the object, which is
+    /// Server-side apply (a PATCH in `application/apply-patch+yaml`, YAML
+    /// already turned into JSON): merges the configuration into the object, which is
     /// created if it does not exist (201), and records the applier as the
     /// owner of exactly the fields it applied; 409 on conflicts unless forced.
     pub async fn apply(
@@ -787,13 +836,14 @@ impl Registry {
         ns: &str,
         name: &str,
         part: Part,
-        body: &[u8],
+        raw: &[u8],
+        body: &JsonBody<'_>,
         wopts: &WriteOptions,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
-        self.check_applied_kind(body)?;
-        self.check_applied_fields(name, body)?;
-        let mut config = self.decode_object(body, wopts, &mut warnings)?;
+        self.check_applied_kind(&body.json)?;
+        self.check_applied_fields(name, &body.json)?;
+        let mut config = self.decode_object(raw, body, wopts, &mut warnings)?;
         if config.pointer("/metadata/managedFields").is_some_and(|v| !v.is_null()) {
             return Err(ApiError::bad_request("metadata.managedFields must be nil"));
         }

@@ -3,6 +3,7 @@
 
 pub mod farmpod;
 pub mod llama;
+pub mod namespaces;
 
 use std::sync::Arc;
 
@@ -88,7 +89,17 @@ pub async fn build(args: &ServeArgs, cluster: anyhow::Result<kube::Client>) -> a
     let llama: Arc<dyn Kind> = Arc::new(llama::LlamaKind);
     let (llama_store, llama_check) = storage.store_for(&llama, args);
     ready_checks.extend(llama_check);
-    let llamas = Arc::new(Registry::new(llama.clone(), llama_store));
+    let mut llamas = Registry::new(llama.clone(), llama_store);
+    // Creates in a namespace the cluster does not have (or is terminating) are
+    // refused as kube's NamespaceLifecycle does. Without a cluster there is no
+    // source of namespaces: every namespace is taken to exist.
+    if let Ok(client) = &cluster {
+        let lifecycle = namespaces::NamespaceLifecycle::start(client.clone());
+        let readiness = lifecycle.clone();
+        ready_checks.push(Arc::new(FnCheck("namespace-cache", move || readiness.readiness())));
+        llamas = llamas.with_namespace_admission(lifecycle);
+    }
+    let llamas = Arc::new(llamas);
 
     let (pod_cache, client) = match cluster {
         Ok(client) => (Arc::new(farmpod::PodCache::default()), Some(client)),

@@ -93,6 +93,7 @@ fn respond(code: u16, body: Bytes, content_type: &str, warnings: &[String]) -> R
     resp
 }
 
+/// The Content-Type of a watch stream in this output.
 fn content_type(output: Output) -> String {
     match output {
         Output::Json => "application/json".into(),
@@ -305,7 +306,9 @@ fn one_object(reg: &Registry, output: Output, obj: &StoredObject, include: Inclu
             Utc::now(),
         ),
     };
-    respond(200, body, &content_type(output), &[])
+    // kube-apiserver labels a Table or PartialObjectMetadata answer with the
+    // serializer's plain `application/json`, whatever `as=` was asked for.
+    respond(200, body, "application/json", &[])
 }
 
 fn list_response(
@@ -320,11 +323,8 @@ fn list_response(
         Output::Metadata(v) => encode::partial_list(v, meta, items),
         Output::Table(v) => encode::table(v, &reg.columns, meta, items, include, Utc::now()),
     };
-    let ct = match output {
-        Output::Metadata(v) => format!("application/json;as=PartialObjectMetadataList;v={v};g=meta.k8s.io"),
-        other => content_type(other),
-    };
-    respond(200, body, &ct, &[])
+    // Plain `application/json` whatever the shape, as kube-apiserver labels it.
+    respond(200, body, "application/json", &[])
 }
 
 /// The list deletecollection answers with.

@@ -180,6 +180,26 @@ fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Drops the ObjectMeta fields Go leaves out when empty (omitempty): kube
+/// stores a custom resource's metadata through the typed ObjectMeta, so an
+/// empty `labels: {}`, `finalizers: []` or `generateName: ""` is not kept.
+fn drop_empty_meta_fields(obj: &mut Value) {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else { return };
+    meta.retain(|field, value| {
+        let omitted_when_empty = matches!(
+            field.as_str(),
+            "labels" | "annotations" | "finalizers" | "ownerReferences" | "managedFields" | "generateName"
+        );
+        let empty = match value {
+            Value::Object(m) => m.is_empty(),
+            Value::Array(a) => a.is_empty(),
+            Value::String(s) => s.is_empty(),
+            _ => false,
+        };
+        !(omitted_when_empty && empty)
+    });
+}
+
 /// The finalizers kube-apiserver itself adds (delete propagation): no warning for them.
 const SYSTEM_FINALIZERS: &[&str] = &["orphan", "foregroundDeletion"];
 
@@ -504,6 +524,7 @@ impl Registry {
             obj["metadata"] = json!({});
         }
         self.settle_namespace(&mut obj, ns)?;
+        drop_empty_meta_fields(&mut obj);
         if meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
             return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
         }
@@ -783,6 +804,7 @@ impl Registry {
             meta.remove("selfLink");
             meta.insert("resourceVersion".into(), json!(current.rv.to_string()));
         }
+        drop_empty_meta_fields(&mut next);
         if part == Part::Main && spec_changed(&old, &next) {
             let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
             meta_mut(&mut next)?.insert("generation".into(), json!(generation));

@@ -96,6 +96,7 @@ fn respond(code: u16, body: Bytes, content_type: &str, warnings: &[String]) -> R
     resp
 }
 
+/// The Content-Type of a watch stream in this output.
 fn content_type(output: Output) -> String {
     match output {
         Output::Json => "application/json".into(),
@@ -380,7 +381,9 @@ fn one_object(
             Utc::now(),
         ),
     };
-    encoded(200, body, &content_type(output), &[], encoding)
+    // kube-apiserver labels a Table or PartialObjectMetadata answer with the
+    // serializer's plain `application/json`, whatever `as=` was asked for.
+    encoded(200, body, "application/json", &[], encoding)
 }
 
 fn list_response(
@@ -396,11 +399,8 @@ fn list_response(
         Output::Metadata(v) => encode::partial_list(v, meta, items),
         Output::Table(v) => encode::table(v, &reg.columns, meta, items, include, Utc::now()),
     };
-    let ct = match output {
-        Output::Metadata(v) => format!("application/json;as=PartialObjectMetadataList;v={v};g=meta.k8s.io"),
-        other => content_type(other),
-    };
-    encoded(200, body, &ct, &[], encoding)
+    // Plain `application/json` whatever the shape, as kube-apiserver labels it.
+    encoded(200, body, "application/json", &[], encoding)
 }
 
 /// The list deletecollection answers with.

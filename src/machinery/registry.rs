@@ -149,16 +149,27 @@ fn encode_continue(rv: u64, key: &ObjectKey) -> String {
 }
 
 fn decode_continue(token: &str) -> ApiResult<(u64, ObjectKey)> {
-    let bad = || {
-        ApiError::bad_request(
-            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
-        )
-    };
-    let raw =
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token.trim_end_matches('=')).map_err(|_| bad())?;
-    let t: ContinueToken = serde_json::from_slice(&raw).map_err(|_| bad())?;
-    if t.v != "meta.k8s.io/v1" || t.rv == 0 {
-        return Err(bad());
+    // kube's storage words: "invalid continue token: continue key is not valid: ...".
+    let invalid = |why: &str| ApiError::bad_request(format!("invalid continue token: continue key is not valid{why}"));
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|e| {
+        // Go's base64 CorruptInputError names the offending input offset.
+        let at = match e {
+            base64::DecodeError::InvalidByte(at, _) | base64::DecodeError::InvalidLastSymbol(at, _) => at,
+            base64::DecodeError::InvalidLength(len) => len.saturating_sub(1),
+            base64::DecodeError::InvalidPadding => token.len().saturating_sub(1),
+        };
+        invalid(&format!(": illegal base64 data at input byte {at}"))
+    })?;
+    if let Err(e) = gojson::decode_json(&raw) {
+        let why = e.strip_prefix(gojson::VERSION_KIND_ERROR_PREFIX).unwrap_or(&e).to_string();
+        return Err(invalid(&format!(": {why}")));
+    }
+    let t: ContinueToken = serde_json::from_slice(&raw).map_err(|_| invalid(""))?;
+    if t.v != "meta.k8s.io/v1" {
+        return Err(invalid(": server does not recognize this encoded version"));
+    }
+    if t.rv == 0 {
+        return Err(invalid(": incorrect encoded start resourceVersion (version meta.k8s.io/v1)"));
     }
     Ok((t.rv, ObjectKey::new(t.ns, t.name)))
 }
@@ -190,6 +201,26 @@ fn finalizers(obj: &Value) -> Vec<String> {
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
         .unwrap_or_default()
+}
+
+/// Drops the ObjectMeta fields Go leaves out when empty (omitempty): kube
+/// stores a custom resource's metadata through the typed ObjectMeta, so an
+/// empty `labels: {}`, `finalizers: []` or `generateName: ""` is not kept.
+fn drop_empty_meta_fields(obj: &mut Value) {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else { return };
+    meta.retain(|field, value| {
+        let omitted_when_empty = matches!(
+            field.as_str(),
+            "labels" | "annotations" | "finalizers" | "ownerReferences" | "managedFields" | "generateName"
+        );
+        let empty = match value {
+            Value::Object(m) => m.is_empty(),
+            Value::Array(a) => a.is_empty(),
+            Value::String(s) => s.is_empty(),
+            _ => false,
+        };
+        !(omitted_when_empty && empty)
+    });
 }
 
 /// The finalizers kube-apiserver itself adds (delete propagation): no warning for them.
@@ -387,6 +418,11 @@ impl Registry {
         let (at, start_after) = match &opts.continue_token {
             Some(token) => {
                 let (rv, key) = decode_continue(token)?;
+                if matches!(opts.rv, Rv::At(_)) {
+                    return Err(ApiError::bad_request(
+                        "specifying resource version is not allowed when using continue",
+                    ));
+                }
                 // The first page may have come from a replica further ahead.
                 self.store.wait_for_rv(rv, RV_WAIT).await.map_err(|e| too_large_rv(&e))?;
                 (Some(rv), Some(key))
@@ -619,6 +655,7 @@ impl Registry {
             obj["metadata"] = json!({});
         }
         self.settle_namespace(&mut obj, ns)?;
+        drop_empty_meta_fields(&mut obj);
         if let (Some(admission), true) = (&self.namespace_admission, self.kind.namespaced()) {
             // kube names the object by its generateName while it has no name.
             let shown = meta_str(&obj, "name")
@@ -1061,6 +1098,7 @@ impl Registry {
             meta.remove("selfLink");
             meta.insert("resourceVersion".into(), json!(current.rv.to_string()));
         }
+        drop_empty_meta_fields(&mut next);
         match fields {
             Fields::Update(manager) => {
                 self.track_update(part, manager, &old, &mut next, sent_managed_fields.as_ref())?;

@@ -53,8 +53,8 @@
 //!   their writes independently (etcd revisions shared with the whole control
 //!   plane on one side, our own store on the other). An empty or absent one is
 //!   kept as is: whether there is one is compared.
-//! - **uid** (`metadata.uid`, `details.uid`, and any occurrence of a seen uid
-//!   inside a message): each distinct uid becomes `<uid-N>`, numbered in the
+//! - **uid** (`metadata.uid`, `details.uid`, and any occurrence of a seen one
+//!   in another string, e.g. a message): each distinct uid becomes `<uid-N>`, numbered in the
 //!   order the sequence first saw it on that target. Uids are random, but
 //!   "the same object" must still be the same object on both sides, and a
 //!   message naming a uid must name the corresponding one.
@@ -548,7 +548,9 @@ impl Comparison {
             Body::Json(v) => v.pointer("/metadata/generateName").and_then(Value::as_str),
             _ => None,
         } {
-            replace_generated_names(&mut body, prefix);
+            if !prefix.is_empty() {
+                replace_generated_names(&mut body, prefix);
+            }
         }
         for (pattern, _) in &self.ignored {
             remove_matching(&mut body, &pattern.split('/').skip(1).collect::<Vec<_>>());
@@ -564,22 +566,24 @@ fn normalize(v: &mut Value, target: &Target, state: &mut TargetState) {
     rewrite(v, target, state);
 }
 
+/// Collects the uids servers assign: `metadata.uid` of objects and
+/// `details.uid` of Statuses (not, say, an ownerReference's, which the test wrote).
 fn collect_uids(v: &Value, state: &mut TargetState) {
     match v {
         Value::Object(o) => {
+            for holder in ["metadata", "details"] {
+                if let Some(u) = o.get(holder).and_then(|m| m.get("uid")).and_then(Value::as_str) {
+                    if !u.is_empty() && !state.uids.iter().any(|seen| seen == u) {
+                        state.uids.push(u.to_string());
+                    }
+                }
+            }
             if let Some(rv) = o.get("metadata").and_then(|m| m.get("resourceVersion")).and_then(Value::as_str) {
                 if !rv.is_empty() && !state.resource_versions.iter().any(|seen| seen == rv) {
                     state.resource_versions.push(rv.to_string());
                 }
             }
-            for (k, x) in o {
-                if k == "uid" {
-                    if let Some(u) = x.as_str().filter(|u| !u.is_empty()) {
-                        if !state.uids.iter().any(|seen| seen == u) {
-                            state.uids.push(u.to_string());
-                        }
-                    }
-                }
+            for x in o.values() {
                 collect_uids(x, state);
             }
         }
@@ -589,6 +593,8 @@ fn collect_uids(v: &Value, state: &mut TargetState) {
 }
 
 fn rewrite(v: &mut Value, target: &Target, state: &TargetState) {
+    rewrite_fields(v, target, state);
+    // After uids are replaced, so no digits inside a uid are taken for a revision.
     if v.get("kind").and_then(Value::as_str) == Some("Status")
         && v.get("reason").and_then(Value::as_str) == Some("Conflict")
     {
@@ -599,6 +605,9 @@ fn rewrite(v: &mut Value, target: &Target, state: &TargetState) {
             }
         }
     }
+}
+
+fn rewrite_fields(v: &mut Value, target: &Target, state: &TargetState) {
     match v {
         Value::String(s) => {
             let mut t = s.replace(target.group, "GROUP");
@@ -607,7 +616,7 @@ fn rewrite(v: &mut Value, target: &Target, state: &TargetState) {
             }
             *s = t;
         }
-        Value::Array(a) => a.iter_mut().for_each(|x| rewrite(x, target, state)),
+        Value::Array(a) => a.iter_mut().for_each(|x| rewrite_fields(x, target, state)),
         Value::Object(o) => {
             if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
                 for (field, placeholder) in [
@@ -631,7 +640,7 @@ fn rewrite(v: &mut Value, target: &Target, state: &TargetState) {
                 }
             }
             for x in o.values_mut() {
-                rewrite(x, target, state);
+                rewrite_fields(x, target, state);
             }
         }
         _ => {}
@@ -640,25 +649,28 @@ fn rewrite(v: &mut Value, target: &Target, state: &TargetState) {
 
 /// Replaces every whole number in `text` that is one of `numbers`.
 fn replace_numbers(text: &str, numbers: &[String], placeholder: &str) -> String {
+    // Tokens are runs of letters, digits and '-' (so a uid's digits are not
+    // a number); only a token made of digits alone can be a revision.
     let mut out = String::with_capacity(text.len());
-    let mut digits = String::new();
-    let flush = |digits: &mut String, out: &mut String| {
-        if numbers.iter().any(|n| n == digits) {
+    let mut token = String::new();
+    let flush = |token: &mut String, out: &mut String| {
+        let is_number = !token.is_empty() && token.chars().all(|c| c.is_ascii_digit());
+        if is_number && numbers.iter().any(|n| n == token) {
             out.push_str(placeholder);
         } else {
-            out.push_str(digits);
+            out.push_str(token);
         }
-        digits.clear();
+        token.clear();
     };
     for c in text.chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
+        if c.is_ascii_alphanumeric() || c == '-' {
+            token.push(c);
         } else {
-            flush(&mut digits, &mut out);
+            flush(&mut token, &mut out);
             out.push(c);
         }
     }
-    flush(&mut digits, &mut out);
+    flush(&mut token, &mut out);
     out
 }
 

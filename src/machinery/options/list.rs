@@ -149,7 +149,9 @@ impl ListOptions {
                 ));
             }
         }
-        if self.continue_token.is_some() && !matches!(self.rv, Rv::Unset | Rv::Any) {
+        // A list checks this after decoding the token (kube's storage does,
+        // so a bad token is reported first): only a watch is refused here.
+        if self.watch && self.continue_token.is_some() && !matches!(self.rv, Rv::Unset | Rv::Any) {
             return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
         }
         if errs.is_empty() {
@@ -190,7 +192,8 @@ mod tests {
         assert!(!opts("watch=FALSE").unwrap().watch && !opts("watch=0").unwrap().watch);
         // An integer error comes before a 422 from validation, as in kube.
         assert_eq!(opts("resourceVersionMatch=x&limit=x").unwrap_err().code, 400);
-        assert_eq!(opts("continue=abc&resourceVersion=3").unwrap_err().code, 400);
+        assert_eq!(opts("watch=1&continue=abc&resourceVersion=3").unwrap_err().code, 400);
+        assert!(opts("continue=abc&resourceVersion=3").is_ok(), "a list decides after decoding the token");
         assert_eq!(
             opts("resourceVersion=abc").unwrap_err().message,
             "invalid resource version: resourceVersion: Invalid value: \"abc\": strconv.ParseUint: parsing \"abc\": invalid syntax"

@@ -205,6 +205,13 @@ async fn apply_unknown_and_duplicate_fields() {
             .only(Parts::CODE),
         Step::patch("{llamas}/f?fieldManager=m").header("Content-Type", APPLY).raw(duplicate).only(Parts::CODE),
         Step::get("{llamas}/f").expect(200),
+        // A configuration in YAML, as the media type says. (Not named `y`:
+        // kube reads YAML 1.1, where that is a boolean.)
+        Step::patch("{llamas}/yaml?fieldManager=m")
+            .header("Content-Type", APPLY)
+            .raw("apiVersion: {gv}\nkind: Llama\nmetadata:\n  name: yaml\n  labels: {a: b}\nspec:\n  weight: 3\n  height: 1.5\n")
+            .expect(201),
+        Step::patch("{llamas}/yaml?fieldManager=m").header("Content-Type", APPLY).raw("spec: [unclosed").only(Parts::CODE),
     ])
     .await
     .assert_identical();

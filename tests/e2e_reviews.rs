@@ -200,7 +200,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {{name: farm-limited}}
 rules:
-- {{apiGroups: [''], resources: [pods], verbs: [get, list, watch]}}
+- {{apiGroups: [''], resources: [pods, namespaces], verbs: [get, list, watch]}}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding

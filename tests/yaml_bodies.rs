@@ -168,8 +168,9 @@ async fn yaml_errors_and_refusals() {
         yaml(&text)["message"],
         "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
     );
+    // PUT on a collection: kube's 400 "name must be provided".
     let (code, h, _) = send(&s, Method::PUT, &coll, Some("application/yaml"), Some("application/yaml"), "a: 1").await;
-    assert_eq!((code, content_type(&h)), (405, "application/yaml"));
+    assert_eq!((code, content_type(&h)), (400, "application/yaml"));
     let (code, h, text) =
         send(&s, Method::POST, &coll, Some("text/plain"), Some("application/json;q=0.1,application/yaml"), "x").await;
     assert_eq!((code, content_type(&h)), (415, "application/yaml"));

@@ -126,8 +126,9 @@ pub fn negotiate(accept: Option<&str>, shape: Shape) -> Result<(Output, Encoding
             "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch",
         ));
     }
+    // kube-apiserver's words for a custom resource (protobuf listed, as there).
     Err(ApiError::not_acceptable(
-        "only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io",
+        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
     ))
 }
 

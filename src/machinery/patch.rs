@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use super::negotiation::BodyType;
-use super::status::{ApiError, Reason};
+use super::status::{ApiError, Reason, StatusDetails};
 use crate::apimachinery::gojson::{decode_json, VERSION_KIND_ERROR_PREFIX};
 
 pub enum Patch {
@@ -77,7 +77,7 @@ impl Patch {
                             Reason::Invalid,
                             "the server rejected our request due to an error in our request",
                         )
-                        .with_details(serde_json::json!({}))
+                        .with_details(StatusDetails::default())
                     })?;
                 }
             }

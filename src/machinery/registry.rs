@@ -16,7 +16,7 @@ use super::body::{BodyFormat, JsonBody};
 use super::encode::{column_definitions, ListMeta};
 use super::options::{is_dry_run, DeleteOptions, FieldValidation, ListOptions, Rv, RvMatch, WriteOptions};
 use super::resource::Kind;
-use super::status::{ApiError, ApiResult, Reason, Target};
+use super::status::{self, ApiError, ApiResult, Reason, StatusDetails, Target};
 use crate::apimachinery::field_error::FieldError;
 use crate::apimachinery::fields::FieldSelector;
 use crate::apimachinery::labels::LabelSelector;
@@ -342,8 +342,7 @@ impl Registry {
             StoreError::TooLarge { .. } => too_large_rv(&e),
             StoreError::Unavailable(msg) => storage_unavailable(&msg),
             StoreError::Initializing => {
-                let mut err = ApiError::new(429, Reason::TooManyRequests, "storage is (re)initializing")
-                    .with_details(json!({"retryAfterSeconds": 1}));
+                let mut err = ApiError::new(429, Reason::TooManyRequests, "storage is (re)initializing");
                 err.retry_after = Some(1);
                 err
             }
@@ -1262,23 +1261,18 @@ fn set_managed_fields(obj: &mut Value, managed: Option<&ManagedFields>) -> ApiRe
 
 /// kube's 409 for apply conflicts: one FieldManagerConflict cause per field.
 fn apply_conflict(conflicts: &[managed_fields::Conflict]) -> ApiError {
-    let causes: Vec<Value> = conflicts
+    let causes = conflicts
         .iter()
-        .map(|c| {
-            json!({
-                "reason": "FieldManagerConflict",
-                "message": format!("conflict with {}", c.manager),
-                "field": c.path.to_string(),
-            })
-        })
+        .map(|c| status::cause("FieldManagerConflict", format!("conflict with {}", c.manager), &c.path.to_string()))
         .collect();
-    ApiError::new(409, Reason::Conflict, conflicts_message(conflicts)).with_details(json!({ "causes": causes }))
+    ApiError::new(409, Reason::Conflict, conflicts_message(conflicts))
+        .with_details(StatusDetails { causes: Some(causes), ..Default::default() })
 }
 
 fn too_large_rv(e: &StoreError) -> ApiError {
-    let mut err = ApiError::new(504, Reason::Timeout, e.to_string()).with_details(json!({
-        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
-    }));
+    let cause = status::cause("ResourceVersionTooLarge", "Too large resource version", "");
+    let mut err = ApiError::new(504, Reason::Timeout, e.to_string())
+        .with_details(StatusDetails { causes: Some(vec![cause]), ..Default::default() });
     err.retry_after = Some(1);
     err
 }

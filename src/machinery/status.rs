@@ -5,7 +5,9 @@
 
 use axum::response::{IntoResponse, Response};
 use http::{header, HeaderValue, StatusCode};
-use serde_json::{json, Value};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, Status};
+pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{StatusCause, StatusDetails};
+use serde_json::Value;
 
 use crate::apimachinery::field_error::FieldError;
 
@@ -65,7 +67,8 @@ pub struct ApiError {
     pub code: u16,
     pub reason: Reason,
     pub message: String,
-    pub details: Option<Value>,
+    /// Boxed: most errors have none, and results stay small.
+    pub details: Option<Box<StatusDetails>>,
     /// Seconds for a Retry-After header (429, 503, 504).
     pub retry_after: Option<u32>,
 }
@@ -105,13 +108,25 @@ impl Target<'_> {
         Self { name: "", ..self }
     }
 
-    fn details(&self) -> Value {
-        let mut d = json!({ "group": self.group, "kind": self.resource });
-        if !self.name.is_empty() {
-            d["name"] = json!(self.name);
-        }
-        d
+    fn details(&self) -> StatusDetails {
+        details(self.group, self.resource, self.name)
     }
+}
+
+/// `Some` unless empty: Go's `omitempty`.
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+/// StatusDetails naming an object: group, kind (kube puts the resource
+/// there) and name, each left out when empty.
+pub fn details(group: &str, kind: &str, name: &str) -> StatusDetails {
+    StatusDetails { group: non_empty(group), kind: non_empty(kind), name: non_empty(name), ..Default::default() }
+}
+
+/// One StatusCause: its reason (`FieldValueInvalid`, ...), message and field.
+pub fn cause(reason: &str, message: impl Into<String>, field: &str) -> StatusCause {
+    StatusCause { reason: non_empty(reason), message: Some(message.into()), field: non_empty(field) }
 }
 
 impl ApiError {
@@ -119,8 +134,8 @@ impl ApiError {
         Self { code, reason, message: message.into(), details: None, retry_after: None }
     }
 
-    pub fn with_details(mut self, details: Value) -> Self {
-        self.details = Some(details);
+    pub fn with_details(mut self, details: StatusDetails) -> Self {
+        self.details = Some(Box::new(details));
         self
     }
 
@@ -154,7 +169,7 @@ impl ApiError {
             Reason::Timeout,
             "Timeout: request did not complete within requested timeout - context deadline exceeded",
         )
-        .with_details(json!({}))
+        .with_details(StatusDetails::default())
     }
 
     /// 429 with `Retry-After`, as kube's in-flight limit answers (its words;
@@ -180,7 +195,8 @@ impl ApiError {
     /// A path that matches nothing served here: kube-apiserver answers a bare
     /// 404 Status with message "the server could not find the requested resource".
     pub fn path_not_found() -> Self {
-        Self::new(404, Reason::NotFound, "the server could not find the requested resource").with_details(json!({}))
+        Self::new(404, Reason::NotFound, "the server could not find the requested resource")
+            .with_details(StatusDetails::default())
     }
 
     pub fn not_found(t: Target<'_>) -> Self {
@@ -204,10 +220,7 @@ impl ApiError {
     }
 
     pub fn method_not_allowed(t: Target<'_>, verb: &str) -> Self {
-        let mut d = t.details();
-        if t.name.is_empty() {
-            d.as_object_mut().map(|m| m.remove("name"));
-        }
+        let d = t.details();
         Self::new(
             405,
             Reason::MethodNotAllowed,
@@ -242,44 +255,31 @@ impl ApiError {
             [one] => one.clone(),
             many => format!("[{}]", many.join(", ")),
         };
-        let causes: Vec<Value> = errors
-            .iter()
-            .map(|e| json!({ "reason": e.kind.cause_type(), "message": e.message_body(), "field": e.field }))
-            .collect();
-        // Empty group, kind and name are left out, as Go's omitempty does.
-        let mut details = json!({ "causes": causes });
-        for (field, value) in [("group", group), ("kind", kind), ("name", name)] {
-            if !value.is_empty() {
-                details[field] = json!(value);
-            }
-        }
+        let causes: Vec<StatusCause> =
+            errors.iter().map(|e| cause(e.kind.cause_type(), e.message_body(), &e.field)).collect();
+        let details = StatusDetails { causes: Some(causes), ..details(group, kind, name) };
         Self::new(422, Reason::Invalid, format!("{qualified_kind} \"{name}\" is invalid: {list}")).with_details(details)
     }
 
-    pub fn status_body(&self) -> Value {
-        let mut body = json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason.as_str(),
-            "code": self.code,
-        });
-        if self.reason == Reason::Unknown {
-            body.as_object_mut().map(|m| m.remove("reason"));
-        }
-        if let Some(d) = &self.details {
-            body["details"] = d.clone();
-        }
+    /// The `metav1.Status` document of this error.
+    pub fn status(&self) -> Status {
+        let mut details = self.details.as_deref().cloned();
         if let Some(secs) = self.retry_after {
-            let d = body["details"].as_object_mut().map(|m| m.len()).unwrap_or(0);
-            if d == 0 {
-                body["details"] = json!({});
-            }
-            body["details"]["retryAfterSeconds"] = json!(secs);
+            details.get_or_insert_with(StatusDetails::default).retry_after_seconds =
+                Some(i32::try_from(secs).unwrap_or(i32::MAX));
         }
-        body
+        Status {
+            code: Some(i32::from(self.code)),
+            details,
+            message: Some(self.message.clone()),
+            metadata: ListMeta::default(),
+            reason: non_empty(self.reason.as_str()),
+            status: Some("Failure".into()),
+        }
+    }
+
+    pub fn status_body(&self) -> Value {
+        serde_json::to_value(self.status()).unwrap_or(Value::Null)
     }
 }
 
@@ -300,6 +300,7 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn invalid_lists_every_cause_like_kube() {

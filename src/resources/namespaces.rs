@@ -15,10 +15,9 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
-use serde_json::json;
 
 use crate::machinery::admission::NamespaceAdmission;
-use crate::machinery::status::{ApiError, ApiResult, Reason, Target};
+use crate::machinery::status::{self, ApiError, ApiResult, Reason, StatusDetails, Target};
 
 pub struct NamespaceLifecycle {
     cache: Store<Namespace>,
@@ -85,8 +84,11 @@ impl NamespaceLifecycle {
 /// kube's 404 for a missing namespace: `namespaces "x" not found`, details
 /// naming the core resource (no group).
 fn namespace_not_found(name: &str) -> ApiError {
-    ApiError::new(404, Reason::NotFound, format!("namespaces \"{name}\" not found"))
-        .with_details(json!({"name": name, "kind": "namespaces"}))
+    ApiError::new(404, Reason::NotFound, format!("namespaces \"{name}\" not found")).with_details(status::details(
+        "",
+        "namespaces",
+        name,
+    ))
 }
 
 /// kube's 403 for a create in a terminating namespace, with its cause.
@@ -100,16 +102,14 @@ fn namespace_terminating(namespace: &str, target: Target<'_>) -> ApiError {
             target.name
         ),
     )
-    .with_details(json!({
-        "name": target.name,
-        "group": target.group,
-        "kind": target.resource,
-        "causes": [{
-            "reason": "NamespaceTerminating",
-            "message": format!("namespace {namespace} is being terminated"),
-            "field": "metadata.namespace",
-        }],
-    }))
+    .with_details(StatusDetails {
+        causes: Some(vec![status::cause(
+            "NamespaceTerminating",
+            format!("namespace {namespace} is being terminated"),
+            "metadata.namespace",
+        )]),
+        ..status::details(target.group, target.resource, target.name)
+    })
 }
 
 #[async_trait]
@@ -129,6 +129,7 @@ impl NamespaceAdmission for NamespaceLifecycle {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn refusals_in_kube_words() {

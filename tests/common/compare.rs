@@ -60,6 +60,10 @@
 //!   message naming a uid must name the corresponding one.
 //! - **Timestamps** (`metadata.creationTimestamp`, `metadata.deletionTimestamp`,
 //!   `managedFields[].time`): a present value becomes `<time>` (wall clock).
+//!   managedFields entries are sorted by operation, manager and subresource,
+//!   as their order follows those times (an entry written a second later on
+//!   one server sorts after a later manager there). Whether an entry has a
+//!   time is still compared.
 //! - **continue tokens** (`metadata.continue` of lists): a non-empty one
 //!   becomes `<continue>`; each server encodes its own position. Whether a
 //!   list has a continuation, and `remainingItemCount`, are compared.
@@ -632,11 +636,18 @@ fn rewrite_fields(v: &mut Value, target: &Target, state: &TargetState) {
                     }
                 }
                 if let Some(entries) = meta.get_mut("managedFields").and_then(Value::as_array_mut) {
-                    for entry in entries {
+                    for entry in entries.iter_mut() {
                         if let Some(t) = entry.get_mut("time") {
                             *t = Value::String("<time>".into());
                         }
                     }
+                    // Entries are ordered by their times (seconds), which two
+                    // servers need not share: compare them in a fixed order.
+                    let key = |e: &Value| {
+                        ["operation", "manager", "subresource"]
+                            .map(|k| e.get(k).and_then(Value::as_str).unwrap_or("").to_string())
+                    };
+                    entries.sort_by_key(key);
                 }
             }
             for x in o.values_mut() {

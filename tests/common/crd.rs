@@ -30,7 +30,20 @@ pub fn llama_crd(group: &str) -> String {
 
 /// Installs the Llama CRD in `group` and waits until it is Established.
 pub fn install_llama_crd(cp: &ControlPlane, group: &str) -> Result<(), String> {
-    cp.apply(&llama_crd(group));
+    // Tests of one binary may install it at the same moment: one create wins,
+    // and the other's apply, tried again, finds it and updates it.
+    let crd = llama_crd(group);
+    let mut refused = None;
+    for _ in 0..3 {
+        let out = super::kubectl_stdin(&cp.kubeconfig, &["apply", "-f", "-"], Some(&crd));
+        refused = (!out.0).then_some(out);
+        if refused.is_none() {
+            break;
+        }
+    }
+    if let Some(out) = refused {
+        return Err(format!("installing CRD llamas.{group}: {out:?}"));
+    }
     let out = cp.kubectl(&["wait", "--for=condition=Established", &format!("crd/llamas.{group}"), "--timeout=60s"]);
     if out.0 {
         Ok(())

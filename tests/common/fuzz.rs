@@ -504,7 +504,9 @@ fn record(req: &Req, out: &Outcome, report: &Mutex<Report>, has_cluster: bool, r
             *r.statuses.entry(*status).or_default() += 1;
             if *status >= 500 {
                 *r.by_label_5xx.entry(format!("{status} {} {}", req.method, req.label)).or_default() += 1;
-                let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+                // A Status in JSON, or in YAML when the request accepted only that.
+                let v: Value =
+                    serde_json::from_slice(body).or_else(|_| serde_norway::from_slice(body)).unwrap_or(Value::Null);
                 let reason = v["reason"].as_str().unwrap_or("").to_string();
                 let message = v["message"].as_str().unwrap_or("");
                 let head = req.method == Method::HEAD;
@@ -513,7 +515,10 @@ fn record(req: &Req, out: &Outcome, report: &Mutex<Report>, has_cluster: bool, r
                     504 => reason == "Timeout" || head,
                     503 => !has_cluster && farmpods && (reason == "ServiceUnavailable" || head),
                     // A review that could not be made; never the panic handler's message.
-                    500 => reviews && reason == "InternalError" && !message.contains("could not serve the request"),
+                    500 if reviews && reason == "InternalError" => !message.contains("could not serve the request"),
+                    // An applied configuration with fields the schema does not
+                    // declare: kube's own 500 without a reason.
+                    500 => reason.is_empty() && message.starts_with("failed to create typed patch object"),
                     _ => false,
                 };
                 if documented {

@@ -1,10 +1,8 @@
 //! What kube-apiserver answers when authorization refuses (403) or fails (500).
 
-use serde_json::{json, Value};
-
 use super::{Attributes, User};
 use crate::apimachinery::gofmt::go_quote;
-use crate::machinery::status::{ApiError, Reason};
+use crate::machinery::status::{self, ApiError, Reason};
 
 /// Go's `sanitizer` in responsewriters: nothing in the message may look like HTML.
 fn sanitize(s: &str) -> String {
@@ -73,18 +71,13 @@ pub fn forbidden(user: &User, attrs: &Attributes, reason: &str) -> ApiError {
     } else {
         format!("{qualified} {} is forbidden: {err}", go_quote(name))
     };
-    let mut details = serde_json::Map::new();
-    for (field, value) in [("name", name), ("group", group), ("kind", resource)] {
-        if !value.is_empty() {
-            details.insert(field.to_string(), json!(value));
-        }
-    }
-    ApiError::new(403, Reason::Forbidden, message).with_details(Value::Object(details))
+    ApiError::new(403, Reason::Forbidden, message).with_details(status::details(group, resource, name))
 }
 #[cfg(test)]
 mod tests {
     use super::super::tests::{non_res, res, user, GROUP};
     use super::*;
+    use serde_json::json;
 
     // ---- forbidden() ----
 
@@ -97,7 +90,7 @@ mod tests {
             e.message,
             r#"llamas.farm.example.com "x" is forbidden: User "u" cannot delete resource "llamas" in API group "farm.example.com" in the namespace "ns""#
         );
-        assert_eq!(e.details, Some(json!({"name": "x", "group": GROUP, "kind": "llamas"})));
+        assert_eq!(e.status_body()["details"], json!({"name": "x", "group": GROUP, "kind": "llamas"}));
         let body = e.status_body();
         assert_eq!(body["reason"], "Forbidden");
         assert_eq!(body["code"], 403);
@@ -110,7 +103,7 @@ mod tests {
             e.message,
             r#"llamas.farm.example.com is forbidden: User "u" cannot list resource "llamas" in API group "farm.example.com" in the namespace "ns""#
         );
-        assert_eq!(e.details, Some(json!({"group": GROUP, "kind": "llamas"})));
+        assert_eq!(e.status_body()["details"], json!({"group": GROUP, "kind": "llamas"}));
     }
 
     #[test]
@@ -130,7 +123,7 @@ mod tests {
             r#"llamas.farm.example.com "x" is forbidden: User "u" cannot update resource "llamas/status" in API group "farm.example.com" in the namespace "ns""#
         );
         // details name the resource, not the subresource
-        assert_eq!(e.details, Some(json!({"name": "x", "group": GROUP, "kind": "llamas"})));
+        assert_eq!(e.status_body()["details"], json!({"name": "x", "group": GROUP, "kind": "llamas"}));
     }
 
     #[test]
@@ -141,14 +134,14 @@ mod tests {
             e.message,
             r#"pods "x" is forbidden: User "system:serviceaccount:ns:sa" cannot get resource "pods" in API group "" in the namespace "ns""#
         );
-        assert_eq!(e.details, Some(json!({"name": "x", "kind": "pods"})));
+        assert_eq!(e.status_body()["details"], json!({"name": "x", "kind": "pods"}));
     }
 
     #[test]
     fn forbidden_non_resource_path() {
         let e = forbidden(&user("u"), &non_res("get", "/apis"), "");
         assert_eq!(e.message, r#"forbidden: User "u" cannot get path "/apis""#);
-        assert_eq!(e.details, Some(json!({})));
+        assert_eq!(e.status_body()["details"], json!({}));
         assert_eq!(e.status_body()["details"], json!({}));
     }
 

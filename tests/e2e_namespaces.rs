@@ -10,24 +10,12 @@ mod common;
 use std::time::Duration;
 
 use common::cluster::{self, eventually, namespace, ControlPlane};
+use common::compare::admin_client;
 use reqwest::Method;
 use serde_json::{json, Value};
 
 const CRD_GROUP: &str = "crd.farm.example.com";
 const OUR_GROUP: &str = "farm.example.com";
-
-fn admin_client(cp: &ControlPlane) -> reqwest::Client {
-    let file = |k: &str| std::fs::read(cp.info[k].as_str().unwrap_or_else(|| panic!("{k} in {}", cp.info))).unwrap();
-    let mut identity = file("adminCertFile");
-    identity.push(b'\n');
-    identity.extend_from_slice(&file("adminKeyFile"));
-    reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(&file("caFile")).unwrap())
-        .identity(reqwest::Identity::from_pem(&identity).unwrap())
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
-}
 
 /// POSTs a Llama of `group` into `ns`: (code, Status or object with the group
 /// replaced by GROUP).
@@ -59,8 +47,8 @@ async fn agree(client: &reqwest::Client, cp: &ControlPlane, ns: &str, meta: Valu
 async fn creates_in_missing_and_terminating_namespaces_are_refused_like_kube() {
     let reg = cluster::shared().await;
     let cp = reg.cp;
-    common::crd::install_llama_crd(cp, CRD_GROUP).unwrap();
     let client = admin_client(cp);
+    common::compare::crd_served(cp, &client).await;
     let good = json!({"weight": 1, "height": 2});
 
     // A namespace that does not exist: 404 for the namespace, before validation,

@@ -14,7 +14,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::cluster::{self, namespace, ControlPlane};
+use common::cluster::{self, namespace};
+use common::compare::admin_client;
 use reqwest::Method;
 use serde_json::Value;
 
@@ -87,19 +88,6 @@ struct Side {
     collection: String,
 }
 
-fn admin_client(cp: &ControlPlane) -> reqwest::Client {
-    let file = |k: &str| std::fs::read(cp.info[k].as_str().unwrap_or_else(|| panic!("{k} in {}", cp.info))).unwrap();
-    let mut identity = file("adminCertFile");
-    identity.push(b'\n');
-    identity.extend_from_slice(&file("adminKeyFile"));
-    reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(&file("caFile")).unwrap())
-        .identity(reqwest::Identity::from_pem(&identity).unwrap())
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
-}
-
 /// (HTTP code, body as JSON, or the first line of a stream).
 async fn send(client: &reqwest::Client, method: Method, url: &str, body: &str) -> (u16, Value) {
     let mut req = client.request(method, url);
@@ -142,9 +130,9 @@ async fn create(client: &reqwest::Client, side: &Side, api_version: &str, name: 
 async fn option_decoding_matches_kube_apiserver_serving_a_crd() {
     let reg = cluster::shared().await;
     let cp = reg.cp;
-    common::crd::install_llama_crd(cp, "crd.farm.example.com").unwrap();
-    let ns = namespace(cp, "e2e-options");
     let client = admin_client(cp);
+    common::compare::crd_served(cp, &client).await;
+    let ns = namespace(cp, "e2e-options");
     let ours = Side {
         name: "farm-apiserver",
         collection: format!("{}/apis/farm.example.com/v1alpha/namespaces/{ns}/llamas", cp.server),

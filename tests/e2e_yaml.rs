@@ -12,28 +12,14 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::cluster::{self, namespace, ControlPlane};
+use common::cluster::{self, namespace};
+use common::compare::admin_client;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use reqwest::Method;
 use serde_json::Value;
 
 const CRD_GROUP: &str = "crd.farm.example.com";
 const OUR_GROUP: &str = "farm.example.com";
-
-fn admin_client(cp: &ControlPlane) -> reqwest::Client {
-    let file = |k: &str| std::fs::read(cp.info[k].as_str().unwrap_or_else(|| panic!("{k} in {}", cp.info))).unwrap();
-    let mut identity = file("adminCertFile");
-    identity.push(b'\n');
-    identity.extend_from_slice(&file("adminKeyFile"));
-    reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(&file("caFile")).unwrap())
-        .identity(reqwest::Identity::from_pem(&identity).unwrap())
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
-}
 
 /// What must agree: code, Content-Type, and for a Status its reason and
 /// message; warnings. The group is replaced by GROUP everywhere.
@@ -142,10 +128,11 @@ impl Sides {
 async fn sides() -> Sides {
     let reg = cluster::shared().await;
     let cp = reg.cp;
-    common::crd::install_llama_crd(cp, CRD_GROUP).unwrap();
+    let client = admin_client(cp);
+    common::compare::crd_served(cp, &client).await;
     let ns = namespace(cp, "e2e-yaml");
     Sides {
-        client: admin_client(cp),
+        client,
         ours: format!("{}/apis/{OUR_GROUP}/v1alpha/namespaces/{ns}/llamas", cp.server),
         crd: format!("{}/apis/{CRD_GROUP}/v1alpha/namespaces/{ns}/llamas", cp.server),
     }

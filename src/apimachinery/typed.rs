@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::{Map, Value};
 
 use super::fieldpath::{FieldSet, PathElement};
+use super::objectmeta::OBJECT_META_FIELDS;
 
 /// How many levels of nesting are followed; deeper values are atomic. The
 /// decoder already refuses documents nested deeper than this.
@@ -115,30 +116,21 @@ impl Shape {
 /// ObjectMeta as kube's OpenAPI models declare it: labels and annotations
 /// are granular maps, finalizers a set, ownerReferences a map keyed by uid.
 fn object_meta() -> Shape {
-    let string_map = Shape::Map { fields: BTreeMap::new(), elem: Some(Box::new(Shape::Atomic)) };
-    let mut fields = BTreeMap::new();
-    for scalar in [
-        "name",
-        "generateName",
-        "namespace",
-        "selfLink",
-        "uid",
-        "resourceVersion",
-        "generation",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-    ] {
-        fields.insert(scalar.to_string(), Shape::Atomic);
-    }
-    fields.insert("labels".into(), string_map.clone());
-    fields.insert("annotations".into(), string_map);
-    fields.insert("finalizers".into(), Shape::List { elem: Box::new(Shape::Atomic), kind: ListKind::Set });
-    fields.insert(
-        "ownerReferences".into(),
-        Shape::List { elem: Box::new(Shape::Deduced), kind: ListKind::Map(vec!["uid".into()]) },
-    );
-    fields.insert("managedFields".into(), Shape::Atomic);
+    let string_map = || Shape::Map { fields: BTreeMap::new(), elem: Some(Box::new(Shape::Atomic)) };
+    let fields = OBJECT_META_FIELDS
+        .iter()
+        .map(|&field| {
+            let shape = match field {
+                "labels" | "annotations" => string_map(),
+                "finalizers" => Shape::List { elem: Box::new(Shape::Atomic), kind: ListKind::Set },
+                "ownerReferences" => {
+                    Shape::List { elem: Box::new(Shape::Deduced), kind: ListKind::Map(vec!["uid".into()]) }
+                }
+                _ => Shape::Atomic,
+            };
+            (field.to_string(), shape)
+        })
+        .collect();
     Shape::Map { fields, elem: None }
 }
 

@@ -608,6 +608,25 @@ impl Registry {
         Err(self.invalid(name, &errs))
     }
 
+    /// Puts the URL's namespace and name into an object written to that URL
+    /// (update, apply), refusing different ones.
+    fn settle_identity(&self, obj: &mut Value, ns: &str, name: &str) -> ApiResult<()> {
+        if obj.get("metadata").is_none() {
+            obj["metadata"] = json!({});
+        }
+        self.settle_namespace(obj, ns)?;
+        match meta_str(obj, "name") {
+            Some(n) if n == name => Ok(()),
+            None | Some("") => {
+                meta_mut(obj)?.insert("name".into(), json!(name));
+                Ok(())
+            }
+            Some(n) => Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            ))),
+        }
+    }
+
     /// Puts the URL's namespace into the object, refusing a different one.
     fn settle_namespace(&self, obj: &mut Value, ns: &str) -> ApiResult<()> {
         if !self.kind.namespaced() {
@@ -732,21 +751,7 @@ impl Registry {
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
         let mut obj = self.decode_object(raw, body, wopts, &mut warnings)?;
-        if obj.get("metadata").is_none() {
-            obj["metadata"] = json!({});
-        }
-        self.settle_namespace(&mut obj, ns)?;
-        match meta_str(&obj, "name") {
-            Some(n) if n == name => {}
-            None | Some("") => {
-                meta_mut(&mut obj)?.insert("name".into(), json!(name));
-            }
-            Some(n) => {
-                return Err(ApiError::bad_request(format!(
-                    "the name of the object ({n}) does not match the name on the URL ({name})"
-                )))
-            }
-        }
+        self.settle_identity(&mut obj, ns, name)?;
         let requested_rv = meta_str(&obj, "resourceVersion").unwrap_or("").to_string();
         // A uid in the body is a precondition, checked before anything else
         // about the stored object (kube's storage preconditions).
@@ -883,21 +888,7 @@ impl Registry {
         if config.pointer("/metadata/managedFields").is_some_and(|v| !v.is_null()) {
             return Err(ApiError::bad_request("metadata.managedFields must be nil"));
         }
-        if config.get("metadata").is_none() {
-            config["metadata"] = json!({});
-        }
-        self.settle_namespace(&mut config, ns)?;
-        match meta_str(&config, "name") {
-            Some(n) if n == name => {}
-            None | Some("") => {
-                meta_mut(&mut config)?.insert("name".into(), json!(name));
-            }
-            Some(n) => {
-                return Err(ApiError::bad_request(format!(
-                    "the name of the object ({n}) does not match the name on the URL ({name})"
-                )))
-            }
-        }
+        self.settle_identity(&mut config, ns, name)?;
         let requested_rv = meta_str(&config, "resourceVersion").unwrap_or("").to_string();
         for _ in 0..WRITE_RETRIES {
             let exists = self.store.get(&self.key(ns, name)).await.map_err(|e| self.store_error(name, e))?.is_some();

@@ -422,7 +422,7 @@ pub fn admin_client(cp: &ControlPlane) -> reqwest::Client {
 
 /// Installs the CRD once per test binary and waits until kube-apiserver
 /// serves it (Established comes slightly before the handler answers).
-async fn crd_served(cp: &'static ControlPlane, client: &reqwest::Client) {
+pub async fn crd_served(cp: &'static ControlPlane, client: &reqwest::Client) {
     static INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
     INSTALLED
         .get_or_init(|| async {

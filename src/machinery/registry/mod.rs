@@ -3,6 +3,9 @@
 //! selectors) for any [`Kind`] over any [`Store`]. The HTTP layer only parses
 //! requests and encodes answers around it.
 
+mod apply;
+mod delete;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +14,7 @@ use bytes::Bytes;
 use chrono::{SecondsFormat, Utc};
 use serde_json::{json, Map, Value};
 
+use self::apply::{set_managed_fields, Fields};
 use super::admission::NamespaceAdmission;
 use super::body::{BodyFormat, JsonBody};
 use super::encode::{column_definitions, ListMeta};
@@ -20,9 +24,9 @@ use super::status::{self, ApiError, ApiResult, Reason, StatusDetails, Target};
 use crate::apimachinery::field_error::FieldError;
 use crate::apimachinery::fields::FieldSelector;
 use crate::apimachinery::labels::LabelSelector;
-use crate::apimachinery::managed_fields::{self, conflicts_message, ApplyError, FieldManager, ManagedFields, Writer};
+use crate::apimachinery::managed_fields::ManagedFields;
 use crate::apimachinery::schema::{prune::prune_unknown_fields, validate::validate_against_schema};
-use crate::apimachinery::typed::{self, Shape};
+use crate::apimachinery::typed::Shape;
 use crate::apimachinery::{gojson, objectmeta};
 use crate::storage::{ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject, Updated, WatchStream};
 
@@ -57,17 +61,6 @@ pub struct WriteOutcome {
 pub enum Part {
     Main,
     Status,
-}
-
-/// The finalizer a (validated) propagation policy asks for, as kube-apiserver
-/// adds it: orphan for `Orphan` or the deprecated `orphanDependents: true`,
-/// foregroundDeletion for `Foreground`, none otherwise.
-fn wanted_finalizer(opts: &DeleteOptions) -> Option<&'static str> {
-    match (opts.propagation_policy.as_deref(), opts.orphan_dependents) {
-        (Some("Orphan"), _) | (None, Some(true)) => Some("orphan"),
-        (Some("Foreground"), _) => Some("foregroundDeletion"),
-        _ => None,
-    }
 }
 
 /// What an update or patch decides for the object as it is now.
@@ -272,60 +265,6 @@ impl Registry {
     pub fn with_namespace_admission(mut self, admission: Arc<dyn NamespaceAdmission>) -> Self {
         self.namespace_admission = Some(admission);
         self
-    }
-
-    /// The field manager of a write by `manager` to one part of the object.
-    fn field_manager(&self, part: Part, manager: &str) -> ApiResult<FieldManager<'_>> {
-        let now = serde_json::from_value(json!(now_rfc3339()))
-            .map_err(|e| ApiError::internal(format!("formatting the time of a write: {e}")))?;
-        Ok(FieldManager {
-            shape: &self.shape,
-            reset: managed_fields::reset_fields(self.kind.has_status_subresource(), part == Part::Status),
-            writer: Writer {
-                manager: manager.to_string(),
-                api_version: self.kind.names().api_version(),
-                subresource: if part == Part::Status { "status".into() } else { String::new() },
-            },
-            now,
-        })
-    }
-
-    /// The object as a new, empty one of this kind (what a create starts from).
-    fn empty_object(&self) -> Value {
-        let n = self.kind.names();
-        json!({ "apiVersion": n.api_version(), "kind": n.kind })
-    }
-
-    /// Records the update `old` → `next` in next's managedFields. `sent` are the
-    /// managedFields the client sent: used as they are when valid and not empty
-    /// (clients may rewrite them), else the stored ones are kept, so clients
-    /// that do not know the field cannot drop it. As kube does, a failure to
-    /// track leaves the object without managedFields rather than failing the write.
-    fn track_update(
-        &self,
-        part: Part,
-        manager: &str,
-        old: &Value,
-        next: &mut Value,
-        sent: Option<&Value>,
-    ) -> ApiResult<()> {
-        // A single empty entry is kube's way to clear managedFields.
-        let clears = sent
-            .and_then(Value::as_array)
-            .is_some_and(|list| matches!(list.as_slice(), [Value::Object(only)] if only.is_empty()));
-        if clears && part == Part::Main {
-            return set_managed_fields(next, None);
-        }
-        let base = match ManagedFields::decode(sent) {
-            Ok(m) if !m.is_empty() && part == Part::Main => m,
-            _ => ManagedFields::decode(old.pointer("/metadata/managedFields")).unwrap_or_default(),
-        };
-        let mut old_plain = old.clone();
-        if let Some(m) = old_plain.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("managedFields");
-        }
-        let tracked = self.field_manager(part, manager)?.update(&old_plain, next, base);
-        set_managed_fields(next, tracked.ok().as_ref())
     }
 
     fn target<'a>(&'a self, name: &'a str) -> Target<'a> {
@@ -868,126 +807,6 @@ impl Registry {
         Ok(out)
     }
 
-    /// Server-side apply (a PATCH in `application/apply-patch+yaml`, YAML
-    /// already turned into JSON): merges the configuration into the object, which is
-    /// created if it does not exist (201), and records the applier as the
-    /// owner of exactly the fields it applied; 409 on conflicts unless forced.
-    pub async fn apply(
-        &self,
-        ns: &str,
-        name: &str,
-        part: Part,
-        raw: &[u8],
-        body: &JsonBody<'_>,
-        wopts: &WriteOptions,
-    ) -> ApiResult<WriteOutcome> {
-        let mut warnings = Vec::new();
-        self.check_applied_kind(&body.json)?;
-        self.check_applied_fields(name, &body.json)?;
-        let mut config = self.decode_object(raw, body, wopts, &mut warnings)?;
-        if config.pointer("/metadata/managedFields").is_some_and(|v| !v.is_null()) {
-            return Err(ApiError::bad_request("metadata.managedFields must be nil"));
-        }
-        self.settle_identity(&mut config, ns, name)?;
-        let requested_rv = meta_str(&config, "resourceVersion").unwrap_or("").to_string();
-        for _ in 0..WRITE_RETRIES {
-            let exists = self.store.get(&self.key(ns, name)).await.map_err(|e| self.store_error(name, e))?.is_some();
-            if !exists {
-                if part == Part::Status {
-                    return Err(ApiError::not_found(self.target(name)));
-                }
-                let fm = self.field_manager(part, &wopts.field_manager)?;
-                let (created, managed) = fm
-                    .apply(&self.empty_object(), &config, ManagedFields::default(), wopts.force)
-                    .map_err(|e| self.apply_error(e))?;
-                match self.insert(ns, created, wopts, warnings.clone(), Some(managed)).await {
-                    Err(e) if e.code == 409 && e.reason == Reason::AlreadyExists => continue,
-                    other => return other,
-                }
-            }
-            let mut update_warnings = Vec::new();
-            let result = self
-                .write_current(ns, name, wopts, |current| {
-                    update_warnings.clear();
-                    if !requested_rv.is_empty() && requested_rv != current.rv.to_string() {
-                        return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
-                    }
-                    let mut live = current.value().map_err(|e| self.store_error(name, e))?;
-                    let managed =
-                        live.get_mut("metadata").and_then(Value::as_object_mut).and_then(|m| m.remove("managedFields"));
-                    let managed = ManagedFields::decode(managed.as_ref()).unwrap_or_default();
-                    let fm = self.field_manager(part, &wopts.field_manager)?;
-                    let (merged, managed) =
-                        fm.apply(&live, &config, managed, wopts.force).map_err(|e| self.apply_error(e))?;
-                    self.prepare_update(name, part, current, merged, Fields::Applied(managed), &mut update_warnings)
-                })
-                .await;
-            match result {
-                // Deleted since it was looked up: create it.
-                Err(e) if e.code == 404 && e.reason == Reason::NotFound => continue,
-                Err(e) => return Err(e),
-                Ok(mut out) => {
-                    warnings.append(&mut update_warnings);
-                    out.warnings.splice(0..0, warnings);
-                    return Ok(out);
-                }
-            }
-        }
-        Err(ApiError::conflict(self.target(name), StoreError::Conflict))
-    }
-
-    /// An applied configuration of another kind or version is kube's 400
-    /// (before any other check of the body).
-    fn check_applied_kind(&self, body: &[u8]) -> ApiResult<()> {
-        let Ok(Value::Object(config)) = serde_json::from_slice::<Value>(body) else {
-            return Ok(());
-        };
-        let text = |k: &str| config.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        let (api_version, kind) = (text("apiVersion"), text("kind"));
-        let n = self.kind.names();
-        if api_version.is_empty() || kind.is_empty() || (api_version == n.api_version() && kind == n.kind) {
-            return Ok(());
-        }
-        let group_version = if api_version.contains('/') { api_version } else { format!("/{api_version}") };
-        Err(ApiError::bad_request(format!("invalid object type: {group_version}, Kind={kind}")))
-    }
-
-    /// A configuration with fields the schema does not declare cannot be
-    /// applied: it is never pruned, whatever fieldValidation says. kube answers
-    /// a 500 without a reason, naming each field.
-    fn check_applied_fields(&self, name: &str, body: &[u8]) -> ApiResult<()> {
-        let Ok(config) = serde_json::from_slice::<Value>(body) else {
-            return Ok(());
-        };
-        let undeclared = typed::undeclared_fields(&config, &self.shape);
-        if undeclared.is_empty() {
-            return Ok(());
-        }
-        let errors = match undeclared.as_slice() {
-            [one] => one.clone(),
-            many => format!("errors:\n  {}", many.join("\n  ")),
-        };
-        let n = self.kind.names();
-        let ns = meta_str(&config, "namespace").unwrap_or("");
-        let name = meta_str(&config, "name").unwrap_or(name);
-        Err(ApiError::new(
-            500,
-            Reason::Unknown,
-            format!(
-                "failed to create typed patch object ({ns}/{name}; {}, Kind={}): {errors}",
-                n.api_version(),
-                n.kind
-            ),
-        ))
-    }
-
-    fn apply_error(&self, e: ApplyError) -> ApiError {
-        match e {
-            ApplyError::Conflicts(c) => apply_conflict(&c),
-            ApplyError::Invalid(why) => ApiError::bad_request(format!("failed to apply the configuration: {why}")),
-        }
-    }
-
     /// Runs `decide` on the current object inside the store's
     /// read-mutate-compare-and-swap loop and writes what it decides (nothing
     /// with dry run: the would-be result is answered instead).
@@ -1113,153 +932,10 @@ impl Registry {
         }
         Ok(Decision::Write(next))
     }
-
-    pub async fn delete(&self, ns: &str, name: &str, opts: &DeleteOptions) -> ApiResult<DeleteOutcome> {
-        let wanted_finalizer = wanted_finalizer(opts);
-        let dry_run = is_dry_run(opts);
-        let preconditions = opts.preconditions.clone().unwrap_or_default();
-        let mut refused = None;
-        let mut dry_run_pending = None;
-        let mut uid = String::new();
-        let decide = |current: &StoredObject| -> ApiResult<Mutation> {
-            uid = current.index.uid.clone();
-            // kube's BeforeDelete checks the preconditions and names the kind
-            // where a resource usually stands (`Llama.<group> "x"`).
-            let n = self.kind.names();
-            let by_kind = Target { resource: n.kind, ..self.target(name) };
-            if let Some(want) = &preconditions.uid {
-                if *want != uid {
-                    return Err(ApiError::conflict(
-                        by_kind,
-                        format!("the UID in the precondition ({want}) does not match the UID in record ({uid}). The object might have been deleted and then recreated"),
-                    ));
-                }
-            }
-            if let Some(want) = &preconditions.resource_version {
-                if *want != current.rv.to_string() {
-                    return Err(ApiError::conflict(
-                        by_kind,
-                        format!(
-                            "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({}). The object might have been modified",
-                            current.rv
-                        ),
-                    ));
-                }
-            }
-            let mut obj = current.value().map_err(|e| self.store_error(name, e))?;
-            let mut fins = finalizers(&obj);
-            if let Some(f) = wanted_finalizer {
-                if !fins.iter().any(|x| x == f) {
-                    fins.push(f.to_string());
-                }
-                // Orphan and foreground exclude each other, as in kube-apiserver.
-                let other = if f == "orphan" { "foregroundDeletion" } else { "orphan" };
-                fins.retain(|x| x != other);
-            }
-            if fins.is_empty() {
-                return Ok(if dry_run { Mutation::Abort } else { Mutation::Delete });
-            }
-            let already_deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
-            if already_deleting && fins == finalizers(&obj) {
-                return Ok(Mutation::Keep);
-            }
-            let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
-            let meta = meta_mut(&mut obj)?;
-            meta.insert("finalizers".into(), json!(fins));
-            if !already_deleting {
-                meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
-                meta.insert("deletionGracePeriodSeconds".into(), json!(0));
-                meta.insert("generation".into(), json!(generation + 1));
-            }
-            if dry_run {
-                dry_run_pending = Some(obj);
-                return Ok(Mutation::Abort);
-            }
-            Ok(Mutation::Put(obj))
-        };
-        let mut decide = decide;
-        let updated = self
-            .store
-            .guaranteed_update(&self.key(ns, name), &mut |current| {
-                decide(current).unwrap_or_else(|e| {
-                    refused = Some(e);
-                    Mutation::Abort
-                })
-            })
-            .await
-            .map_err(|e| self.store_error(name, e))?;
-        let gone = || {
-            let n = self.kind.names();
-            DeleteOutcome::Deleted(json!({
-                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                "details": {"name": name, "group": n.group, "kind": n.plural, "uid": uid},
-            }))
-        };
-        match updated {
-            Updated::Deleted(_) => Ok(gone()),
-            Updated::Put(stored) | Updated::Kept(stored) => Ok(DeleteOutcome::Pending(stored.bytes)),
-            Updated::Aborted => match (refused, dry_run_pending) {
-                (Some(e), _) => Err(e),
-                (None, Some(obj)) => Ok(DeleteOutcome::Pending(encode_value(&obj)?)),
-                // A dry run of an immediate deletion.
-                (None, None) => Ok(gone()),
-            },
-        }
-    }
-
-    /// DELETE on a collection: deletes every selected object as a single delete
-    /// would, and answers with the list of what was deleted or marked.
-    pub async fn delete_collection(
-        &self,
-        ns: &str,
-        list: &ListOptions,
-        opts: &DeleteOptions,
-    ) -> ApiResult<(ListMeta, Vec<Bytes>)> {
-        let (meta, items) = self.list(Some(ns).filter(|_| self.kind.namespaced()), list).await?;
-        let mut out = Vec::with_capacity(items.len());
-        for item in items {
-            match self.delete(&item.key.namespace, &item.key.name, opts).await {
-                Ok(DeleteOutcome::Pending(b)) => out.push(b),
-                Ok(DeleteOutcome::Deleted(_)) => out.push(item.bytes.clone()),
-                // Deleted by someone else meanwhile: fine.
-                Err(e) if e.code == 404 => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok((meta, out))
-    }
 }
 
 /// 504 "Too large resource version", as kube-apiserver answers a read of a
 /// revision it has not reached.
-/// How a write's managedFields are decided.
-enum Fields<'a> {
-    /// An update by this manager: tracked from what it changed.
-    Update(&'a str),
-    /// Already decided by an apply.
-    Applied(ManagedFields),
-}
-
-/// Puts the managed fields into the object (none: the field is left out).
-fn set_managed_fields(obj: &mut Value, managed: Option<&ManagedFields>) -> ApiResult<()> {
-    let meta = meta_mut(obj)?;
-    match managed.filter(|m| !m.is_empty()) {
-        Some(m) => meta.insert("managedFields".into(), m.encode()),
-        None => meta.remove("managedFields"),
-    };
-    Ok(())
-}
-
-/// kube's 409 for apply conflicts: one FieldManagerConflict cause per field.
-fn apply_conflict(conflicts: &[managed_fields::Conflict]) -> ApiError {
-    let causes = conflicts
-        .iter()
-        .map(|c| status::cause("FieldManagerConflict", format!("conflict with {}", c.manager), &c.path.to_string()))
-        .collect();
-    ApiError::new(409, Reason::Conflict, conflicts_message(conflicts))
-        .with_details(StatusDetails { causes: Some(causes), ..Default::default() })
-}
-
 fn too_large_rv(e: &StoreError) -> ApiError {
     let cause = status::cause("ResourceVersionTooLarge", "Too large resource version", "");
     let mut err = ApiError::new(504, Reason::Timeout, e.to_string())

@@ -1,0 +1,132 @@
+//! Deleting: one object (preconditions, propagation finalizers, graceful
+//! deletion while finalizers remain, dry run) and collections.
+
+use super::*;
+
+/// The finalizer a (validated) propagation policy asks for, as kube-apiserver
+/// adds it: orphan for `Orphan` or the deprecated `orphanDependents: true`,
+/// foregroundDeletion for `Foreground`, none otherwise.
+fn wanted_finalizer(opts: &DeleteOptions) -> Option<&'static str> {
+    match (opts.propagation_policy.as_deref(), opts.orphan_dependents) {
+        (Some("Orphan"), _) | (None, Some(true)) => Some("orphan"),
+        (Some("Foreground"), _) => Some("foregroundDeletion"),
+        _ => None,
+    }
+}
+
+impl Registry {
+    pub async fn delete(&self, ns: &str, name: &str, opts: &DeleteOptions) -> ApiResult<DeleteOutcome> {
+        let wanted_finalizer = wanted_finalizer(opts);
+        let dry_run = is_dry_run(opts);
+        let preconditions = opts.preconditions.clone().unwrap_or_default();
+        let mut refused = None;
+        let mut dry_run_pending = None;
+        let mut uid = String::new();
+        let decide = |current: &StoredObject| -> ApiResult<Mutation> {
+            uid = current.index.uid.clone();
+            // kube's BeforeDelete checks the preconditions and names the kind
+            // where a resource usually stands (`Llama.<group> "x"`).
+            let n = self.kind.names();
+            let by_kind = Target { resource: n.kind, ..self.target(name) };
+            if let Some(want) = &preconditions.uid {
+                if *want != uid {
+                    return Err(ApiError::conflict(
+                        by_kind,
+                        format!("the UID in the precondition ({want}) does not match the UID in record ({uid}). The object might have been deleted and then recreated"),
+                    ));
+                }
+            }
+            if let Some(want) = &preconditions.resource_version {
+                if *want != current.rv.to_string() {
+                    return Err(ApiError::conflict(
+                        by_kind,
+                        format!(
+                            "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({}). The object might have been modified",
+                            current.rv
+                        ),
+                    ));
+                }
+            }
+            let mut obj = current.value().map_err(|e| self.store_error(name, e))?;
+            let mut fins = finalizers(&obj);
+            if let Some(f) = wanted_finalizer {
+                if !fins.iter().any(|x| x == f) {
+                    fins.push(f.to_string());
+                }
+                // Orphan and foreground exclude each other, as in kube-apiserver.
+                let other = if f == "orphan" { "foregroundDeletion" } else { "orphan" };
+                fins.retain(|x| x != other);
+            }
+            if fins.is_empty() {
+                return Ok(if dry_run { Mutation::Abort } else { Mutation::Delete });
+            }
+            let already_deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
+            if already_deleting && fins == finalizers(&obj) {
+                return Ok(Mutation::Keep);
+            }
+            let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+            let meta = meta_mut(&mut obj)?;
+            meta.insert("finalizers".into(), json!(fins));
+            if !already_deleting {
+                meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+                meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+                meta.insert("generation".into(), json!(generation + 1));
+            }
+            if dry_run {
+                dry_run_pending = Some(obj);
+                return Ok(Mutation::Abort);
+            }
+            Ok(Mutation::Put(obj))
+        };
+        let mut decide = decide;
+        let updated = self
+            .store
+            .guaranteed_update(&self.key(ns, name), &mut |current| {
+                decide(current).unwrap_or_else(|e| {
+                    refused = Some(e);
+                    Mutation::Abort
+                })
+            })
+            .await
+            .map_err(|e| self.store_error(name, e))?;
+        let gone = || {
+            let n = self.kind.names();
+            DeleteOutcome::Deleted(json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {"name": name, "group": n.group, "kind": n.plural, "uid": uid},
+            }))
+        };
+        match updated {
+            Updated::Deleted(_) => Ok(gone()),
+            Updated::Put(stored) | Updated::Kept(stored) => Ok(DeleteOutcome::Pending(stored.bytes)),
+            Updated::Aborted => match (refused, dry_run_pending) {
+                (Some(e), _) => Err(e),
+                (None, Some(obj)) => Ok(DeleteOutcome::Pending(encode_value(&obj)?)),
+                // A dry run of an immediate deletion.
+                (None, None) => Ok(gone()),
+            },
+        }
+    }
+
+    /// DELETE on a collection: deletes every selected object as a single delete
+    /// would, and answers with the list of what was deleted or marked.
+    pub async fn delete_collection(
+        &self,
+        ns: &str,
+        list: &ListOptions,
+        opts: &DeleteOptions,
+    ) -> ApiResult<(ListMeta, Vec<Bytes>)> {
+        let (meta, items) = self.list(Some(ns).filter(|_| self.kind.namespaced()), list).await?;
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            match self.delete(&item.key.namespace, &item.key.name, opts).await {
+                Ok(DeleteOutcome::Pending(b)) => out.push(b),
+                Ok(DeleteOutcome::Deleted(_)) => out.push(item.bytes.clone()),
+                // Deleted by someone else meanwhile: fine.
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((meta, out))
+    }
+}

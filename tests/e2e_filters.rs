@@ -91,32 +91,49 @@ async fn over_the_read_limit_requests_get_429_and_probes_do_not() {
 #[tokio::test]
 async fn over_the_mutating_limit_writes_get_429_while_reads_go_on() {
     let s = Server::start(&["--max-mutating-requests-inflight", "1"]).await;
-    // A create whose body never finishes holds the one mutating slot, as in kube.
-    let (tx, rx) = futures::channel::mpsc::unbounded::<Result<Vec<u8>, std::io::Error>>();
-    tx.unbounded_send(Ok(b"{\"apiVersion\":".to_vec())).unwrap();
-    let stalled = tokio::spawn(
-        s.client
+    // A create whose body never finishes holds the one mutating slot, as in
+    // kube. On a loaded machine a second create may get in before it, or the
+    // stalled one may not have arrived yet: creates are retried (the stalled
+    // one replaced if it was answered) until one is refused.
+    type Feed = futures::channel::mpsc::UnboundedSender<Result<Vec<u8>, std::io::Error>>;
+    let stall = || -> (Feed, tokio::task::JoinHandle<reqwest::Result<reqwest::Response>>) {
+        let (tx, rx) = futures::channel::mpsc::unbounded::<Result<Vec<u8>, std::io::Error>>();
+        tx.unbounded_send(Ok(b"{\"apiVersion\":".to_vec())).unwrap();
+        let request = s
+            .client
             .post(s.llamas("default", ""))
             .header("content-type", "application/json")
             .body(reqwest::Body::wrap_stream(rx))
-            .send(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
+            .send();
+        (tx, tokio::spawn(request))
+    };
+    let mut stalled = stall();
+    let mut answered_early = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
+        if stalled.1.is_finished() {
+            let (_, done) = std::mem::replace(&mut stalled, stall());
+            answered_early.push(format!("{:?}", done.await.map(|r| r.map(|r| r.status()))));
+        }
         let resp = s.client.post(s.llamas("default", "")).json(&llama("second", 1.0, 1.0)).send().await.unwrap();
         if resp.status() == 429 {
             assert_eq!(resp.headers()["retry-after"], "1");
             break;
         }
-        assert!(Instant::now() < deadline, "a second create was never refused: {}", resp.status());
+        assert!(
+            Instant::now() < deadline,
+            "a second create was never refused: {}; stalled creates answered early: {answered_early:?}",
+            resp.status()
+        );
         // It got in before the stalled one: remove it and try again.
         s.client.delete(s.llamas("default", "second")).send().await.unwrap();
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(s.client.get(s.llamas("default", "")).send().await.unwrap().status(), 200, "reads have their own limit");
+    let (tx, handle) = stalled;
     tx.unbounded_send(Ok(b"\"farm.example.com/v1alpha\",\"kind\":\"Llama\",\"metadata\":{\"name\":\"first\"},\"spec\":{\"weight\":1,\"height\":1}}".to_vec())).unwrap();
     drop(tx);
-    assert_eq!(stalled.await.unwrap().unwrap().status(), 201);
+    assert_eq!(handle.await.unwrap().unwrap().status(), 201);
     let resp = s.client.post(s.llamas("default", "")).json(&llama("third", 1.0, 1.0)).send().await.unwrap();
     assert_eq!(resp.status(), 201, "the slot was freed");
 }

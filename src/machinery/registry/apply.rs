@@ -82,8 +82,12 @@ impl Registry {
         wopts: &WriteOptions,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
-        self.check_applied_kind(&body.json)?;
-        self.check_applied_fields(name, &body.json)?;
+        // One parse for both pre-checks; an unparseable body is left to the
+        // decoder, which words the error as kube does.
+        if let Ok(config) = serde_json::from_slice::<Value>(&body.json) {
+            self.check_applied_kind(&config)?;
+            self.check_applied_fields(name, &config)?;
+        }
         let mut config = self.decode_object(raw, body, wopts, &mut warnings)?;
         if config.pointer("/metadata/managedFields").is_some_and(|v| !v.is_null()) {
             return Err(ApiError::bad_request("metadata.managedFields must be nil"));
@@ -138,8 +142,8 @@ impl Registry {
 
     /// An applied configuration of another kind or version is kube's 400
     /// (before any other check of the body).
-    fn check_applied_kind(&self, body: &[u8]) -> ApiResult<()> {
-        let Ok(Value::Object(config)) = serde_json::from_slice::<Value>(body) else {
+    fn check_applied_kind(&self, config: &Value) -> ApiResult<()> {
+        let Value::Object(config) = config else {
             return Ok(());
         };
         let text = |k: &str| config.get(k).and_then(Value::as_str).unwrap_or("").to_string();
@@ -155,11 +159,8 @@ impl Registry {
     /// A configuration with fields the schema does not declare cannot be
     /// applied: it is never pruned, whatever fieldValidation says. kube answers
     /// a 500 without a reason, naming each field.
-    fn check_applied_fields(&self, name: &str, body: &[u8]) -> ApiResult<()> {
-        let Ok(config) = serde_json::from_slice::<Value>(body) else {
-            return Ok(());
-        };
-        let undeclared = typed::undeclared_fields(&config, &self.shape);
+    fn check_applied_fields(&self, name: &str, config: &Value) -> ApiResult<()> {
+        let undeclared = typed::undeclared_fields(config, &self.shape);
         if undeclared.is_empty() {
             return Ok(());
         }
@@ -168,8 +169,8 @@ impl Registry {
             many => format!("errors:\n  {}", many.join("\n  ")),
         };
         let n = self.kind.names();
-        let ns = meta_str(&config, "namespace").unwrap_or("");
-        let name = meta_str(&config, "name").unwrap_or(name);
+        let ns = meta_str(config, "namespace").unwrap_or("");
+        let name = meta_str(config, "name").unwrap_or(name);
         Err(ApiError::new(
             500,
             Reason::Unknown,

@@ -192,6 +192,12 @@ pub struct ServeArgs {
     #[arg(long, env = "FARM_WATCH_HISTORY", default_value_t = 10_000)]
     pub watch_history: usize,
 
+    /// Bytes of object states the history of each kind may hold (as stored
+    /// JSON): the events beyond it are dropped like those beyond
+    /// `--watch-history`, so a history of large objects stays bounded.
+    #[arg(long, env = "FARM_WATCH_HISTORY_BYTES", default_value_t = 64 << 20)]
+    pub watch_history_bytes: usize,
+
     /// Events a watcher may lag behind before it is closed (it then resumes or re-lists).
     #[arg(long, env = "FARM_WATCH_BUFFER", default_value_t = 4096)]
     pub watch_buffer: usize,

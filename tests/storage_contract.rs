@@ -64,7 +64,7 @@ fn key(name: &str) -> ObjectKey {
 }
 
 fn all() -> ListRequest<'static> {
-    ListRequest { namespace: None, at: None, start_after: None, limit: None, filter: None }
+    ListRequest { namespace: None, at: None, start_after: None, offset: None, limit: None, filter: None }
 }
 
 fn n_of(o: &StoredObject) -> i64 {
@@ -176,6 +176,26 @@ async fn lists_read_one_revision_and_page(backend: Backend) {
     assert_eq!(names(&p2), ["c", "d"]);
     assert_eq!(n_of(&p2.items[0]), 1, "the page shows c as it was at the list's revision");
     assert!(p2.next_start_after.is_none());
+    // The remaining count at the list's revision, from the offset the caller
+    // knows (the items of earlier pages) or by counting.
+    for offset in [Some(1), None] {
+        let p = b
+            .list(ListRequest {
+                namespace: Some("ns"),
+                at: Some(p1.rv),
+                start_after: Some(&ObjectKey::new("ns", "a")),
+                offset,
+                limit: Some(1),
+                ..all()
+            })
+            .await
+            .unwrap();
+        assert_eq!((names(&p), p.remaining), (vec!["b".to_string()], Some(2)), "offset {offset:?}");
+    }
+    let now = b.list(ListRequest { namespace: Some("ns"), limit: Some(2), ..all() }).await.unwrap();
+    assert_eq!(now.remaining, Some(3), "a, b | bb, c, d");
+    let everything_paged = b.list(ListRequest { limit: Some(1), ..all() }).await.unwrap();
+    assert_eq!(everything_paged.remaining, Some(5));
     let everything = b.list(all()).await.unwrap();
     assert_eq!(everything.items.len(), 6);
     // A revision not reached yet.

@@ -154,8 +154,8 @@ impl FieldSelector {
     /// `Selector.Matches`; `get` returns an object's value for a field path.
     /// A missing field (`None`) compares as the empty string, like a lookup
     /// of an absent key in Go's `fields.Set`.
-    pub fn matches(&self, get: impl Fn(&str) -> Option<String>) -> bool {
-        self.terms.iter().all(|t| t.matches(get(&t.field).as_deref().unwrap_or("")))
+    pub fn matches<'v>(&self, get: impl Fn(&str) -> Option<&'v str>) -> bool {
+        self.terms.iter().all(|t| t.matches(get(&t.field).unwrap_or("")))
     }
 
     /// `Selector.Empty`.
@@ -307,7 +307,7 @@ mod tests {
     #[test]
     fn field_matching() {
         let obj: BTreeMap<&str, &str> = [("metadata.name", "foo"), ("metadata.namespace", "ns"), ("spec.x", "")].into();
-        let get = |f: &str| obj.get(f).map(|v| v.to_string());
+        let get = |f: &str| obj.get(f).copied();
         let m = |s: &str| fparse_ok(s).matches(get);
         assert!(m(""));
         assert!(m("metadata.name=foo"));

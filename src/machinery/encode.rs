@@ -8,7 +8,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use super::resource::{field_value, Kind, Names};
+use super::resource::{field_value, Kind};
 use crate::storage::{Indexer, ObjectIndex, StoredObject};
 
 /// List metadata as kube-apiserver writes it.
@@ -49,27 +49,6 @@ fn put_json(out: &mut BytesMut, v: &Value) {
 
 fn put_str(out: &mut BytesMut, s: &str) {
     put_json(out, &Value::String(s.to_string()));
-}
-
-/// `{"apiVersion":"g/v","kind":"LlamaList","metadata":{...},"items":[<stored bytes>...]}`
-pub fn object_list(names: &Names, meta: &ListMeta, items: &[StoredObject]) -> Bytes {
-    let size: usize = items.iter().map(|o| o.bytes.len() + 1).sum();
-    let mut out = BytesMut::with_capacity(size + 160);
-    out.put_slice(b"{\"apiVersion\":");
-    put_str(&mut out, &names.api_version());
-    out.put_slice(b",\"kind\":");
-    put_str(&mut out, names.list_kind);
-    out.put_slice(b",\"metadata\":");
-    put_json(&mut out, &meta.to_json(true));
-    out.put_slice(b",\"items\":[");
-    for (i, o) in items.iter().enumerate() {
-        if i > 0 {
-            out.put_u8(b',');
-        }
-        out.put_slice(&o.bytes);
-    }
-    out.put_slice(b"]}");
-    out.freeze()
 }
 
 fn put_partial(out: &mut BytesMut, version: &str, obj: &StoredObject) {
@@ -242,24 +221,23 @@ pub struct KindIndexer(pub Arc<dyn Kind>);
 
 impl Indexer for KindIndexer {
     fn index(&self, obj: &Value) -> ObjectIndex {
-        let meta = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
+        let meta = obj.get("metadata");
+        let text = |field: &str| meta.and_then(|m| m.get(field)).and_then(Value::as_str);
         let labels = meta
-            .get("labels")
+            .and_then(|m| m.get("labels"))
             .and_then(Value::as_object)
-            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+            .map(|m| m.iter().filter_map(|(k, v)| Some((k.as_str(), v.as_str()?))).collect())
             .unwrap_or_default();
-        let creation_timestamp = meta
-            .get("creationTimestamp")
-            .and_then(Value::as_str)
-            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-            .map(|t| t.with_timezone(&Utc));
+        let creation_timestamp =
+            text("creationTimestamp").and_then(|t| DateTime::parse_from_rfc3339(t).ok()).map(|t| t.with_timezone(&Utc));
         ObjectIndex {
-            uid: meta.get("uid").and_then(Value::as_str).unwrap_or_default().to_string(),
+            uid: text("uid").unwrap_or_default().into(),
             labels,
-            fields: self.0.selectable_fields().iter().map(|f| field_value(obj, f)).collect(),
+            fields: self.0.selectable_fields().iter().map(|f| field_value(obj, f).into_boxed_str()).collect(),
             cells: self.0.columns().iter().map(|c| (c.cell)(obj)).collect(),
             creation_timestamp,
-            metadata: Bytes::from(serde_json::to_vec(&meta).unwrap_or_default()),
+            // Set by the store, as a view into the object's bytes.
+            metadata: Bytes::new(),
         }
     }
 }

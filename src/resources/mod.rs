@@ -24,7 +24,10 @@ pub struct Served {
 }
 
 fn memory_store(kind: &Arc<dyn Kind>, args: &ServeArgs) -> Arc<MemoryStore> {
-    Arc::new(MemoryStore::new(Arc::new(KindIndexer(kind.clone())), args.watch_history, args.watch_buffer))
+    Arc::new(
+        MemoryStore::new(Arc::new(KindIndexer(kind.clone())), args.watch_history, args.watch_buffer)
+            .with_history_bytes(args.watch_history_bytes),
+    )
 }
 
 /// Where the kinds this server owns keep their objects.

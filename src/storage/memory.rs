@@ -18,8 +18,8 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
 use super::{
-    Event, EventType, Indexer, ListPage, ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject, Updated,
-    WatchEnd, WatchStream, UPDATE_RETRIES,
+    framed, Event, EventType, Indexer, ListPage, ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject,
+    Updated, WatchEnd, WatchStream, UPDATE_RETRIES,
 };
 
 /// One version of a key; `None` marks a deletion.
@@ -34,7 +34,11 @@ struct Inner {
     oldest: u64,
     objects: BTreeMap<Arc<ObjectKey>, Vec<Version>>,
     live: usize,
+    /// Live objects per namespace, for remaining counts without counting.
+    live_in: BTreeMap<String, usize>,
     history: VecDeque<Arc<Event>>,
+    /// Bytes of the object states the history holds (bounded by `history_bytes`).
+    history_size: usize,
     /// Live events for watchers; replaced (closing every watcher) on [`MemoryStore::reset`].
     events: broadcast::Sender<Arc<Event>>,
 }
@@ -44,6 +48,7 @@ pub struct MemoryStore {
     revision: watch::Sender<u64>,
     indexer: Arc<dyn Indexer>,
     history_limit: usize,
+    history_bytes: usize,
     watcher_buffer: usize,
 }
 
@@ -61,14 +66,25 @@ impl MemoryStore {
                 oldest: 1,
                 objects: BTreeMap::new(),
                 live: 0,
+                live_in: BTreeMap::new(),
                 history: VecDeque::new(),
+                history_size: 0,
                 events,
             }),
             revision,
             indexer,
             history_limit: history_limit.max(1),
+            history_bytes: usize::MAX,
             watcher_buffer,
         }
+    }
+
+    /// Bounds the history by the bytes of the object states it holds too, so
+    /// `history_limit` large objects cannot hold gigabytes; the newest event
+    /// is always kept.
+    pub fn with_history_bytes(mut self, bytes: usize) -> Self {
+        self.history_bytes = bytes;
+        self
     }
 
     fn read(&self) -> Result<std::sync::RwLockReadGuard<'_, Inner>, StoreError> {
@@ -80,16 +96,25 @@ impl MemoryStore {
     }
 
     /// Stamps `rv` into the object and encodes it with its index.
-    pub fn encode(&self, key: &ObjectKey, mut obj: Value, rv: u64) -> Result<StoredObject, StoreError> {
-        match obj.get_mut("metadata").and_then(Value::as_object_mut) {
-            Some(meta) => {
-                meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
-            }
-            None => return Err(StoreError::Internal("object without metadata".into())),
-        }
-        let index = Arc::new(self.indexer.index(&obj));
-        let bytes = serde_json::to_vec(&obj).map_err(|e| StoreError::Internal(format!("encoding object: {e}")))?;
-        Ok(StoredObject { key: Arc::new(key.clone()), rv, bytes: Bytes::from(bytes), index })
+    pub fn encode(&self, key: &ObjectKey, obj: Value, rv: u64) -> Result<StoredObject, StoreError> {
+        self.encode_as(key, obj, rv, EventType::Added).map(|(stored, _)| stored)
+    }
+
+    /// [`Self::encode`] inside the watch line of a change of type `kind`,
+    /// returned too (see [`framed`]).
+    fn encode_as(
+        &self,
+        key: &ObjectKey,
+        mut obj: Value,
+        rv: u64,
+        kind: EventType,
+    ) -> Result<(StoredObject, Bytes), StoreError> {
+        stamp_rv(&mut obj, rv)?;
+        let mut index = self.indexer.index(&obj);
+        let framed = framed::frame(&obj, kind)?;
+        index.metadata = framed.metadata;
+        let stored = StoredObject { key: Arc::new(key.clone()), rv, bytes: framed.object, index: Arc::new(index) };
+        Ok((stored, framed.line))
     }
 
     /// Records a write made under the lock: version, history, fan-out.
@@ -101,16 +126,29 @@ impl MemoryStore {
             _ => Some(event.object.clone()),
         };
         match (event.prev.is_some(), obj.is_some()) {
-            (false, true) => inner.live += 1,
-            (true, false) => inner.live = inner.live.saturating_sub(1),
+            (false, true) => {
+                inner.live += 1;
+                *inner.live_in.entry(key.namespace.clone()).or_default() += 1;
+            }
+            (true, false) => {
+                inner.live = inner.live.saturating_sub(1);
+                if let Some(n) = inner.live_in.get_mut(&key.namespace) {
+                    *n = n.saturating_sub(1);
+                }
+            }
             _ => {}
         }
-        inner.objects.entry(key).or_default().push(Version { rv, obj });
+        // Most keys only ever hold one version: no spare capacity for more.
+        inner.objects.entry(key).or_insert_with(|| Vec::with_capacity(1)).push(Version { rv, obj });
         inner.rv = rv;
         let event = Arc::new(event);
+        inner.history_size += event.object.bytes.len();
         inner.history.push_back(event.clone());
-        while inner.history.len() > self.history_limit {
+        while inner.history.len() > self.history_limit
+            || (inner.history_size > self.history_bytes && inner.history.len() > 1)
+        {
             if let Some(old) = inner.history.pop_front() {
+                inner.history_size = inner.history_size.saturating_sub(old.object.bytes.len());
                 inner.oldest = old.rv();
                 compact_key(&mut inner.objects, &old.object.key, old.rv());
             }
@@ -154,14 +192,13 @@ impl MemoryStore {
         prev: Option<StoredObject>,
         rv: u64,
     ) -> Result<StoredObject, StoreError> {
-        let (kind, stored) = match (obj, &prev) {
-            (Some(obj), p) => {
-                (if p.is_some() { EventType::Modified } else { EventType::Added }, self.encode(key, obj, rv)?)
-            }
-            (None, Some(p)) => (EventType::Deleted, self.encode(key, p.value()?, rv)?),
+        let (kind, obj) = match (obj, &prev) {
+            (Some(obj), p) => (if p.is_some() { EventType::Modified } else { EventType::Added }, obj),
+            (None, Some(p)) => (EventType::Deleted, p.value()?),
             (None, None) => return Err(StoreError::NotFound),
         };
-        self.commit(inner, Event::new(kind, stored.clone(), prev));
+        let (stored, line) = self.encode_as(key, obj, rv, kind)?;
+        self.commit(inner, Event::with_line(kind, stored.clone(), prev, line));
         Ok(stored)
     }
 
@@ -205,10 +242,16 @@ impl MemoryStore {
             let stored = self.encode(&key, obj, modified)?;
             encoded.insert(stored.key.clone(), vec![Version { rv: stored.rv, obj: Some(stored) }]);
         }
+        let mut live_in = BTreeMap::new();
+        for key in encoded.keys() {
+            *live_in.entry(key.namespace.clone()).or_default() += 1;
+        }
         let mut inner = self.write()?;
         inner.live = encoded.len();
+        inner.live_in = live_in;
         inner.objects = encoded;
         inner.history.clear();
+        inner.history_size = 0;
         inner.rv = inner.rv.max(rv);
         inner.oldest = rv;
         inner.events = broadcast::channel(self.watcher_buffer).0;
@@ -216,12 +259,11 @@ impl MemoryStore {
         Ok(())
     }
 
-    /// Replaces the content of one namespace (or all, with `None`) with
-    /// `objects`, as a cache does when it re-lists its upstream: creates,
-    /// updates and deletes what differs, as ordinary events.
-    pub fn replace_scope(&self, namespace: Option<&str>, objects: Vec<(ObjectKey, Value)>) -> Result<(), StoreError> {
-        let wanted: BTreeMap<ObjectKey, Value> = objects.into_iter().collect();
-        let existing: Vec<ObjectKey> = {
+    /// Deletes, as ordinary events, every object of one namespace (or all,
+    /// with `None`) that `keep` refuses: the end of a cache's re-list of its
+    /// upstream, once every listed object has been upserted.
+    pub fn retain_scope(&self, namespace: Option<&str>, keep: impl Fn(&ObjectKey) -> bool) -> Result<(), StoreError> {
+        let gone: Vec<ObjectKey> = {
             let inner = self.read()?;
             inner
                 .objects
@@ -229,30 +271,29 @@ impl MemoryStore {
                 .filter(|(k, v)| {
                     namespace.is_none_or(|ns| ns == k.namespace) && v.last().is_some_and(|v| v.obj.is_some())
                 })
+                .filter(|(k, _)| !keep(k))
                 .map(|(k, _)| (**k).clone())
                 .collect()
         };
-        for key in existing {
-            if !wanted.contains_key(&key) {
-                self.delete_now(&key)?;
-            }
-        }
-        for (key, obj) in wanted {
-            self.upsert(&key, obj)?;
+        for key in gone {
+            self.delete_now(&key)?;
         }
         Ok(())
     }
 
     /// Creates or replaces an object unconditionally; an identical object is left
     /// alone (no new revision, no event).
-    pub fn upsert(&self, key: &ObjectKey, obj: Value) -> Result<Option<StoredObject>, StoreError> {
-        let mut inner = self.write()?;
-        let prev = Self::latest(&inner, key).cloned();
+    pub fn upsert(&self, key: &ObjectKey, mut obj: Value) -> Result<Option<StoredObject>, StoreError> {
+        let prev = self.current(key).ok();
         if let Some(p) = &prev {
-            if same_but_version(p, &obj) {
+            // Encoded with the stored revision, an unchanged object is the stored bytes.
+            stamp_rv(&mut obj, p.rv)?;
+            if framed::frame(&obj, EventType::Modified)?.object == p.bytes {
                 return Ok(None);
             }
         }
+        let mut inner = self.write()?;
+        let prev = Self::latest(&inner, key).cloned();
         let rv = inner.rv + 1;
         self.commit_at(&mut inner, key, Some(obj), prev, rv).map(Some)
     }
@@ -306,17 +347,15 @@ impl Events {
     }
 }
 
-/// Whether a stored object already equals `obj` apart from its resourceVersion.
-fn same_but_version(stored: &StoredObject, obj: &Value) -> bool {
-    let Ok(mut old) = stored.value() else { return false };
-    if let Some(meta) = old.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("resourceVersion");
+/// Writes the revision into the object's `metadata.resourceVersion`.
+fn stamp_rv(obj: &mut Value, rv: u64) -> Result<(), StoreError> {
+    match obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        Some(meta) => {
+            meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+            Ok(())
+        }
+        None => Err(StoreError::Internal("object without metadata".into())),
     }
-    let mut new = obj.clone();
-    if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("resourceVersion");
-    }
-    old == new
 }
 
 /// Drops versions of `key` that no read at or after `oldest` can see.
@@ -329,10 +368,34 @@ fn compact_key(objects: &mut BTreeMap<Arc<ObjectKey>, Vec<Version>>, key: &Objec
         if versions.first().is_some_and(|v| v.obj.is_none()) {
             versions.remove(0);
         }
+        if versions.len() == 1 {
+            versions.shrink_to_fit();
+        }
     }
     if versions.is_empty() {
         objects.remove(key);
     }
+}
+
+/// How many objects of `namespace` (all: `None`) were live at revision `at`:
+/// the live count now, less what the history says happened since.
+fn live_at(inner: &Inner, namespace: Option<&str>, at: u64) -> u64 {
+    let now = match namespace {
+        Some(ns) => inner.live_in.get(ns).copied().unwrap_or(0),
+        None => inner.live,
+    } as i64;
+    let since = inner.history.partition_point(|e| e.rv() <= at);
+    let changed: i64 = inner
+        .history
+        .range(since..)
+        .filter(|e| namespace.is_none_or(|ns| ns == e.object.key.namespace))
+        .map(|e| match (e.kind, e.prev.is_some()) {
+            (EventType::Deleted, _) => 1,
+            (_, false) => -1,
+            _ => 0,
+        })
+        .sum();
+    (now + changed).max(0) as u64
 }
 
 /// The version of a key visible at revision `at`.
@@ -363,6 +426,13 @@ impl MemoryStore {
         };
         let range = inner.objects.range::<ObjectKey, _>((lower.as_ref(), Bound::Unbounded));
         let limit = req.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        // Items before this page, when known: then the remaining count is
+        // arithmetic, not a walk over the rest of the list.
+        let offset = match (req.filter, req.start_after) {
+            (Some(_), _) => None,
+            (None, None) => Some(0),
+            (None, Some(_)) => req.offset,
+        };
         let mut items = Vec::new();
         let mut next_start_after = None;
         let mut remaining = 0u64;
@@ -381,12 +451,17 @@ impl MemoryStore {
             if next_start_after.is_none() {
                 next_start_after = items.last().map(|o: &StoredObject| (*o.key).clone());
             }
-            if req.filter.is_some() {
-                break; // kube-apiserver reports a remaining count only for unfiltered lists
+            // kube-apiserver reports a remaining count only for unfiltered lists.
+            if req.filter.is_some() || offset.is_some() {
+                break;
             }
             remaining += 1;
         }
-        let remaining = (next_start_after.is_some() && req.filter.is_none()).then_some(remaining);
+        let remaining = match offset {
+            _ if next_start_after.is_none() || req.filter.is_some() => None,
+            Some(before) => Some(live_at(&inner, req.namespace, at).saturating_sub(before + items.len() as u64)),
+            None => Some(remaining),
+        };
         Ok(ListPage { rv: at, items, next_start_after, remaining })
     }
 
@@ -513,7 +588,7 @@ mod tests {
     }
 
     fn all() -> ListRequest<'static> {
-        ListRequest { namespace: None, at: None, start_after: None, limit: None, filter: None }
+        ListRequest { namespace: None, at: None, start_after: None, offset: None, limit: None, filter: None }
     }
 
     #[tokio::test]
@@ -527,13 +602,46 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn history_is_bounded_by_bytes_too() {
+        let s = MemoryStore::new(Arc::new(NoIndex), 1000, 64).with_history_bytes(2000);
+        let start = s.current_rv();
+        for i in 0..100 {
+            s.create(&key(&format!("o{i:02}")), obj("o", i)).await.unwrap();
+        }
+        let size = s.current(&key("o99")).unwrap().bytes.len();
+        let kept = s.read().unwrap().history.len();
+        assert_eq!(kept, 2000 / size, "as many events as fit in 2000 bytes of {size}");
+        assert!(matches!(s.watch(None, start).await, Err(StoreError::Expired { .. })));
+        let mut w = s.watch(None, s.current_rv() - kept as u64).await.unwrap();
+        assert_eq!(w.next().await.unwrap().unwrap().object.key.name, format!("o{}", 100 - kept));
+        // One event larger than the bound is still kept: a watch can resume right before it.
+        let big = json!({"metadata": {"name": "big", "namespace": "ns"}, "spec": {"pad": "x".repeat(5000)}});
+        s.create(&key("big"), big).await.unwrap();
+        assert_eq!(s.read().unwrap().history.len(), 1);
+        assert!(s.watch(None, s.current_rv() - 1).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn watch_lines_share_the_stored_bytes() {
+        let s = store(100);
+        let mut w = s.watch(None, s.current_rv()).await.unwrap();
+        let stored = s.create(&key("a"), obj("a", 1)).await.unwrap();
+        let ev = w.next().await.unwrap().unwrap();
+        let line = ev.encoded.get_or_init(EventType::Added, || panic!("the line of the change is kept"));
+        let at = stored.bytes.as_ptr() as usize - line.as_ptr() as usize;
+        assert!(at < line.len(), "the object's bytes are inside its watch line, not a copy");
+        assert_eq!(&line[at..at + stored.bytes.len()], &stored.bytes[..]);
+    }
+
+    #[tokio::test]
     async fn upsert_skips_identical_objects() {
         let s = store(100);
         assert!(s.upsert(&key("a"), obj("a", 1)).unwrap().is_some());
         let rv = s.current_rv();
         assert!(s.upsert(&key("a"), obj("a", 1)).unwrap().is_none());
         assert_eq!(s.current_rv(), rv);
-        s.replace_scope(None, vec![(key("b"), obj("b", 1))]).unwrap();
+        s.upsert(&key("b"), obj("b", 1)).unwrap();
+        s.retain_scope(None, |k| k.name == "b").unwrap();
         let names: Vec<_> = s.list(all()).await.unwrap().items.iter().map(|o| o.key.name.clone()).collect();
         assert_eq!(names, ["b"]);
     }

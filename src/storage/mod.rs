@@ -7,14 +7,16 @@
 //! bytes instead of re-serializing.
 
 pub mod etcd;
+pub mod framed;
+pub mod index;
 pub mod memory;
 
-use std::collections::BTreeMap;
+pub use index::{Indexer, LabelSet, ObjectIndex};
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 /// The place of an object: namespace ("" for cluster-scoped kinds) and name.
@@ -30,31 +32,13 @@ impl ObjectKey {
     }
 }
 
-/// What the API machinery reads of an object without parsing its bytes.
-#[derive(Debug, Clone, Default)]
-pub struct ObjectIndex {
-    pub uid: String,
-    pub labels: BTreeMap<String, String>,
-    /// Values of the kind's selectable fields, in the order the kind declares them.
-    pub fields: Vec<String>,
-    /// Table cells for the kind's own columns (Name and Age are added around them).
-    pub cells: Vec<Value>,
-    pub creation_timestamp: Option<DateTime<Utc>>,
-    /// The JSON of `metadata`, for PartialObjectMetadata views.
-    pub metadata: Bytes,
-}
-
-/// Computes the index of an object; provided by the API layer, which knows the kind.
-pub trait Indexer: Send + Sync {
-    fn index(&self, obj: &Value) -> ObjectIndex;
-}
-
 /// One stored version of an object. Cloning is cheap (reference counts).
 #[derive(Debug, Clone)]
 pub struct StoredObject {
     pub key: Arc<ObjectKey>,
     pub rv: u64,
-    /// The object's JSON, with `metadata.resourceVersion` = `rv`.
+    /// The object's JSON, with `metadata.resourceVersion` = `rv` (a view into
+    /// the watch line it was stored with, see [`framed`]).
     pub bytes: Bytes,
     pub index: Arc<ObjectIndex>,
 }
@@ -117,6 +101,14 @@ impl EventMemo {
 impl Event {
     pub fn new(kind: EventType, object: StoredObject, prev: Option<StoredObject>) -> Self {
         Self { kind, object, prev, encoded: EventMemo::default() }
+    }
+
+    /// An event whose plain JSON watch line is already known (the store
+    /// encodes each object inside the line of the change that stored it).
+    pub fn with_line(kind: EventType, object: StoredObject, prev: Option<StoredObject>, line: Bytes) -> Self {
+        let event = Self::new(kind, object, prev);
+        event.encoded.get_or_init(kind, || line);
+        event
     }
 
     pub fn rv(&self) -> u64 {
@@ -186,6 +178,11 @@ pub struct ListRequest<'a> {
     pub at: Option<u64>,
     /// Continue after this key (exclusive).
     pub start_after: Option<&'a ObjectKey>,
+    /// How many objects of this list (at `at`) precede `start_after`: the
+    /// items of the earlier pages, which the caller knows. With it (and no
+    /// filter) the remaining count is the live count minus the items served,
+    /// so a page costs the same at any offset; without it the store counts.
+    pub offset: Option<u64>,
     pub limit: Option<usize>,
     /// Objects not matching are skipped (and not counted against `limit`).
     pub filter: Option<&'a (dyn Fn(&StoredObject) -> bool + Sync)>,

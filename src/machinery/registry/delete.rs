@@ -23,7 +23,7 @@ impl Registry {
         let mut dry_run_pending = None;
         let mut uid = String::new();
         let decide = |current: &StoredObject| -> ApiResult<Mutation> {
-            uid = current.index.uid.clone();
+            uid = current.index.uid.to_string();
             // kube's BeforeDelete checks the preconditions and names the kind
             // where a resource usually stands (`Llama.<group> "x"`).
             let n = self.kind.names();

@@ -119,9 +119,9 @@ impl Filter {
         self.labels.matches(&o.index.labels)
             && self.fields.matches(|f| {
                 self.field_slots.iter().find(|(name, _)| name == f).map(|(_, slot)| match slot {
-                    FieldSlot::Name => o.key.name.clone(),
-                    FieldSlot::Namespace => o.key.namespace.clone(),
-                    FieldSlot::Index(i) => o.index.fields.get(*i).cloned().unwrap_or_default(),
+                    FieldSlot::Name => o.key.name.as_str(),
+                    FieldSlot::Namespace => o.key.namespace.as_str(),
+                    FieldSlot::Index(i) => o.index.fields.get(*i).map(|f| &**f).unwrap_or_default(),
                 })
             })
     }
@@ -134,14 +134,18 @@ struct ContinueToken {
     rv: u64,
     ns: String,
     name: String,
+    /// Items served by the earlier pages of an unfiltered list (so the store
+    /// need not count the rest for `remainingItemCount`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    served: Option<u64>,
 }
 
-fn encode_continue(rv: u64, key: &ObjectKey) -> String {
-    let t = ContinueToken { v: "meta.k8s.io/v1".into(), rv, ns: key.namespace.clone(), name: key.name.clone() };
+fn encode_continue(rv: u64, key: &ObjectKey, served: Option<u64>) -> String {
+    let t = ContinueToken { v: "meta.k8s.io/v1".into(), rv, ns: key.namespace.clone(), name: key.name.clone(), served };
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(&t).unwrap_or_default())
 }
 
-fn decode_continue(token: &str) -> ApiResult<(u64, ObjectKey)> {
+fn decode_continue(token: &str) -> ApiResult<(u64, ObjectKey, Option<u64>)> {
     // kube's storage words: "invalid continue token: continue key is not valid: ...".
     let invalid = |why: &str| ApiError::bad_request(format!("invalid continue token: continue key is not valid{why}"));
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|e| {
@@ -164,7 +168,7 @@ fn decode_continue(token: &str) -> ApiResult<(u64, ObjectKey)> {
     if t.rv == 0 {
         return Err(invalid(": incorrect encoded start resourceVersion (version meta.k8s.io/v1)"));
     }
-    Ok((t.rv, ObjectKey::new(t.ns, t.name)))
+    Ok((t.rv, ObjectKey::new(t.ns, t.name), t.served))
 }
 
 fn now_rfc3339() -> String {
@@ -353,9 +357,9 @@ impl Registry {
     /// A list with kube-apiserver's resourceVersion, paging and selector rules.
     pub async fn list(&self, ns: Option<&str>, opts: &ListOptions) -> ApiResult<(ListMeta, Vec<StoredObject>)> {
         let filter = self.filter(opts)?;
-        let (at, start_after) = match &opts.continue_token {
+        let (at, start_after, offset) = match &opts.continue_token {
             Some(token) => {
-                let (rv, key) = decode_continue(token)?;
+                let (rv, key, served) = decode_continue(token)?;
                 if matches!(opts.rv, Rv::At(_)) {
                     return Err(ApiError::bad_request(
                         "specifying resource version is not allowed when using continue",
@@ -363,15 +367,16 @@ impl Registry {
                 }
                 // The first page may have come from a replica further ahead.
                 self.store.wait_for_rv(rv, RV_WAIT).await.map_err(|e| too_large_rv(&e))?;
-                (Some(rv), Some(key))
+                (Some(rv), Some(key), served)
             }
-            None => (self.read_revision(opts.rv, opts.rv_match).await?, None),
+            None => (self.read_revision(opts.rv, opts.rv_match).await?, None, Some(0)),
         };
         let filter_fn = |o: &StoredObject| filter.matches(o);
         let req = ListRequest {
             namespace: ns,
             at,
             start_after: start_after.as_ref(),
+            offset,
             limit: opts.limit,
             filter: if filter.is_empty() { None } else { Some(&filter_fn) },
         };
@@ -385,7 +390,10 @@ impl Registry {
         };
         let meta = ListMeta {
             resource_version: page.rv,
-            continue_token: page.next_start_after.as_ref().map(|k| encode_continue(page.rv, k)),
+            continue_token: page.next_start_after.as_ref().map(|k| {
+                let served = offset.filter(|_| filter.is_empty()).map(|o| o + page.items.len() as u64);
+                encode_continue(page.rv, k, served)
+            }),
             remaining: page.remaining,
         };
         Ok((meta, page.items))
@@ -698,7 +706,7 @@ impl Registry {
         let mut update_warnings = Vec::new();
         let mut out = self
             .write_current(ns, name, wopts, |current| {
-                if !requested_uid.is_empty() && requested_uid != current.index.uid {
+                if !requested_uid.is_empty() && *requested_uid != *current.index.uid {
                     return Err(self.failed_precondition(
                         ns,
                         name,

@@ -7,7 +7,7 @@
 //! FarmPod lists, watches, resumption, bookmarks and 410s come from the same
 //! generic machinery as Llamas. No request ever calls the Pod API.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,7 +21,7 @@ use serde_json::{json, Map, Value};
 
 use crate::machinery::resource::{Column, Kind, Names, Verb};
 use crate::storage::memory::MemoryStore;
-use crate::storage::ObjectKey;
+use crate::storage::{ObjectKey, StoreError};
 
 /// The annotation pointing back to the Pod's uid.
 pub const POD_UID_ANNOTATION: &str = "farm.example.com/pod-uid";
@@ -333,6 +333,58 @@ pub fn farmpod_of(pod: &Pod) -> Option<(ObjectKey, Value)> {
     Some((ObjectKey::new(namespace, name), obj))
 }
 
+/// Applies the upstream Pod watcher's events to the FarmPod store, for one
+/// scope (all namespaces, or one).
+///
+/// A full list (at start, and after a 410 or a reconnect) is applied as it
+/// arrives, one Pod at a time: unchanged FarmPods stay as they are, changed
+/// ones are replaced, and at its end the FarmPods of Pods it did not list are
+/// deleted. So a re-list never holds a second copy of the cluster (only the
+/// keys it has seen), and reads wait at most for one object's write. Until it
+/// ends, a read may still see a Pod deleted while the watch was down, as from
+/// any cache that has not caught up yet.
+pub struct PodFeed {
+    store: Arc<MemoryStore>,
+    scope: Option<String>,
+    /// The keys of the list under way.
+    listed: Option<HashSet<ObjectKey>>,
+}
+
+impl PodFeed {
+    pub fn new(store: Arc<MemoryStore>, scope: Option<String>) -> Self {
+        Self { store, scope, listed: None }
+    }
+
+    /// Applies one event; answers the number of Pods when it completed a full list.
+    pub fn apply(&mut self, event: Event<Pod>) -> Result<Option<usize>, StoreError> {
+        match event {
+            Event::Init => self.listed = Some(HashSet::new()),
+            Event::InitApply(pod) => {
+                if let Some((key, obj)) = farmpod_of(&pod) {
+                    self.store.upsert(&key, obj)?;
+                    self.listed.get_or_insert_default().insert(key);
+                }
+            }
+            Event::InitDone => {
+                let listed = self.listed.take().unwrap_or_default();
+                self.store.retain_scope(self.scope.as_deref(), |key| listed.contains(key))?;
+                return Ok(Some(listed.len()));
+            }
+            Event::Apply(pod) => {
+                if let Some((key, obj)) = farmpod_of(&pod) {
+                    self.store.upsert(&key, obj)?;
+                }
+            }
+            Event::Delete(pod) => {
+                if let Some((key, _)) = farmpod_of(&pod) {
+                    self.store.delete_now(&key)?;
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
 /// Runs the one Pod watch per configured scope (all namespaces, or each named
 /// one), writing FarmPods into `store` until the process ends. Upstream errors
 /// keep the last state served; the watcher reconnects with backoff and
@@ -346,26 +398,24 @@ pub fn spawn_pod_watch(client: Client, namespaces: Vec<String>, store: Arc<Memor
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
         };
-        let (store, cache, pending_syncs) = (store.clone(), cache.clone(), pending_syncs.clone());
+        let (cache, pending_syncs) = (cache.clone(), pending_syncs.clone());
+        let mut feed = PodFeed::new(store.clone(), scope.clone());
         tokio::spawn(async move {
             let mut first_sync = true;
-            let mut init: Vec<(ObjectKey, Value)> = Vec::new();
             let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
             while let Some(ev) = events.next().await {
-                let applied = match ev {
-                    Ok(Event::Init) => {
-                        init.clear();
-                        Ok(())
+                let event = match ev {
+                    Ok(event) => event,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "pod watch failed; serving the last known FarmPods while reconnecting");
+                        cache.failed(e.to_string());
+                        continue;
                     }
-                    Ok(Event::InitApply(pod)) => {
-                        init.extend(farmpod_of(&pod));
-                        Ok(())
-                    }
-                    Ok(Event::InitDone) => {
-                        let objects = std::mem::take(&mut init);
-                        let count = objects.len();
-                        let r = store.replace_scope(scope.as_deref(), objects);
-                        if r.is_ok() && first_sync {
+                };
+                match feed.apply(event) {
+                    Ok(synced) => {
+                        cache.ok();
+                        if let (Some(count), true) = (synced, first_sync) {
                             first_sync = false;
                             if pending_syncs.fetch_sub(1, Ordering::AcqRel) == 1 {
                                 cache.synced.store(true, Ordering::Release);
@@ -376,24 +426,7 @@ pub fn spawn_pod_watch(client: Client, namespaces: Vec<String>, store: Arc<Memor
                                 "pod cache synced"
                             );
                         }
-                        r
                     }
-                    Ok(Event::Apply(pod)) => match farmpod_of(&pod) {
-                        Some((key, obj)) => store.upsert(&key, obj).map(|_| ()),
-                        None => Ok(()),
-                    },
-                    Ok(Event::Delete(pod)) => match farmpod_of(&pod) {
-                        Some((key, _)) => store.delete_now(&key),
-                        None => Ok(()),
-                    },
-                    Err(e) => {
-                        tracing::warn!(error = %e, "pod watch failed; serving the last known FarmPods while reconnecting");
-                        cache.failed(e.to_string());
-                        continue;
-                    }
-                };
-                match applied {
-                    Ok(()) => cache.ok(),
                     Err(e) => tracing::error!(error = %e, "applying a pod event to the FarmPod cache"),
                 }
             }

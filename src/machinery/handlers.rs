@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::body::{self, BodyError};
 use super::encode::{self, IncludeObject, ListMeta};
+use super::list_body::ObjectListBody;
 use super::negotiation::{self, BodyType, Encoding, Output, Shape};
 use super::options::{decode_delete_options, DeleteOptions, ListOptions, Query, Rv, WriteOptions, WriteVerb};
 use super::patch::Patch;
@@ -286,13 +287,9 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
             let body = read_body(body, res.settings.max_body_bytes).await?;
             let opts = delete_options(&parts.headers, &body, &query)?;
             let (meta, items) = reg.delete_collection(ns, &list, &opts).await?;
-            encoded(
-                200,
-                deleted_list(&reg, &meta, &items),
-                "application/json",
-                &[],
-                negotiation::plain_encoding(accept),
-            )
+            let meta = ListMeta { continue_token: None, ..meta };
+            let list = ObjectListBody::new(reg.kind.names(), &meta, items);
+            encoded(200, list.into_bytes(), "application/json", &[], negotiation::plain_encoding(accept))
         }
     }
 }
@@ -394,36 +391,22 @@ fn list_response(
     items: &[StoredObject],
     include: IncludeObject,
 ) -> ApiResult<Response> {
-    let body = match output {
-        Output::Json => encode::object_list(reg.kind.names(), meta, items),
-        Output::Metadata(v) => encode::partial_list(v, meta, items),
-        Output::Table(v) => encode::table(v, &reg.columns, meta, items, include, Utc::now()),
+    let body = match (output, encoding) {
+        // Sent as it is written: no second buffer of a large list.
+        (Output::Json, Encoding::Json) => {
+            let items = items.iter().map(|o| o.bytes.clone()).collect();
+            let mut resp = respond(200, Bytes::new(), "application/json", &[]);
+            *resp.body_mut() = Body::new(ObjectListBody::new(reg.kind.names(), meta, items));
+            return Ok(resp);
+        }
+        (Output::Json, Encoding::Yaml) => {
+            ObjectListBody::new(reg.kind.names(), meta, items.iter().map(|o| o.bytes.clone()).collect()).into_bytes()
+        }
+        (Output::Metadata(v), _) => encode::partial_list(v, meta, items),
+        (Output::Table(v), _) => encode::table(v, &reg.columns, meta, items, include, Utc::now()),
     };
     // Plain `application/json` whatever the shape, as kube-apiserver labels it.
     encoded(200, body, "application/json", &[], encoding)
-}
-
-/// The list deletecollection answers with.
-fn deleted_list(reg: &Registry, meta: &ListMeta, items: &[Bytes]) -> Bytes {
-    let names = reg.kind.names();
-    let mut out = Vec::with_capacity(items.iter().map(|i| i.len() + 1).sum::<usize>() + 128);
-    out.extend_from_slice(
-        format!(
-            "{{\"apiVersion\":\"{}\",\"kind\":\"{}\",\"metadata\":{},\"items\":[",
-            names.api_version(),
-            names.list_kind,
-            ListMeta { continue_token: None, ..meta.clone() }.to_json(true)
-        )
-        .as_bytes(),
-    );
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(item);
-    }
-    out.extend_from_slice(b"]}");
-    Bytes::from(out)
 }
 
 async fn start_watch(

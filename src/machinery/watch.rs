@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use chrono::Utc;
 use futures::{FutureExt, StreamExt};
 use serde_json::json;
@@ -145,34 +145,96 @@ pub async fn run(mut job: WatchJob, tx: mpsc::Sender<Bytes>) {
             }
             item = job.plan.stream.next() => item,
         };
-        let ev = match item {
-            Some(Ok(ev)) => ev,
-            Some(Err(WatchEnd::Lagged)) => {
-                tracing::debug!(resource = reg.kind.names().plural, "closing a watcher that fell behind");
+        // Under load several events are already waiting: they go out as one
+        // chunk (one write, one HTTP/2 frame) instead of one each.
+        let mut batch = Batch::default();
+        let mut next = Some(item);
+        let mut ended = false;
+        while let Some(item) = next.take() {
+            let ev = match item {
+                Some(Ok(ev)) => ev,
+                Some(Err(WatchEnd::Lagged)) => {
+                    tracing::debug!(resource = reg.kind.names().plural, "closing a watcher that fell behind");
+                    ended = true;
+                    break;
+                }
+                Some(Err(WatchEnd::Closed)) | None => {
+                    ended = true;
+                    break;
+                }
+            };
+            sent_rv = ev.rv();
+            if let Some(line) = line_for(&reg, &job.filter, output, &ev) {
+                batch.push(line);
+            }
+            if batch.len < BATCH_BYTES {
+                next = job.plan.stream.next().now_or_never();
+            }
+        }
+        if let Some(chunk) = batch.take() {
+            if tx.send(chunk).await.is_err() {
                 break;
             }
-            Some(Err(WatchEnd::Closed)) | None => break,
-        };
-        sent_rv = ev.rv();
-        let now = job.filter.matches(&ev.object);
-        let before = ev.prev.as_ref().is_some_and(|p| job.filter.matches(p));
-        let kind = match ev.kind {
-            EventType::Added if now => EventType::Added,
-            EventType::Modified if now && before => EventType::Modified,
-            EventType::Modified if now => EventType::Added,
-            EventType::Modified if before => EventType::Deleted,
-            EventType::Deleted if before || now => EventType::Deleted,
-            _ => continue,
-        };
-        let line = match output {
-            Output::Json => shared_json_line(&ev, kind),
-            other => event_line(&reg, other, kind, &ev.object),
-        };
-        if tx.send(line).await.is_err() {
+        }
+        if ended {
             break;
         }
     }
     finish(job)
+}
+
+/// The line a watcher with `filter` is sent for `ev`, if any: an object
+/// leaving the selection is sent as DELETED, one entering it as ADDED.
+fn line_for(reg: &Registry, filter: &Filter, output: Output, ev: &Event) -> Option<Bytes> {
+    let now = filter.matches(&ev.object);
+    let before = ev.prev.as_ref().is_some_and(|p| filter.matches(p));
+    let kind = match ev.kind {
+        EventType::Added if now => EventType::Added,
+        EventType::Modified if now && before => EventType::Modified,
+        EventType::Modified if now => EventType::Added,
+        EventType::Modified if before => EventType::Deleted,
+        EventType::Deleted if before || now => EventType::Deleted,
+        _ => return None,
+    };
+    Some(match output {
+        Output::Json => shared_json_line(ev, kind),
+        other => event_line(reg, other, kind, &ev.object),
+    })
+}
+
+/// How many bytes of waiting events one chunk gathers at most.
+const BATCH_BYTES: usize = 64 * 1024;
+
+/// Lines gathered for one send: a single line is sent as it is (shared by
+/// every watcher), several are copied into one chunk.
+#[derive(Default)]
+struct Batch {
+    first: Option<Bytes>,
+    more: Option<BytesMut>,
+    len: usize,
+}
+
+impl Batch {
+    fn push(&mut self, line: Bytes) {
+        self.len += line.len();
+        match (&self.first, &mut self.more) {
+            (None, _) => self.first = Some(line),
+            (Some(first), None) => {
+                let mut buf = BytesMut::with_capacity(BATCH_BYTES.max(self.len));
+                buf.extend_from_slice(first);
+                buf.extend_from_slice(&line);
+                self.more = Some(buf);
+            }
+            (Some(_), Some(buf)) => buf.extend_from_slice(&line),
+        }
+    }
+
+    fn take(self) -> Option<Bytes> {
+        match self.more {
+            Some(buf) => Some(buf.freeze()),
+            None => self.first,
+        }
+    }
 }
 
 fn finish(mut job: WatchJob) {

@@ -77,7 +77,19 @@ pub fn line_chart_with(
     let all = plotted.iter().flat_map(|(_, p)| p.iter().copied());
     let (x_range, y_range) = bounds(all, !options.log_y);
     let y_label_of = move |v: &f64| if options.log_y { short(10f64.powf(*v)) } else { short(*v) };
-    draw(path, title, x_label, y_label, &plotted, x_range, y_range, &|v: &f64| short(*v), &y_label_of, true, SeriesLabelPosition::UpperLeft)
+    draw(
+        path,
+        title,
+        x_label,
+        y_label,
+        &plotted,
+        x_range,
+        y_range,
+        &|v: &f64| short(*v),
+        &y_label_of,
+        true,
+        SeriesLabelPosition::UpperLeft,
+    )
 }
 
 /// For each named series of latency samples (ms), its cumulative
@@ -205,9 +217,7 @@ fn draw(
             .label(*name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3)));
         if mark_points {
-            chart
-                .draw_series(points.iter().map(|&p| Circle::new(p, 3, c.filled())))
-                .map_err(|e| err(&e))?;
+            chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, c.filled()))).map_err(|e| err(&e))?;
         }
     }
     chart

@@ -499,7 +499,7 @@ async fn phase(cfg: &Config, target: &Target, cp: &ControlPlane, kube_writer: re
     };
     let slow_progress = Arc::new(Progress::default());
     let slow_task = tokio::spawn(watcher::run(slow_spec, slow_progress.clone(), opened.clone(), stop.clone()));
-    wait_until("every watch to open", Duration::from_secs(120), || opened.load(Ordering::SeqCst) >= cfg.watchers + 1)
+    wait_until("every watch to open", Duration::from_secs(120), || opened.load(Ordering::SeqCst) > cfg.watchers)
         .await?;
     let open_time = open_started.elapsed();
     eprintln!("  {} watches open in {open_time:.1?}; idle for 5 s", cfg.watchers + 1);

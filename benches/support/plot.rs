@@ -114,7 +114,8 @@ pub fn distribution_chart(path: &Path, title: &str, x_label: &str, series: &[(&s
         &x_label_of,
         &|v: &f64| format!("{v:.1}"),
         false,
-        SeriesLabelPosition::LowerRight,
+        // Distributions rise from the lower left to the upper right: the upper left stays clear.
+        SeriesLabelPosition::UpperLeft,
     )
 }
 

@@ -389,7 +389,7 @@ async fn grow_cluster(kube: &kube::Client, from: usize, to: usize, concurrency: 
     .await;
     let created = started.elapsed();
     let started = Instant::now();
-    let running: Vec<usize> = (from..to).filter(|i| i % 2 == 0).collect();
+    let running: Vec<usize> = (from..to).filter(|i| i.is_multiple_of(2)).collect();
     for_each_bounded(running.len(), concurrency, "patch pod status", |k| {
         let i = running[k];
         let api = pods_api(kube, i);

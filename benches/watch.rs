@@ -3,11 +3,11 @@
 //! minute, on farm-apiserver and then, with the same watchers and writes, on
 //! kube-apiserver serving the Llama CRD (and plain Pods in place of FarmPods).
 //!
-//! `cargo bench --bench watch` (release build). The run takes about 10 minutes
+//! `cargo bench --bench watch` (release build). The run takes about 4 minutes
 //! on 2 cores with the defaults: control plane start, farm-apiserver's phase
-//! ~1.5 minutes (open the watchers, write for 60 s, drain), kube-apiserver's
-//! ~7 (with 1,000 watchers it answers ~30 writes/s, so its minute of writes
-//! stretches); the total is printed at the end. It prints a markdown table and writes
+//! ~1.2 minutes (open the watchers, write for 60 s, drain), kube-apiserver's
+//! 2 to 7 (with 1,000 watchers it answers 30 to 100 writes/s, so its minute of
+//! writes stretches); the total is printed at the end. It prints a markdown table and writes
 //! `docs/bench/watch-latency.svg`; it never asserts timing, but it exits
 //! non-zero when a watcher of farm-apiserver missed, repeated or reordered an
 //! event (a correctness failure). Environment overrides:
@@ -957,8 +957,8 @@ fn main() {
         }
     };
     eprintln!(
-        "watch benchmark: takes about 10 minutes with the defaults ({} watchers, {} writes/s for {} s, on \
-         farm-apiserver (~1.5 min) then kube-apiserver, which falls behind the writes)",
+        "watch benchmark: takes about 4 minutes with the defaults ({} watchers, {} writes/s for {} s, on \
+         farm-apiserver (~1.2 min) then kube-apiserver, which falls behind the writes)",
         cfg.watchers, cfg.rate, cfg.seconds
     );
     common::install_crypto();

@@ -58,7 +58,7 @@ pub fn cluster_pod(i: usize) -> Pod {
     manifest["metadata"]["namespace"] = json!(namespace_of(i));
     manifest["metadata"]["uid"] = json!(format!("00000000-0000-4000-8000-{i:012}"));
     manifest["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         manifest["status"] = running_status(i)["status"].clone();
     }
     serde_json::from_value(manifest).expect("pod manifest")

@@ -409,6 +409,9 @@ fn list_response(
     encoded(200, body, "application/json", &[], encoding)
 }
 
+/// How many chunks of a watch stream may wait for its connection.
+const WATCH_CHUNKS_IN_FLIGHT: usize = 16;
+
 async fn start_watch(
     res: &Arc<Resources>,
     reg: Arc<Registry>,
@@ -428,7 +431,11 @@ async fn start_watch(
         Output::Json => "application/json".to_string(),
         other => content_type(other),
     };
-    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    // Chunks between the watch task and the connection: at most
+    // WATCH_CHUNKS_IN_FLIGHT x watch::BATCH_BYTES (or one large object each)
+    // per watcher; a client that stops reading is then bounded by the
+    // store's watcher buffer, which closes it.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(WATCH_CHUNKS_IN_FLIGHT);
     match reg.watch(ns, &opts).await? {
         WatchStart::Expired(err) => {
             // kube-apiserver answers 200 and sends the 410 as an ERROR event, so

@@ -203,7 +203,7 @@ fn line_for(reg: &Registry, filter: &Filter, output: Output, ev: &Event) -> Opti
 }
 
 /// How many bytes of waiting events one chunk gathers at most.
-const BATCH_BYTES: usize = 64 * 1024;
+pub const BATCH_BYTES: usize = 16 * 1024;
 
 /// Lines gathered for one send: a single line is sent as it is (shared by
 /// every watcher), several are copied into one chunk.

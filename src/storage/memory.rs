@@ -134,6 +134,9 @@ impl MemoryStore {
                 inner.live = inner.live.saturating_sub(1);
                 if let Some(n) = inner.live_in.get_mut(&key.namespace) {
                     *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        inner.live_in.remove(&key.namespace);
+                    }
                 }
             }
             _ => {}

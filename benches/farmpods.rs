@@ -25,6 +25,8 @@
 // The same fixtures as the tests: control plane, farm-apiserver, TLS clients.
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/cpu.rs"]
+mod cpu;
 #[path = "support/plot.rs"]
 mod plot;
 #[path = "support/pods.rs"]
@@ -147,6 +149,7 @@ struct Row {
     watches: f64,
     /// Per-request only: the part of the time spent in the upstream list.
     upstream: Vec<Duration>,
+    cpu: cpu::CpuSpent,
 }
 
 impl Row {
@@ -208,11 +211,13 @@ fn item_count(body: &[u8]) -> usize {
     serde_json::from_slice::<Value>(body).ok().and_then(|v| v["items"].as_array().map(Vec::len)).unwrap_or(usize::MAX)
 }
 
-async fn bench_farm(http: &reqwest::Client, kube: &kube::Client, case: &str, url: &str, iters: usize) -> Row {
+async fn bench_farm(farm: &Server, kube: &kube::Client, case: &str, url: &str, iters: usize) -> Row {
+    let http = &farm.client;
     for _ in 0..3 {
         farm_get(http, url).await.unwrap_or_else(|e| panic!("warm-up {e}"));
     }
     let before = Upstream::read(kube).await;
+    let cpu_before = cpu::CpuClock::now(farm.pid());
     let mut samples = Vec::with_capacity(iters);
     let mut bytes = 0;
     for _ in 0..iters {
@@ -226,6 +231,7 @@ async fn bench_farm(http: &reqwest::Client, kube: &kube::Client, case: &str, url
         }
         samples.push(t.elapsed());
     }
+    let cpu = cpu::CpuClock::now(farm.pid()).since(&cpu_before);
     let after = Upstream::read(kube).await;
     Row {
         case: case.into(),
@@ -235,10 +241,12 @@ async fn bench_farm(http: &reqwest::Client, kube: &kube::Client, case: &str, url
         lists: after.lists - before.lists,
         watches: after.watches - before.watches,
         upstream: Vec::new(),
+        cpu,
     }
 }
 
 async fn bench_direct(
+    cp: &common::cluster::ControlPlane,
     pods: &Api<Pod>,
     params: &ListParams,
     kube: &kube::Client,
@@ -254,6 +262,7 @@ async fn bench_direct(
     let one = t.elapsed() / 2;
     let iters = iters.min((budget.as_secs_f64() / one.as_secs_f64().max(1e-6)) as usize).max(10);
     let before = Upstream::read(kube).await;
+    let cpu_before = cpu::CpuClock::now(cp.pid);
     let mut samples = Vec::with_capacity(iters);
     let mut upstream = Vec::with_capacity(iters);
     let mut bytes = 0;
@@ -271,6 +280,7 @@ async fn bench_direct(
         }
         samples.push(t.elapsed());
     }
+    let cpu = cpu::CpuClock::now(cp.pid).since(&cpu_before);
     let after = Upstream::read(kube).await;
     Row {
         case: case.into(),
@@ -280,6 +290,7 @@ async fn bench_direct(
         lists: after.lists - before.lists,
         watches: after.watches - before.watches,
         upstream,
+        cpu,
     }
 }
 
@@ -356,17 +367,17 @@ async fn measure_size(cp: &common::cluster::ControlPlane, kube: &kube::Client, n
     let load_before = common::loadavg();
     let mut rows = Vec::new();
     eprintln!("[{n_pods}] measuring farm-apiserver");
-    rows.push(bench_farm(&http, kube, "farm-apiserver, all namespaces", &all_url, iters_all).await);
-    rows.push(bench_farm(&http, kube, &format!("farm-apiserver, {ONE_NAMESPACE}"), &ns_url, iters_ns).await);
+    rows.push(bench_farm(&farm, kube, "farm-apiserver, all namespaces", &all_url, iters_all).await);
+    rows.push(bench_farm(&farm, kube, &format!("farm-apiserver, {ONE_NAMESPACE}"), &ns_url, iters_ns).await);
     let first_page_url = format!("{all_url}?limit={PAGE}");
-    rows.push(bench_farm(&http, kube, "farm-apiserver, first page of 500", &first_page_url, iters_ns).await);
+    rows.push(bench_farm(&farm, kube, "farm-apiserver, first page of 500", &first_page_url, iters_ns).await);
     let last_case = format!("farm-apiserver, page of 500 at offset {last_offset}");
-    rows.push(bench_farm(&http, kube, &last_case, &last_page_url, iters_ns).await);
+    rows.push(bench_farm(&farm, kube, &last_case, &last_page_url, iters_ns).await);
     eprintln!("[{n_pods}] measuring the per-request approach");
-    rows.push(bench_direct(&pods_all, &everything, kube, "per-request, all namespaces", iters_all, budget).await);
+    rows.push(bench_direct(cp, &pods_all, &everything, kube, "per-request, all namespaces", iters_all, budget).await);
     let ns_case = format!("per-request, {ONE_NAMESPACE}");
-    rows.push(bench_direct(&pods_ns, &everything, kube, &ns_case, iters_ns, budget).await);
-    rows.push(bench_direct(&pods_all, &first_page, kube, "per-request, first page of 500", iters_ns, budget).await);
+    rows.push(bench_direct(cp, &pods_ns, &everything, kube, &ns_case, iters_ns, budget).await);
+    rows.push(bench_direct(cp, &pods_all, &first_page, kube, "per-request, first page of 500", iters_ns, budget).await);
     let load = format!("{load_before} before, {} after", common::loadavg());
     let rss_after = common::rss_mib(farm.pid());
     farm.terminate().await;
@@ -422,11 +433,13 @@ fn report(sizes: &[Size], baseline_rss: f64, growth_log: &[String], cp_start: Du
             pods::NAMESPACES,
             s.pods / pods::NAMESPACES
         ));
-        out.push_str("| case | requests | p50 | p99 | mean | bytes | upstream LISTs | upstream WATCHes |\n");
-        out.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        out.push_str(
+            "| case | requests | p50 | p99 | mean | bytes | upstream LISTs | upstream WATCHes | CPU ms per request: server / client / others / steal |\n",
+        );
+        out.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
         for r in &s.rows {
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 r.case,
                 r.requests,
                 ms(r.percentile(50.0)),
@@ -434,9 +447,15 @@ fn report(sizes: &[Size], baseline_rss: f64, growth_log: &[String], cp_start: Du
                 ms(r.mean()),
                 r.bytes,
                 r.lists,
-                r.watches
+                r.watches,
+                r.cpu.per_request(r.requests)
             ));
         }
+        out.push_str(
+            "\nCPU: the server is farm-apiserver for its cases and the control plane process (kube-apiserver, etcd, \
+             kube-controller-manager) for the per-request ones; the client is this benchmark; others are every other \
+             process; steal is time the hypervisor gave to other guests. Summed over both cores.\n",
+        );
         for r in s.rows.iter().filter(|r| !r.upstream.is_empty()) {
             let list = mean(&r.upstream);
             out.push_str(&format!(

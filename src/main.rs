@@ -1,5 +1,6 @@
 //! The farm-apiserver command line: `serve` (default) and `certs`.
 
+use anyhow::Context as _;
 use clap::Parser;
 use farm_apiserver::config::{Cli, Command, LogFormat};
 use tracing_subscriber::EnvFilter;
@@ -13,8 +14,17 @@ fn init_logging(format: LogFormat, filter: &str) {
     }
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    // Before the runtime starts its threads (see the module).
+    farm_apiserver::ops::allocator::use_one_arena();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
     // One crypto provider for the whole process (kube and rustls both use ring).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();

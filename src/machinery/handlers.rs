@@ -222,7 +222,7 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
             let opts = ListOptions::from_query(&query)?;
             let include = IncludeObject::parse(query.get("includeObject"))?;
             let (meta, items) = reg.list((!all_namespaces).then_some(ns), &opts).await?;
-            list_response(&reg, output, encoding, &meta, &items, include)
+            list_response(&reg, output, encoding, &meta, items, include)
         }
         Verb::Watch => {
             let (output, _json) = negotiation::negotiate(accept, Shape::Watch)?;
@@ -388,22 +388,23 @@ fn list_response(
     output: Output,
     encoding: Encoding,
     meta: &ListMeta,
-    items: &[StoredObject],
+    items: Vec<StoredObject>,
     include: IncludeObject,
 ) -> ApiResult<Response> {
     let body = match (output, encoding) {
-        // Sent as it is written: no second buffer of a large list.
+        // Sent as it is written: no second buffer of a large list. The items
+        // are moved out, not cloned: a list of all FarmPods moves 10,000.
         (Output::Json, Encoding::Json) => {
-            let items = items.iter().map(|o| o.bytes.clone()).collect();
+            let items = items.into_iter().map(|o| o.bytes).collect();
             let mut resp = respond(200, Bytes::new(), "application/json", &[]);
             *resp.body_mut() = Body::new(ObjectListBody::new(reg.kind.names(), meta, items));
             return Ok(resp);
         }
         (Output::Json, Encoding::Yaml) => {
-            ObjectListBody::new(reg.kind.names(), meta, items.iter().map(|o| o.bytes.clone()).collect()).into_bytes()
+            ObjectListBody::new(reg.kind.names(), meta, items.into_iter().map(|o| o.bytes).collect()).into_bytes()
         }
-        (Output::Metadata(v), _) => encode::partial_list(v, meta, items),
-        (Output::Table(v), _) => encode::table(v, &reg.columns, meta, items, include, Utc::now()),
+        (Output::Metadata(v), _) => encode::partial_list(v, meta, &items),
+        (Output::Table(v), _) => encode::table(v, &reg.columns, meta, &items, include, Utc::now()),
     };
     // Plain `application/json` whatever the shape, as kube-apiserver labels it.
     encoded(200, body, "application/json", &[], encoding)

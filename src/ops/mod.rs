@@ -1,4 +1,5 @@
-//! Operating the server: health probes and metrics.
+//! Operating the server: health probes, metrics and memory.
 
+pub mod allocator;
 pub mod health;
 pub mod metrics;

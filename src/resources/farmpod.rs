@@ -427,26 +427,13 @@ pub fn spawn_pod_watch(client: Client, namespaces: Vec<String>, store: Arc<Memor
                             );
                         }
                         if synced.is_some() {
-                            release_free_memory();
+                            crate::ops::allocator::release_free_memory();
                         }
                     }
                     Err(e) => tracing::error!(error = %e, "applying a pod event to the FarmPod cache"),
                 }
             }
         });
-    }
-}
-
-/// Hands the heap pages freed since the last call back to the system. A full
-/// Pod list passes through megabytes of decoded pages (500 Pods at a time)
-/// that are freed at its end; glibc otherwise keeps them in its per-thread
-/// arenas as resident memory (the FarmPods benchmark: 11 MiB less RSS after
-/// a sync of 1,000 to 50,000 Pods with this call).
-fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free memory; it takes glibc's arena locks.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
 

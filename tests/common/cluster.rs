@@ -27,6 +27,8 @@ pub struct ControlPlane {
     pub kubeconfig: PathBuf,
     pub user_kubeconfig: PathBuf,
     pub server: String,
+    /// The process running etcd, kube-apiserver and kube-controller-manager.
+    pub pid: u32,
 }
 
 fn repo_root() -> PathBuf {
@@ -65,6 +67,7 @@ fn start_controlplane() -> ControlPlane {
         .spawn()
         .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
     let stdin = child.stdin.take().expect("stdin");
+    let pid = child.id();
     let info =
         read_ready_line(&mut child, Duration::from_secs(180), &dir.join("controlplane.log"), "the control plane");
     let path = |k: &str| PathBuf::from(info[k].as_str().unwrap_or_else(|| panic!("{k} in {info}")));
@@ -72,6 +75,7 @@ fn start_controlplane() -> ControlPlane {
         kubeconfig: path("kubeconfig"),
         user_kubeconfig: path("userKubeconfig"),
         server: info["server"].as_str().expect("server").to_string(),
+        pid,
         info,
         _child: Mutex::new(child),
         _stdin: Mutex::new(stdin),

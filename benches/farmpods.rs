@@ -6,8 +6,11 @@
 //! growth per Pod, and a linear projection to 150,000 Pods. It writes
 //! `docs/bench/farmpods-latency.svg` and `docs/bench/farmpods-memory.svg`.
 //!
-//! `cargo bench --bench farmpods` (release build; about 25 minutes, most of it
-//! creating 50,000 Pods and the per-request runs). It prints markdown tables
+//! `cargo bench --bench farmpods` (release build; about 7 minutes after the
+//! build, most of it creating 50,000 Pods and the per-request runs). Each case
+//! also reports the CPU it used, split between the server, this client, other
+//! processes and steal (`support/cpu.rs`): on two cores, that split is what
+//! explains a slower run. It prints markdown tables
 //! and never asserts timing. Environment overrides:
 //!
 //! | env | default | meaning |

@@ -1,8 +1,9 @@
 //! FarmPods at growing cluster sizes: farm-apiserver's watch-fed cache against
 //! the per-request approach (list Pods from kube-apiserver, convert,
 //! serialize), side by side against a real control plane, at 1,000, 10,000
-//! and 50,000 Pods; with list latency (all namespaces, one namespace, one page
-//! of 500 at the first and at the last offset), farm-apiserver's RSS and its
+//! and 50,000 Pods; with list latency (all namespaces, plain and gzipped as
+//! client-go asks for it, one namespace, one page of 500 at the first and at
+//! the last offset), farm-apiserver's RSS and its
 //! growth per Pod, and a linear projection to 150,000 Pods. It writes
 //! `docs/bench/farmpods-latency.svg` and `docs/bench/farmpods-memory.svg`.
 //!
@@ -182,9 +183,14 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
 
-/// One request to farm-apiserver; returns the body length.
-async fn farm_get(http: &reqwest::Client, url: &str) -> Result<usize, String> {
-    let r = http.get(url).header("Accept", "application/json").send().await.map_err(|e| e.to_string())?;
+/// One request to farm-apiserver; returns the body length (compressed, when
+/// `gzip` asks for it: this client does not decompress).
+async fn farm_get(http: &reqwest::Client, url: &str, gzip: bool) -> Result<usize, String> {
+    let mut req = http.get(url).header("Accept", "application/json");
+    if gzip {
+        req = req.header("Accept-Encoding", "gzip");
+    }
+    let r = req.send().await.map_err(|e| e.to_string())?;
     let status = r.status();
     let body = r.bytes().await.map_err(|e| e.to_string())?;
     if !status.is_success() {
@@ -215,9 +221,20 @@ fn item_count(body: &[u8]) -> usize {
 }
 
 async fn bench_farm(farm: &Server, kube: &kube::Client, case: &str, url: &str, iters: usize) -> Row {
+    bench_farm_encoded(farm, kube, case, url, iters, false).await
+}
+
+async fn bench_farm_encoded(
+    farm: &Server,
+    kube: &kube::Client,
+    case: &str,
+    url: &str,
+    iters: usize,
+    gzip: bool,
+) -> Row {
     let http = &farm.client;
     for _ in 0..3 {
-        farm_get(http, url).await.unwrap_or_else(|e| panic!("warm-up {e}"));
+        farm_get(http, url, gzip).await.unwrap_or_else(|e| panic!("warm-up {e}"));
     }
     let before = Upstream::read(kube).await;
     let cpu_before = cpu::CpuClock::now(farm.pid());
@@ -225,7 +242,7 @@ async fn bench_farm(farm: &Server, kube: &kube::Client, case: &str, url: &str, i
     let mut bytes = 0;
     for _ in 0..iters {
         let t = Instant::now();
-        match farm_get(http, url).await {
+        match farm_get(http, url, gzip).await {
             Ok(n) => bytes = n,
             Err(e) => {
                 eprintln!("{case}: {e}");
@@ -371,6 +388,8 @@ async fn measure_size(cp: &common::cluster::ControlPlane, kube: &kube::Client, n
     let mut rows = Vec::new();
     eprintln!("[{n_pods}] measuring farm-apiserver");
     rows.push(bench_farm(&farm, kube, "farm-apiserver, all namespaces", &all_url, iters_all).await);
+    let gzip_case = "farm-apiserver, all namespaces, gzip (as client-go asks)";
+    rows.push(bench_farm_encoded(&farm, kube, gzip_case, &all_url, iters_all, true).await);
     rows.push(bench_farm(&farm, kube, &format!("farm-apiserver, {ONE_NAMESPACE}"), &ns_url, iters_ns).await);
     let first_page_url = format!("{all_url}?limit={PAGE}");
     rows.push(bench_farm(&farm, kube, "farm-apiserver, first page of 500", &first_page_url, iters_ns).await);

@@ -1,13 +1,13 @@
 //! Llama reads over HTTPS: list with selectors, paging and resourceVersion
 //! rules; watch with resume, 410, bookmarks, timeouts and initial events;
-//! Table and PartialObjectMetadata representations.
+//! Table and PartialObjectMetadata representations; gzip for large answers.
 
 #[macro_use]
 mod common;
 
 use std::time::Duration;
 
-use common::{llama, Backend, Server};
+use common::{kubectl, llama, Backend, Server};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
@@ -395,6 +395,88 @@ async fn table_watch_for_kubectl_get_w(backend: Backend) {
     assert_eq!(ev["type"], "ADDED");
     assert_eq!(ev["object"]["kind"], "Table");
     assert_eq!(ev["object"]["rows"][0]["cells"][1], json!(4.5));
+}
+
+/// As kube-apiserver: an answer over 128 KiB is gzipped when the client
+/// accepts gzip, with `Vary: Accept-Encoding`; a small one, a client that does
+/// not accept gzip, and a watch get plain JSON. kubectl (client-go) asks for
+/// gzip and reads it.
+#[tokio::test]
+async fn large_answers_are_gzipped_when_the_client_accepts_it() {
+    use std::io::Read;
+    let s = Server::start_on(Backend::Memory, &[]).await;
+    // ~1 KB each: 200 make a list of ~200 KB.
+    let labels: serde_json::Map<String, Value> = (0..12).map(|i| (format!("l{i}"), json!("v".repeat(63)))).collect();
+    futures::stream::iter(0..200)
+        .for_each_concurrent(16, |i| {
+            let mut body = llama(&format!("big-{i:03}"), 1.0, 1.0);
+            body["metadata"]["labels"] = Value::Object(labels.clone());
+            let s = &s;
+            async move {
+                create(s, "default", &body).await;
+            }
+        })
+        .await;
+    let url = s.llamas("default", "");
+    let get = |accept_encoding: Option<&'static str>, url: String| {
+        let mut req = s.client.get(url);
+        if let Some(e) = accept_encoding {
+            req = req.header("Accept-Encoding", e);
+        }
+        async move {
+            let r = req.send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            let encoding = r.headers().get("content-encoding").map(|v| v.to_str().unwrap().to_string());
+            let vary =
+                r.headers().get_all("vary").iter().map(|v| v.to_str().unwrap().to_lowercase()).collect::<Vec<_>>();
+            (encoding, vary, r.bytes().await.unwrap())
+        }
+    };
+
+    let (encoding, _, plain) = get(None, url.clone()).await;
+    assert_eq!(encoding, None, "no Accept-Encoding, no compression");
+    assert!(plain.len() as u64 > 128 * 1024, "the list is over the threshold: {} bytes", plain.len());
+
+    let (encoding, vary, gzipped) = get(Some("gzip, deflate"), url.clone()).await;
+    assert_eq!(encoding.as_deref(), Some("gzip"));
+    assert!(vary.iter().any(|v| v.contains("accept-encoding")), "{vary:?}");
+    assert!(gzipped.len() * 4 < plain.len(), "{} bytes gzipped from {}", gzipped.len(), plain.len());
+    let mut unzipped = Vec::new();
+    flate2::read::GzDecoder::new(&gzipped[..]).read_to_end(&mut unzipped).unwrap();
+    let list: Value = serde_json::from_slice(&unzipped).unwrap();
+    assert_eq!(list, serde_json::from_slice::<Value>(&plain).unwrap(), "the same list, compressed");
+    assert_eq!(list["items"].as_array().unwrap().len(), 200);
+
+    // Only gzip is offered; brotli alone gets plain JSON.
+    assert_eq!(get(Some("br"), url.clone()).await.0, None);
+    // A small answer is sent as it is.
+    assert_eq!(get(Some("gzip"), s.llamas("default", "big-000")).await.0, None);
+    // A watch is never compressed, even with initial events over the threshold.
+    let r = s
+        .client
+        .get(format!("{url}?watch=true&resourceVersion=0&timeoutSeconds=1"))
+        .header("Accept-Encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().get("content-encoding").is_none(), "{:?}", r.headers());
+    let events = r.bytes().await.unwrap();
+    assert_eq!(events.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count(), 200);
+
+    // client-go's transport asks for gzip and decompresses below its logging,
+    // removing Content-Encoding and Content-Length as it does: kubectl's log
+    // shows the list answer without a length (compressed, so streamed) and
+    // with Vary, and kubectl reads the whole list.
+    let (ok, out, err) = kubectl(&s.kubeconfig(), &["get", "llamas", "-o", "json", "--chunk-size=0", "-v=8"]);
+    assert!(ok, "{err}");
+    let list_answer = err.split("GET https").find(|r| r.contains("/llamas")).expect("kubectl logged the list");
+    let headers = list_answer.split("Response Headers:").nth(1).and_then(|h| h.split("Response Body").next());
+    let headers = headers.expect("kubectl logged the answer's headers");
+    assert!(headers.contains("Vary: accept-encoding"), "{headers}");
+    assert!(!headers.contains("Content-Length"), "a compressed answer has no length: {headers}");
+    let list: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(list["items"].as_array().unwrap().len(), 200);
 }
 
 on_both_stores!(

@@ -10,6 +10,7 @@
 //! impersonation   Impersonate-* headers, each checked with a SubjectAccessReview
 //! in-flight       --max-requests-inflight / --max-mutating-requests-inflight, watch caps
 //! authorization   SubjectAccessReview (cached), the always-allowed probe paths
+//! compression     gzip for answers over 128 KiB when the client accepts it
 //! ```
 //!
 //! Each filter is an axum middleware (a tower layer) over state built from its
@@ -18,6 +19,7 @@
 
 pub mod authentication;
 pub mod authorization;
+pub mod compression;
 pub mod deadline;
 pub mod impersonation;
 pub mod inflight;

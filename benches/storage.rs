@@ -35,10 +35,11 @@
 // The same fixtures as the tests: farm-apiserver, standalone etcd, control plane.
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/report.rs"]
+mod report;
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -868,21 +869,8 @@ fn main() {
          11 minutes once if the control plane is not built yet): reads memory vs etcd, writes farm-apiserver vs \
          kube-apiserver, watch delivery between replicas"
     );
-    common::install_crypto();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("storage benchmark: tokio runtime: {e}");
-            std::process::exit(2);
-        }
-    };
-    let mut out = String::new();
     // Servers are dropped (stopped) when `run` returns, whatever it returns.
-    let result = rt.block_on(run(&cfg, &mut out));
-    let mut stdout = std::io::stdout();
-    let _ = stdout.write_all(out.as_bytes());
-    let _ = stdout.flush();
-    if let Err(e) = result {
+    if let Err(e) = report::run_and_print("storage benchmark", async |out| run(&cfg, out).await) {
         eprintln!("storage benchmark FAILED: {e:#}");
         std::process::exit(1);
     }

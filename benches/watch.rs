@@ -41,11 +41,12 @@
 mod common;
 #[path = "support/plot.rs"]
 mod plot;
+#[path = "support/report.rs"]
+mod report;
 #[path = "support/watcher.rs"]
 mod watcher;
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -961,20 +962,7 @@ fn main() {
          farm-apiserver (~1.2 min) then kube-apiserver, which falls behind the writes)",
         cfg.watchers, cfg.rate, cfg.seconds
     );
-    common::install_crypto();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("watch benchmark: tokio runtime: {e}");
-            std::process::exit(2);
-        }
-    };
-    let mut out = String::new();
-    let result = rt.block_on(run(&cfg, &mut out));
-    let mut stdout = std::io::stdout();
-    let _ = stdout.write_all(out.as_bytes());
-    let _ = stdout.flush();
-    match result {
+    match report::run_and_print("watch benchmark", async |out| run(&cfg, out).await) {
         Ok(true) => {}
         Ok(false) => {
             eprintln!("watch benchmark: farm-apiserver lost, repeated or reordered events (see above)");

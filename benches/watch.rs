@@ -39,6 +39,8 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/cpu.rs"]
+mod cpu;
 #[path = "support/plot.rs"]
 mod plot;
 #[path = "support/report.rs"]
@@ -444,7 +446,8 @@ struct PhaseResult {
     pod_ack_ms: (f64, f64),
     drained_in: Option<Duration>,
     /// From the first write until every watcher had its events.
-    cpu: CpuUse,
+    cpu: cpu::CpuSpent,
+    cpu_wall: Duration,
     slow: SlowStory,
 }
 
@@ -511,7 +514,7 @@ async fn phase(cfg: &Config, target: &Target, cp: &ControlPlane, kube_writer: re
     let rss_idle = common::rss_mib(target.pid);
 
     eprintln!("  writing {} changes/s for {} s", cfg.rate, cfg.seconds);
-    let (cpu_start, cpu_started) = (CpuUse::now(target.pid), Instant::now());
+    let (cpu_start, cpu_started) = (cpu::CpuClock::now(target.pid), Instant::now());
     let writes = write_load(cfg, target, llama_client, kube_writer, cp).await?;
     eprintln!("  {} writes in {:.1?} ({} failed); draining", writes.done.len(), writes.wall, writes.errors.len());
 
@@ -532,7 +535,7 @@ async fn phase(cfg: &Config, target: &Target, cp: &ControlPlane, kube_writer: re
     .await
     .is_ok();
     let drained_in = drained.then(|| drain_started.elapsed());
-    let cpu = CpuUse::now(target.pid).since(cpu_start, cpu_started.elapsed());
+    let (cpu, cpu_wall) = (cpu::CpuClock::now(target.pid).since(&cpu_start), cpu_started.elapsed());
     // A moment more, so that a duplicate sent after the last expected event is seen too.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let rss_load = writes.rss_peak.max(common::rss_mib(target.pid));
@@ -603,6 +606,7 @@ async fn phase(cfg: &Config, target: &Target, cp: &ControlPlane, kube_writer: re
         pod_ack_ms: acks_of(Kind::Pod),
         drained_in,
         cpu,
+        cpu_wall,
         slow,
     })
 }
@@ -616,60 +620,6 @@ async fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> boo
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Ok(())
-}
-
-// ---------------------------------------------------------------- CPU accounting
-
-/// Clock ticks per second of /proc's CPU times (100 on Linux x86_64 and arm64).
-const CLK_TCK: f64 = 100.0;
-
-/// CPU seconds (user + system) a process has used, from /proc/<pid>/stat.
-fn process_cpu_seconds(pid: &str) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces): state is the 3rd field, utime the 14th.
-    let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / CLK_TCK
-}
-
-/// CPU seconds the whole machine has been busy (all but idle and iowait), from /proc/stat.
-fn machine_busy_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let Some(line) = stat.lines().next() else { return 0.0 };
-    let v: Vec<f64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
-    let total: f64 = v.iter().take(8).sum();
-    let idle = v.get(3).copied().unwrap_or(0.0) + v.get(4).copied().unwrap_or(0.0);
-    (total - idle) / CLK_TCK
-}
-
-/// CPU use over an interval: who had the cores while the events flowed.
-#[derive(Clone, Copy, Default)]
-struct CpuUse {
-    server: f64,
-    bench: f64,
-    machine: f64,
-    wall: f64,
-}
-
-impl CpuUse {
-    fn now(server_pid: u32) -> CpuUse {
-        CpuUse {
-            server: process_cpu_seconds(&server_pid.to_string()),
-            bench: process_cpu_seconds("self"),
-            machine: machine_busy_seconds(),
-            wall: 0.0,
-        }
-    }
-
-    fn since(self, start: CpuUse, wall: Duration) -> CpuUse {
-        CpuUse {
-            server: self.server - start.server,
-            bench: self.bench - start.bench,
-            machine: self.machine - start.machine,
-            wall: wall.as_secs_f64(),
-        }
-    }
 }
 
 // ---------------------------------------------------------------- report
@@ -749,11 +699,11 @@ fn phase_notes(p: &PhaseResult) -> String {
         "- CPU from the first write until every watcher had its events ({:.1} s wall, {:.0} core-seconds on this \
          machine): measured process {:.1} s, this benchmark's watchers and writers {:.1} s, the whole machine busy \
          {:.1} s (the rest: other processes{})\n",
-        p.cpu.wall,
-        p.cpu.wall * cores,
-        p.cpu.server,
-        p.cpu.bench,
-        p.cpu.machine,
+        p.cpu_wall.as_secs_f64(),
+        p.cpu_wall.as_secs_f64() * cores,
+        p.cpu.server.as_secs_f64(),
+        p.cpu.client.as_secs_f64(),
+        p.cpu.machine().as_secs_f64(),
         if p.target_name == "farm-apiserver" { ", the control plane taking the Pod writes" } else { "" }
     ));
     for e in p.write_errors.iter().take(3) {

@@ -70,6 +70,12 @@ impl CpuClock {
 }
 
 impl CpuSpent {
+    /// The whole machine's busy time as /proc counts it: every process,
+    /// interrupts, and steal.
+    pub fn machine(&self) -> Duration {
+        self.server + self.client + self.others + self.steal
+    }
+
     /// Per request, in milliseconds: `server / client / others / steal`.
     pub fn per_request(&self, requests: usize) -> String {
         let n = requests.max(1) as f64;

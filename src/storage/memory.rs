@@ -287,11 +287,15 @@ impl MemoryStore {
     /// Creates or replaces an object unconditionally; an identical object is left
     /// alone (no new revision, no event).
     pub fn upsert(&self, key: &ObjectKey, mut obj: Value) -> Result<Option<StoredObject>, StoreError> {
-        let prev = self.current(key).ok();
-        if let Some(p) = &prev {
+        // Compared outside the write lock (encoding is the costly part), so
+        // an unchanged object, the common case of a re-list, never blocks
+        // readers; it is unchanged only if nothing was written meanwhile.
+        if let Ok(p) = self.current(key) {
             // Encoded with the stored revision, an unchanged object is the stored bytes.
             stamp_rv(&mut obj, p.rv)?;
-            if framed::frame(&obj, EventType::Modified)?.object == p.bytes {
+            if framed::frame(&obj, EventType::Modified)?.object == p.bytes
+                && self.current(key).is_ok_and(|now| now.rv == p.rv)
+            {
                 return Ok(None);
             }
         }

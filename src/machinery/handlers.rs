@@ -391,20 +391,20 @@ fn list_response(
     items: Vec<StoredObject>,
     include: IncludeObject,
 ) -> ApiResult<Response> {
-    let body = match (output, encoding) {
-        // Sent as it is written: no second buffer of a large list. The items
-        // are moved out, not cloned: a list of all FarmPods moves 10,000.
-        (Output::Json, Encoding::Json) => {
-            let items = items.into_iter().map(|o| o.bytes).collect();
-            let mut resp = respond(200, Bytes::new(), "application/json", &[]);
-            *resp.body_mut() = Body::new(ObjectListBody::new(reg.kind.names(), meta, items));
-            return Ok(resp);
+    let body = match output {
+        Output::Json => {
+            // The items are moved out, not cloned: a list of all FarmPods moves 10,000.
+            let list = ObjectListBody::new(reg.kind.names(), meta, items.into_iter().map(|o| o.bytes).collect());
+            if encoding == Encoding::Json {
+                // Sent as it is written: no second buffer of a large list.
+                let mut resp = respond(200, Bytes::new(), "application/json", &[]);
+                *resp.body_mut() = Body::new(list);
+                return Ok(resp);
+            }
+            list.into_bytes()
         }
-        (Output::Json, Encoding::Yaml) => {
-            ObjectListBody::new(reg.kind.names(), meta, items.into_iter().map(|o| o.bytes).collect()).into_bytes()
-        }
-        (Output::Metadata(v), _) => encode::partial_list(v, meta, &items),
-        (Output::Table(v), _) => encode::table(v, &reg.columns, meta, &items, include, Utc::now()),
+        Output::Metadata(v) => encode::partial_list(v, meta, &items),
+        Output::Table(v) => encode::table(v, &reg.columns, meta, &items, include, Utc::now()),
     };
     // Plain `application/json` whatever the shape, as kube-apiserver labels it.
     encoded(200, body, "application/json", &[], encoding)

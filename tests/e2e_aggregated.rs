@@ -131,9 +131,7 @@ async fn large_lists_cross_the_aggregator_gzipped() {
     let list: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(list["items"].as_array().unwrap().len(), 200);
     assert!(out.len() > 200 * 1024, "{} bytes", out.len());
-    let list_answer = err.split("GET https").find(|r| r.contains("/llamas")).expect("kubectl logged the list");
-    let headers = list_answer.split("Response Headers:").nth(1).and_then(|h| h.split("Response Body").next());
-    let headers = headers.expect("kubectl logged the answer's headers");
+    let headers = common::kubectl_logged_headers(&err, "/llamas");
     assert!(headers.to_lowercase().contains("vary: accept-encoding"), "{headers}");
     assert!(!headers.contains("Content-Length"), "a compressed answer has no length: {headers}");
 }

@@ -470,9 +470,7 @@ async fn large_answers_are_gzipped_when_the_client_accepts_it() {
     // with Vary, and kubectl reads the whole list.
     let (ok, out, err) = kubectl(&s.kubeconfig(), &["get", "llamas", "-o", "json", "--chunk-size=0", "-v=8"]);
     assert!(ok, "{err}");
-    let list_answer = err.split("GET https").find(|r| r.contains("/llamas")).expect("kubectl logged the list");
-    let headers = list_answer.split("Response Headers:").nth(1).and_then(|h| h.split("Response Body").next());
-    let headers = headers.expect("kubectl logged the answer's headers");
+    let headers = common::kubectl_logged_headers(&err, "/llamas");
     assert!(headers.contains("Vary: accept-encoding"), "{headers}");
     assert!(!headers.contains("Content-Length"), "a compressed answer has no length: {headers}");
     let list: Value = serde_json::from_str(&out).unwrap();

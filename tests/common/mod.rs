@@ -273,6 +273,15 @@ fn kubectl_cache(kubeconfig: &Path) -> PathBuf {
     kubeconfig.with_extension("kubectl-cache")
 }
 
+/// The response headers kubectl logged (at `-v=8`) for its first request
+/// whose URL contains `path_part`.
+pub fn kubectl_logged_headers<'a>(log: &'a str, path_part: &str) -> &'a str {
+    let answer = log.split("GET https").find(|r| r.contains(path_part));
+    let answer = answer.unwrap_or_else(|| panic!("kubectl logged no request for {path_part}:\n{log}"));
+    let headers = answer.split("Response Headers:").nth(1).and_then(|h| h.split("Response Body").next());
+    headers.unwrap_or_else(|| panic!("kubectl logged no answer headers for {path_part}:\n{answer}"))
+}
+
 pub fn kubectl_stdin(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
     use std::io::Write;
     let mut child = Command::new(kubectl_bin())

@@ -294,7 +294,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             handle.graceful_shutdown(Some(grace));
         });
     }
-    tracing::info!(bind = %args.bind, version = VERSION, authentication = ?args.authentication_mode(), "farm-apiserver serving");
+    {
+        // The address actually bound: with `--bind 127.0.0.1:0` the port is
+        // chosen by the system, and this line is where a person finds it.
+        let handle = handle.clone();
+        let authentication = args.authentication_mode();
+        tokio::spawn(async move {
+            if let Some(address) = handle.listening().await {
+                tracing::info!(%address, version = VERSION, ?authentication, "farm-apiserver serving");
+            }
+        });
+    }
     tls::serve_tls(args.bind, app.router(), tls_config, handle, &ConnectionLimits::from(&args)).await
 }
 

@@ -121,6 +121,44 @@ async fn sigterm_ends_watches_and_exits_cleanly() {
     assert!(s.log().contains("shutting down"), "{}", s.log());
 }
 
+#[tokio::test]
+async fn port_zero_binds_a_free_port_and_logs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_file = dir.path().join("server.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_farm-apiserver"))
+        .args(["--bind", "127.0.0.1:0", "--cert-dir"])
+        .arg(dir.path().join("certs"))
+        .env("KUBECONFIG", dir.path().join("no-cluster"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stderr(std::fs::File::create(&log_file).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let address = loop {
+        let log = std::fs::read_to_string(&log_file).unwrap();
+        let found = log.lines().find_map(|l| {
+            l.contains("farm-apiserver serving").then(|| l.split_once("address=")).flatten().map(|(_, rest)| {
+                rest.split_whitespace().next().unwrap_or_default().parse::<std::net::SocketAddr>().unwrap()
+            })
+        });
+        if let Some(address) = found {
+            // A log file gets plain text: no terminal escape codes.
+            assert!(!log.contains('\x1b'), "{log}");
+            break address;
+        }
+        if std::time::Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!("no address logged:\n{log}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_ne!(address.port(), 0);
+    let client = client_trusting(&dir.path().join("certs/ca.crt")).unwrap();
+    let r = client.get(format!("https://{address}/livez")).send().await.unwrap();
+    let _ = child.kill();
+    assert_eq!(r.status(), 200);
+}
+
 #[test]
 fn refuses_authentication_none_off_loopback() {
     let dir = tempfile::tempdir().unwrap();

@@ -128,8 +128,26 @@ impl Server {
 
     pub async fn start_with(opts: Options) -> Server {
         install_crypto();
+        // A port found free can be bound by another process before the server
+        // binds it (tests start servers and control planes side by side), so
+        // a server that could not bind is started again on another.
+        const ATTEMPTS: u32 = 5;
+        for attempt in 1.. {
+            let mut server = Self::spawn(&opts, free_port());
+            let probe = opts.ready_path.as_deref().unwrap_or("/readyz");
+            match server.wait_ready(probe, opts.ready_timeout.unwrap_or(Duration::from_secs(30))).await {
+                Ok(()) => return server,
+                Err(log) if attempt < ATTEMPTS && log.contains("Address already in use") => continue,
+                Err(log) => panic!("{log}"),
+            }
+        }
+        unreachable!("the loop returns or panics")
+    }
+
+    /// Starts the binary on `port`, its log and default certificates in a
+    /// directory of its own.
+    fn spawn(opts: &Options, port: u16) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
-        let port = free_port();
         let cert_dir = opts.cert_dir.clone().unwrap_or_else(|| dir.path().join("certs"));
         let log_file = dir.path().join("server.log");
         let log = std::fs::File::create(&log_file).expect("log file");
@@ -149,7 +167,7 @@ impl Server {
             // No kubeconfig anywhere and not in a cluster: FarmPods are disabled.
             None => cmd.env("KUBECONFIG", dir.path().join("no-cluster")).env_remove("KUBERNETES_SERVICE_HOST"),
         };
-        let child = cmd
+        let mut child = cmd
             .arg("--bind")
             .arg(format!("127.0.0.1:{port}"))
             .arg("--cert-dir")
@@ -162,34 +180,33 @@ impl Server {
             .stderr(log)
             .spawn()
             .expect("start farm-apiserver");
-        let mut child = child;
         let stdin = child.stdin.take();
         let ca_file = opts.ca_file.clone().unwrap_or_else(|| cert_dir.join("ca.crt"));
         let base = format!("https://127.0.0.1:{port}");
-        let mut server =
-            Server { child, _stdin: stdin, port, base, dir, ca_file, client: reqwest::Client::new(), log_file };
-        let probe = opts.ready_path.as_deref().unwrap_or("/readyz");
-        server.wait_ready(probe, opts.ready_timeout.unwrap_or(Duration::from_secs(30))).await;
-        server
+        Server { child, _stdin: stdin, port, base, dir, ca_file, client: reqwest::Client::new(), log_file }
     }
 
-    async fn wait_ready(&mut self, probe: &str, timeout: Duration) {
+    /// Waits until `probe` answers ok; on an early exit or the timeout, the
+    /// reason and the server's log.
+    async fn wait_ready(&mut self, probe: &str, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("farm-apiserver exited early ({status}):\n{}", self.log());
+                return Err(format!("farm-apiserver exited early ({status}):\n{}", self.log()));
             }
             if self.ca_file.exists() {
                 if let Ok(client) = client_trusting(&self.ca_file) {
                     if let Ok(r) = client.get(format!("{}{probe}", self.base)).send().await {
                         if r.status().is_success() {
                             self.client = client;
-                            return;
+                            return Ok(());
                         }
                     }
                 }
             }
-            assert!(Instant::now() < deadline, "farm-apiserver did not become ready:\n{}", self.log());
+            if Instant::now() >= deadline {
+                return Err(format!("farm-apiserver did not become ready:\n{}", self.log()));
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -24,8 +27,8 @@ type etcdServer struct {
 // etcdConfig says how to run etcd.
 type etcdConfig struct {
 	dataDir    string // kept as it is: an existing member restarts with its data
-	clientPort int
-	peerPort   int
+	clientPort int    // 0: a free port
+	peerPort   int    // 0: a free port
 	verbose    bool
 	tls        *etcdTLSFiles // nil: clients over plain HTTP
 }
@@ -40,7 +43,46 @@ type etcdTLSFiles struct {
 	clientKeyFile     string
 }
 
+// startEtcd starts etcd, choosing a free port for each port left 0. A port
+// found free can be taken by another process before etcd binds it (tests
+// start servers on free ports all the time), so when a bind fails the ports
+// are chosen again, a few times.
 func startEtcd(ctx context.Context, c etcdConfig) (*etcdServer, error) {
+	const attempts = 5
+	for attempt := 1; ; attempt++ {
+		chosen := c
+		var err error
+		if chosen.clientPort == 0 {
+			if chosen.clientPort, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		if chosen.peerPort == 0 {
+			if chosen.peerPort, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		logf("starting etcd on 127.0.0.1:%d (data in %s)", chosen.clientPort, c.dataDir)
+		s, err := startEtcdOn(ctx, chosen)
+		if err == nil || attempt == attempts || !errors.Is(err, syscall.EADDRINUSE) {
+			return s, err
+		}
+		logf("etcd could not bind its ports (%v); choosing others", err)
+	}
+}
+
+// freePort returns a port on 127.0.0.1 that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startEtcdOn starts etcd on the ports of c.
+func startEtcdOn(ctx context.Context, c etcdConfig) (*etcdServer, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "controlplane"
 	cfg.Dir = c.dataDir

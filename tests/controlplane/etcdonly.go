@@ -33,19 +33,8 @@ const etcdClientName = "farm-apiserver"
 func (cp *controlPlane) startEtcdOnly(ctx context.Context) error {
 	o := cp.opts
 	p := cp.p
-	etcdPort := o.etcdPort
-	var err error
-	if etcdPort == 0 {
-		if etcdPort, err = freePort(); err != nil {
-			return err
-		}
-	}
 	// The peer URL stored in the member changes from run to run: harmless
 	// for a single member, which never dials its peers.
-	etcdPeerPort, err := freePort()
-	if err != nil {
-		return err
-	}
 	var tlsFiles *etcdTLSFiles
 	if o.etcdTLS {
 		f, err := ensureEtcdPKI(filepath.Join(p.dir, "etcd-pki"))
@@ -55,11 +44,10 @@ func (cp *controlPlane) startEtcdOnly(ctx context.Context) error {
 		tlsFiles = &f
 	}
 
-	logf("starting etcd on 127.0.0.1:%d (data in %s)", etcdPort, p.etcdData)
+	var err error
 	cp.etcd, err = startEtcd(ctx, etcdConfig{
 		dataDir:    p.etcdData,
-		clientPort: etcdPort,
-		peerPort:   etcdPeerPort,
+		clientPort: o.etcdPort,
 		verbose:    o.verbose,
 		tls:        tlsFiles,
 	})

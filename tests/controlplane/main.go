@@ -405,18 +405,6 @@ func (cp *controlPlane) start(ctx context.Context) error {
 		return fmt.Errorf("kube-apiserver port: %w", err)
 	}
 	apiPort := apiListener.Addr().(*net.TCPAddr).Port
-	etcdPort := o.etcdPort
-	if etcdPort == 0 {
-		if etcdPort, err = freePort(); err != nil {
-			apiListener.Close()
-			return err
-		}
-	}
-	etcdPeerPort, err := freePort()
-	if err != nil {
-		apiListener.Close()
-		return err
-	}
 	server := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
 
 	// Certificates, keys and kubeconfigs.
@@ -426,8 +414,7 @@ func (cp *controlPlane) start(ctx context.Context) error {
 	}
 
 	// etcd.
-	logf("starting etcd on 127.0.0.1:%d", etcdPort)
-	cp.etcd, err = startEtcd(ctx, etcdConfig{dataDir: p.etcdData, clientPort: etcdPort, peerPort: etcdPeerPort, verbose: o.verbose})
+	cp.etcd, err = startEtcd(ctx, etcdConfig{dataDir: p.etcdData, clientPort: o.etcdPort, verbose: o.verbose})
 	if err != nil {
 		apiListener.Close()
 		return fmt.Errorf("etcd: %w", err)
@@ -624,16 +611,6 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
-}
-
-// freePort returns a port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // writeCredentials generates the CAs, certificates, keys and kubeconfigs.

@@ -393,8 +393,7 @@ fn list_response(
 ) -> ApiResult<Response> {
     let body = match output {
         Output::Json => {
-            // The items are moved out, not cloned: a list of all FarmPods moves 10,000.
-            let list = ObjectListBody::new(reg.kind.names(), meta, items.into_iter().map(|o| o.bytes).collect());
+            let list = ObjectListBody::new(reg.kind.names(), meta, items);
             if encoding == Encoding::Json {
                 // Sent as it is written: no second buffer of a large list.
                 let mut resp = respond(200, Bytes::new(), "application/json", &[]);

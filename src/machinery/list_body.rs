@@ -17,9 +17,12 @@ use super::resource::Names;
 pub const CHUNK: usize = 64 * 1024;
 
 /// `{"apiVersion":"g/v","kind":"<Kind>List","metadata":{...},"items":[<stored bytes>,...]}`
-pub struct ObjectListBody {
+///
+/// Items are anything holding an item's encoded bytes: stored objects go in
+/// as they come from the store, without a second vector of their bytes.
+pub struct ObjectListBody<Item = Bytes> {
     head: Option<Bytes>,
-    items: std::vec::IntoIter<Bytes>,
+    items: std::vec::IntoIter<Item>,
     /// The first item is not preceded by a comma.
     first: bool,
     tail_sent: bool,
@@ -28,8 +31,8 @@ pub struct ObjectListBody {
 
 const TAIL: &[u8] = b"]}";
 
-impl ObjectListBody {
-    pub fn new(names: &Names, meta: &ListMeta, items: Vec<Bytes>) -> Self {
+impl<Item: AsRef<[u8]>> ObjectListBody<Item> {
+    pub fn new(names: &Names, meta: &ListMeta, items: Vec<Item>) -> Self {
         let head = serde_json::json!({
             "apiVersion": names.api_version(),
             "kind": names.list_kind,
@@ -40,7 +43,7 @@ impl ObjectListBody {
         let mut head = serde_json::to_vec(&head).unwrap_or_default();
         head.pop();
         head.extend_from_slice(b",\"items\":[");
-        let items_len: usize = items.iter().map(Bytes::len).sum::<usize>() + items.len().saturating_sub(1);
+        let items_len: usize = items.iter().map(|i| i.as_ref().len()).sum::<usize>() + items.len().saturating_sub(1);
         let remaining = (head.len() + items_len + TAIL.len()) as u64;
         Self { head: Some(Bytes::from(head)), items: items.into_iter(), first: true, tail_sent: false, remaining }
     }
@@ -53,13 +56,14 @@ impl ObjectListBody {
         let mut out = BytesMut::new();
         while out.len() < CHUNK {
             let Some(item) = self.items.next() else { break };
+            let item = item.as_ref();
             if out.is_empty() {
                 out.reserve(CHUNK.max(item.len() + 1) + TAIL.len());
             }
             if !std::mem::take(&mut self.first) {
                 out.put_u8(b',');
             }
-            out.put_slice(&item);
+            out.put_slice(item);
         }
         if self.items.len() == 0 && !self.tail_sent {
             self.tail_sent = true;
@@ -78,7 +82,7 @@ impl ObjectListBody {
     }
 }
 
-impl Body for ObjectListBody {
+impl<Item: AsRef<[u8]> + Unpin> Body for ObjectListBody<Item> {
     type Data = Bytes;
     type Error = std::convert::Infallible;
 

@@ -97,14 +97,14 @@ impl MemoryStore {
 
     /// Stamps `rv` into the object and encodes it with its index.
     pub fn encode(&self, key: &ObjectKey, obj: Value, rv: u64) -> Result<StoredObject, StoreError> {
-        self.encode_as(key, obj, rv, EventType::Added).map(|(stored, _)| stored)
+        self.encode_as(Arc::new(key.clone()), obj, rv, EventType::Added).map(|(stored, _)| stored)
     }
 
     /// [`Self::encode`] inside the watch line of a change of type `kind`,
     /// returned too (see [`framed`]).
     fn encode_as(
         &self,
-        key: &ObjectKey,
+        key: Arc<ObjectKey>,
         mut obj: Value,
         rv: u64,
         kind: EventType,
@@ -113,8 +113,7 @@ impl MemoryStore {
         let mut index = self.indexer.index(&obj);
         let framed = framed::frame(&obj, kind)?;
         index.metadata = framed.metadata;
-        let stored = StoredObject { key: Arc::new(key.clone()), rv, bytes: framed.object, index: Arc::new(index) };
-        Ok((stored, framed.line))
+        Ok((StoredObject::new(key, rv, framed.object, index), framed.line))
     }
 
     /// Records a write made under the lock: version, history, fan-out.
@@ -199,6 +198,11 @@ impl MemoryStore {
             (Some(obj), p) => (if p.is_some() { EventType::Modified } else { EventType::Added }, obj),
             (None, Some(p)) => (EventType::Deleted, p.value()?),
             (None, None) => return Err(StoreError::NotFound),
+        };
+        // Every version of a key shares the key the map already holds.
+        let key = match inner.objects.get_key_value(key) {
+            Some((shared, _)) => shared.clone(),
+            None => Arc::new(key.clone()),
         };
         let (stored, line) = self.encode_as(key, obj, rv, kind)?;
         self.commit(inner, Event::with_line(kind, stored.clone(), prev, line));
@@ -456,7 +460,7 @@ impl MemoryStore {
                 continue;
             }
             if next_start_after.is_none() {
-                next_start_after = items.last().map(|o: &StoredObject| (*o.key).clone());
+                next_start_after = items.last().map(|o: &StoredObject| ObjectKey::clone(&o.key));
             }
             // kube-apiserver reports a remaining count only for unfiltered lists.
             if req.filter.is_some() || offset.is_some() {
@@ -638,6 +642,16 @@ mod tests {
         let at = stored.bytes.as_ptr() as usize - line.as_ptr() as usize;
         assert!(at < line.len(), "the object's bytes are inside its watch line, not a copy");
         assert_eq!(&line[at..at + stored.bytes.len()], &stored.bytes[..]);
+    }
+
+    #[tokio::test]
+    async fn versions_of_a_key_share_one_key() {
+        let s = store(100);
+        let first = s.upsert(&key("a"), obj("a", 1)).unwrap().unwrap();
+        let second = s.upsert(&key("a"), obj("a", 2)).unwrap().unwrap();
+        assert!(Arc::ptr_eq(&first.key, &second.key), "a new version reuses the key the store holds");
+        let listed = s.list(all()).await.unwrap().items;
+        assert!(Arc::ptr_eq(&listed[0].key, &second.key));
     }
 
     #[tokio::test]

@@ -98,7 +98,7 @@ impl Registry {
         };
         match updated {
             Updated::Deleted(_) => Ok(gone()),
-            Updated::Put(stored) | Updated::Kept(stored) => Ok(DeleteOutcome::Pending(stored.bytes)),
+            Updated::Put(stored) | Updated::Kept(stored) => Ok(DeleteOutcome::Pending(stored.bytes.clone())),
             Updated::Aborted => match (refused, dry_run_pending) {
                 (Some(e), _) => Err(e),
                 (None, Some(obj)) => Ok(DeleteOutcome::Pending(encode_value(&obj)?)),

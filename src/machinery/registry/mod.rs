@@ -678,7 +678,7 @@ impl Registry {
                 return Ok(WriteOutcome { code: 201, body: encode_value(&obj)?, warnings });
             }
             match self.store.create(&self.key(ns, &name), obj.clone()).await {
-                Ok(stored) => return Ok(WriteOutcome { code: 201, body: stored.bytes, warnings }),
+                Ok(stored) => return Ok(WriteOutcome { code: 201, body: stored.bytes.clone(), warnings }),
                 Err(StoreError::AlreadyExists) if generate && attempt < WRITE_RETRIES => continue,
                 Err(e) => return Err(self.store_error(&name, e)),
             }
@@ -853,9 +853,9 @@ impl Registry {
             // object as written (finalizers gone), not as it was stored.
             Updated::Deleted(stored) => match deleted_as {
                 Some(next) => encode_value(&next)?,
-                None => stored.bytes,
+                None => stored.bytes.clone(),
             },
-            Updated::Put(stored) | Updated::Kept(stored) => stored.bytes,
+            Updated::Put(stored) | Updated::Kept(stored) => stored.bytes.clone(),
             Updated::Aborted => match (refused, dry_run_result) {
                 (Some(e), _) => return Err(e),
                 (None, Some(Decision::Write(next) | Decision::Delete(next))) => encode_value(&next)?,

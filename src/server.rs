@@ -143,7 +143,7 @@ impl App {
     /// `layer` wraps everything added before it, so the innermost filter comes first.
     pub fn router(self: &Arc<Self>) -> Router {
         let f = &self.filters;
-        let mut router = Router::new().fallback(route).with_state(self.clone()).layer(filters::compression::layer());
+        let mut router = filters::compression::compress(Router::new().fallback(route).with_state(self.clone()));
         if let Some(authz) = &f.authorization {
             router = router.layer(from_fn_with_state(authz.clone(), authorization::authorize));
         }

@@ -7,11 +7,20 @@
 //! for gzip by default, so a list of every FarmPod crosses the network at a
 //! fraction of its JSON size.
 //!
+//! `Vary: Accept-Encoding` is sent with compressed answers only, as kube
+//! does: an answer that went out plain to a client that did not ask for gzip
+//! says nothing a cache needs (the compression layer itself adds it to every
+//! answer it could have compressed).
+//!
 //! Only answers whose whole length is known are compressed: lists, objects,
 //! discovery and OpenAPI. A watch never is; its length is unknown, and every
 //! event must reach the client when it happens, not when a compressor has
 //! filled a block.
 
+use axum::response::Response;
+use axum::Router;
+use http::header::{ACCEPT_ENCODING, CONTENT_ENCODING, VARY};
+use http::HeaderValue;
 use http_body::Body;
 use tower_http::compression::predicate::Predicate;
 use tower_http::compression::{CompressionLayer, CompressionLevel};
@@ -20,9 +29,30 @@ use tower_http::compression::{CompressionLayer, CompressionLevel};
 /// they are (compressing them costs more time than it saves).
 pub const THRESHOLD_BYTES: u64 = 128 * 1024;
 
-/// The layer: gzip only, level 1, for [`LargeAnswer`]s.
-pub fn layer() -> CompressionLayer<LargeAnswer> {
-    CompressionLayer::new().quality(CompressionLevel::Fastest).compress_when(LargeAnswer)
+/// `router` with its answers compressed: gzip only, level 1, for
+/// [`LargeAnswer`]s, `Vary` only on what was compressed.
+pub fn compress(router: Router) -> Router {
+    router
+        .layer(CompressionLayer::new().quality(CompressionLevel::Fastest).compress_when(LargeAnswer))
+        .layer(axum::middleware::map_response(vary_only_when_compressed))
+}
+
+async fn vary_only_when_compressed(mut response: Response) -> Response {
+    if response.headers().contains_key(CONTENT_ENCODING) {
+        return response;
+    }
+    let headers = response.headers_mut();
+    let kept: Vec<HeaderValue> = headers
+        .get_all(VARY)
+        .iter()
+        .filter(|v| !v.as_bytes().eq_ignore_ascii_case(ACCEPT_ENCODING.as_str().as_bytes()))
+        .cloned()
+        .collect();
+    headers.remove(VARY);
+    for value in kept {
+        headers.append(VARY, value);
+    }
+    response
 }
 
 /// An answer of known length over [`THRESHOLD_BYTES`].

@@ -46,7 +46,8 @@ type etcdTLSFiles struct {
 // startEtcd starts etcd, choosing a free port for each port left 0. A port
 // found free can be taken by another process before etcd binds it (tests
 // start servers on free ports all the time), so when a bind fails the ports
-// are chosen again, a few times.
+// are chosen again, a few times; a port given (a restart on the same port)
+// is tried again after a pause, in case its holder was passing through.
 func startEtcd(ctx context.Context, c etcdConfig) (*etcdServer, error) {
 	const attempts = 5
 	for attempt := 1; ; attempt++ {
@@ -67,7 +68,8 @@ func startEtcd(ctx context.Context, c etcdConfig) (*etcdServer, error) {
 		if err == nil || attempt == attempts || !errors.Is(err, syscall.EADDRINUSE) {
 			return s, err
 		}
-		logf("etcd could not bind its ports (%v); choosing others", err)
+		logf("etcd could not bind its ports (%v); trying again", err)
+		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
 	}
 }
 

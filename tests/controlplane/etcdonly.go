@@ -33,8 +33,6 @@ const etcdClientName = "farm-apiserver"
 func (cp *controlPlane) startEtcdOnly(ctx context.Context) error {
 	o := cp.opts
 	p := cp.p
-	// The peer URL stored in the member changes from run to run: harmless
-	// for a single member, which never dials its peers.
 	var tlsFiles *etcdTLSFiles
 	if o.etcdTLS {
 		f, err := ensureEtcdPKI(filepath.Join(p.dir, "etcd-pki"))
@@ -44,6 +42,9 @@ func (cp *controlPlane) startEtcdOnly(ctx context.Context) error {
 		tlsFiles = &f
 	}
 
+	// The peer port is chosen anew, so the peer URL stored in the member
+	// changes from run to run: harmless for a single member, which never
+	// dials its peers.
 	var err error
 	cp.etcd, err = startEtcd(ctx, etcdConfig{
 		dataDir:    p.etcdData,

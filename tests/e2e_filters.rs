@@ -10,21 +10,8 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{self, namespace, ControlPlane};
 use common::identity::{client_with_identity, files, status_of};
-use common::{llama, Options, Server};
+use common::{llama, succeeds, Options, Server};
 use futures::StreamExt;
-
-/// Polls `attempt` until it returns true.
-async fn succeeds<F: std::future::Future<Output = bool>>(
-    what: &str,
-    timeout: Duration,
-    mut attempt: impl FnMut() -> F,
-) {
-    let deadline = Instant::now() + timeout;
-    while !attempt().await {
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
 
 /// A GET that holds a read slot for about 3 s: the server waits for a
 /// resourceVersion it has not reached before answering 504.

@@ -1,13 +1,13 @@
 //! The installed kubectl pointed straight at farm-apiserver (no aggregator):
 //! apply, get (tables, yaml, -w, selectors, short name, category), label,
-//! patch, replace, delete, finalizers, explain.
+//! patch, replace, delete, finalizers, explain, diff, wait.
 
 #[macro_use]
 mod common;
 
 use std::time::Duration;
 
-use common::{kubectl, kubectl_stdin, Backend, KubectlStream, Server};
+use common::{kubectl, kubectl_stdin, succeeds, Backend, KubectlStream, Server};
 
 const DOLLY: &str = "apiVersion: farm.example.com/v1alpha
 kind: Llama
@@ -123,4 +123,69 @@ async fn kubectl_explain_and_validation(backend: Backend) {
     assert!(!r.0 && r.2.contains("spec.weight"), "{r:?}");
 }
 
-on_both_stores!(kubectl_lifecycle, kubectl_delete_waits_for_finalizers, kubectl_explain_and_validation,);
+/// `kubectl diff` (a dry-run write, client-side and server-side apply) and
+/// `kubectl wait` (for a field, a status condition set through the status
+/// subresource, and deletion): each watches or writes through the server.
+async fn kubectl_diff_and_wait(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
+    let kc = s.kubeconfig();
+
+    // Exit 0 and no output when nothing would change; exit 1 and the diff
+    // (with the generation the write would bump) when something would. Each
+    // mode diffs against what the same mode of apply wrote (kubectl's
+    // last-applied annotation differs between the two).
+    for mode in [&[][..], &["--server-side"][..]] {
+        ok(kubectl_stdin(&kc, &[&["apply", "-f", "-"][..], mode].concat(), Some(DOLLY)));
+        let args = [&["diff", "-f", "-"][..], mode].concat();
+        let same = kubectl_stdin(&kc, &args, Some(DOLLY));
+        assert!(same.0 && same.1.is_empty(), "{mode:?}: {same:?}");
+        let changed = kubectl_stdin(&kc, &args, Some(&DOLLY.replace("31.4", "32.5")));
+        assert!(!changed.0 && changed.2.is_empty(), "{mode:?}: exit 1 with a diff, no error: {changed:?}");
+        for line in ["-  weight: 31.4", "+  weight: 32.5", "-  generation: 1", "+  generation: 2"] {
+            assert!(changed.1.contains(line), "{mode:?}: {line} in\n{}", changed.1);
+        }
+    }
+    let weight = ok(kubectl(&kc, &["get", "llama", "dolly", "-o", "jsonpath={.spec.weight}"]));
+    assert_eq!(weight, "31.4", "a diff is a dry run: nothing was written");
+
+    let out = ok(kubectl(&kc, &["wait", "llama/dolly", "--for=jsonpath={.spec.weight}=31.4", "--timeout=20s"]));
+    assert!(out.contains("condition met"), "{out}");
+
+    // A condition a controller sets, and the deletion, each made once
+    // kubectl is watching for it.
+    let ready = r#"{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Fed","message":"fed","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}"#;
+    let changes: [(&str, &[&str]); 2] = [
+        ("--for=condition=Ready", &["patch", "llama", "dolly", "--subresource=status", "--type=merge", "-p", ready]),
+        ("--for=delete", &["delete", "llama", "dolly", "--wait=false"]),
+    ];
+    for (condition, change) in changes {
+        let before = llama_watches_started(&s).await;
+        let waiting = std::thread::spawn({
+            let kc = kc.clone();
+            move || kubectl(&kc, &["wait", "llama/dolly", condition, "--timeout=60s"])
+        });
+        succeeds("kubectl wait to watch", Duration::from_secs(60), || async {
+            llama_watches_started(&s).await > before
+        })
+        .await;
+        ok(kubectl(&kc, change));
+        let out = ok(waiting.join().unwrap());
+        assert!(out.contains("condition met"), "{condition}: {out}");
+    }
+}
+
+/// Llama watches the server has started, from its metrics.
+async fn llama_watches_started(s: &Server) -> u64 {
+    let text = s.client.get(s.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(r#"farm_apiserver_requests_total{verb="watch",resource="llamas",code="200"}"#));
+    line.and_then(|l| l.rsplit(' ').next()).map_or(0, |n| n.parse().unwrap())
+}
+
+on_both_stores!(
+    kubectl_lifecycle,
+    kubectl_delete_waits_for_finalizers,
+    kubectl_explain_and_validation,
+    kubectl_diff_and_wait,
+);

@@ -281,6 +281,19 @@ pub fn llama(name: &str, weight: f64, height: f64) -> Value {
 }
 
 /// Runs kubectl against a kubeconfig; returns (success, stdout, stderr).
+/// Polls `attempt` until it returns true; panics after `timeout`.
+pub async fn succeeds<F: std::future::Future<Output = bool>>(
+    what: &str,
+    timeout: Duration,
+    mut attempt: impl FnMut() -> F,
+) {
+    let deadline = Instant::now() + timeout;
+    while !attempt().await {
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
     kubectl_stdin(kubeconfig, args, None)
 }

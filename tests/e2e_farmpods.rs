@@ -131,9 +131,7 @@ async fn farmpods_survive_a_cut_upstream_and_catch_up() {
     let text = ready.text().await.unwrap();
     assert!(text.contains("[+]farmpod-cache ok (serving the last known Pods, stale for"), "{text}");
     let metrics = client.get(s.url("/metrics")).send().await.unwrap().text().await.unwrap();
-    let stale =
-        metrics.lines().find(|l| l.starts_with("farm_apiserver_pod_cache_staleness_seconds ")).unwrap().to_string();
-    let stale: f64 = stale.rsplit(' ').next().unwrap().parse().unwrap();
+    let stale = common::metric_sample(&metrics, "farm_apiserver_pod_cache_staleness_seconds").unwrap();
     assert!(stale > 0.0, "staleness is reported while cut: {stale}\n{metrics}");
 
     relay.restore();

@@ -177,10 +177,8 @@ async fn kubectl_diff_and_wait(backend: Backend) {
 /// Llama watches the server has started, from its metrics.
 async fn llama_watches_started(s: &Server) -> u64 {
     let text = s.client.get(s.url("/metrics")).send().await.unwrap().text().await.unwrap();
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(r#"farm_apiserver_requests_total{verb="watch",resource="llamas",code="200"}"#));
-    line.and_then(|l| l.rsplit(' ').next()).map_or(0, |n| n.parse().unwrap())
+    let series = r#"farm_apiserver_requests_total{verb="watch",resource="llamas",code="200"}"#;
+    common::metric_sample(&text, series).unwrap_or(0.0) as u64
 }
 
 on_both_stores!(

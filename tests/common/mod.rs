@@ -281,6 +281,12 @@ pub fn llama(name: &str, weight: f64, height: f64) -> Value {
 }
 
 /// Runs kubectl against a kubeconfig; returns (success, stdout, stderr).
+/// The value of one series in a Prometheus text exposition, named with its
+/// labels as the server writes them (`name{label="v",...}` or `name`).
+pub fn metric_sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
 /// Polls `attempt` until it returns true; panics after `timeout`.
 pub async fn succeeds<F: std::future::Future<Output = bool>>(
     what: &str,

@@ -256,6 +256,12 @@ pub struct ServeArgs {
     #[arg(long, env = "FARM_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
 
+    /// Largest object a write may store, encoded as JSON, in bytes: etcd's
+    /// default request limit, which bounds kube-apiserver's objects. A write
+    /// past it fails as kube-apiserver's does when etcd refuses it.
+    #[arg(long, env = "FARM_MAX_OBJECT_BYTES", default_value_t = crate::storage::DEFAULT_MAX_OBJECT_BYTES)]
+    pub max_object_bytes: usize,
+
     /// On SIGTERM, how long in-flight requests may take to finish.
     #[arg(long, env = "FARM_SHUTDOWN_GRACE", default_value = "30", value_parser = parse_seconds)]
     pub shutdown_grace: Duration,

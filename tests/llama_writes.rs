@@ -505,6 +505,126 @@ async fn field_validation_strict_warn_ignore(backend: Backend) {
     );
 }
 
+const JSON_PATCH: &str = "application/json-patch+json";
+const MERGE_PATCH: &str = "application/merge-patch+json";
+
+/// The 3 KB JSON patch that used to grow one Llama until the kernel killed
+/// the server (one add of 1 KB, then 24 copies of /spec into itself), and
+/// the operation cap: kube-apiserver's limits, codes and words.
+async fn amplifying_json_patches_are_refused(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
+    let url = s.llamas("default", "amp");
+    create(&s, "default", &llama("amp", 1.0, 1.0)).await;
+    let mut ops = vec![json!({"op": "add", "path": "/spec/d0", "value": "x".repeat(1024)})];
+    for i in 1..=24 {
+        ops.push(json!({"op": "copy", "from": "/spec", "path": format!("/spec/d{i}")}));
+    }
+    let body = serde_json::to_vec(&ops).unwrap();
+    assert!(body.len() < 4096, "{} bytes", body.len());
+    let (code, e) = patch(&s, &url, JSON_PATCH, &Value::Array(ops)).await;
+    assert_eq!(code, 422, "{e}");
+    assert_status(&e, 422, "Invalid");
+    assert_eq!(e["message"], "the server rejected our request due to an error in our request");
+    // Copies within kube's 3 MiB still apply (the copies go to unknown
+    // fields, which are pruned as for the CRD).
+    let few = json!([{"op": "add", "path": "/spec/d0", "value": "x".repeat(1024)},
+        {"op": "copy", "from": "/spec", "path": "/spec/d1"},
+        {"op": "replace", "path": "/spec/weight", "value": 2}]);
+    let (code, v) = patch(&s, &url, JSON_PATCH, &few).await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["spec"], json!({"weight": 2, "height": 1}));
+    // 10,000 operations are applied; 10,001 are 413.
+    let test_op = json!({"op": "test", "path": "/spec/weight", "value": 2});
+    let (code, v) = patch(&s, &url, JSON_PATCH, &Value::Array(vec![test_op.clone(); 10_000])).await;
+    assert_eq!(code, 200, "{v}");
+    let (code, e) = patch(&s, &url, JSON_PATCH, &Value::Array(vec![test_op; 10_001])).await;
+    assert_eq!(code, 413, "{e}");
+    assert_status(&e, 413, "RequestEntityTooLarge");
+    assert_eq!(
+        e["message"],
+        "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001"
+    );
+    // Nesting past what a body may hold, built by moves into a deep path.
+    let deep = (0..100).fold(json!(1), |v, _| json!({"a": v}));
+    let bottom = format!("/spec/n{}", "/a".repeat(99));
+    let nest = json!([
+        {"op": "add", "path": "/spec/n", "value": deep},
+        {"op": "add", "path": "/spec/m", "value": deep},
+        {"op": "move", "from": "/spec/m", "path": format!("{bottom}/b")},
+    ]);
+    let (code, e) = patch(&s, &url, JSON_PATCH, &nest).await;
+    assert_eq!(code, 422, "{e}");
+    let (code, v) = get(&s, &url).await;
+    assert_eq!((code, &v["spec"]), (StatusCode::OK, &json!({"weight": 2, "height": 1})));
+}
+
+/// A condition of `size` bytes of message, valid for the Llama schema.
+fn condition(kind: &str, size: usize) -> Value {
+    json!({"type": kind, "status": "True", "reason": "Grown", "lastTransitionTime": "2026-01-01T00:00:00Z",
+           "message": "m".repeat(size)})
+}
+
+/// Growth across requests: each write is under the body limit, but the object
+/// may not pass --max-object-bytes (etcd's 1.5 MiB by default): the write that
+/// would is refused as kube-apiserver refuses it when etcd does, and the
+/// object stays as it was.
+async fn objects_cannot_grow_past_the_object_limit(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
+    let url = s.llamas("default", "grow");
+    create(&s, "default", &llama("grow", 1.0, 1.0)).await;
+    let status = format!("{url}/status");
+    let (code, v) =
+        patch(&s, &status, MERGE_PATCH, &json!({"status": {"conditions": [condition("A", 700_000)]}})).await;
+    assert_eq!(code, 200, "{v}");
+    let add = |kind: &str| json!([{"op": "add", "path": "/status/conditions/-", "value": condition(kind, 700_000)}]);
+    let (code, v) = patch(&s, &status, JSON_PATCH, &add("B")).await;
+    assert_eq!(code, 200, "{v}");
+    let (code, e) = patch(&s, &status, JSON_PATCH, &add("C")).await;
+    assert_eq!(code, 500, "{e}");
+    assert_eq!(e["message"], "etcdserver: request is too large", "{e}");
+    assert!(e.get("reason").is_none(), "{e}");
+    let (code, v) = get(&s, &url).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(v["status"]["conditions"].as_array().map(Vec::len), Some(2));
+    // A create over the limit (finalizers are one way past the schema) fails alike.
+    let mut big = llama("fins", 1.0, 1.0);
+    let domain = format!("{}.example.com", ["p".repeat(60), "q".repeat(60), "r".repeat(60)].join("."));
+    big["metadata"]["finalizers"] =
+        (0..7000).map(|i| json!(format!("{domain}/f{i}-{}", "f".repeat(55)))).collect::<Value>();
+    let (code, e) = send(&s, Method::POST, &s.llamas("default", ""), &big).await;
+    assert_eq!(code, 500, "{e}");
+    assert_eq!(e["message"], "etcdserver: request is too large");
+    assert_eq!(get(&s, &s.llamas("default", "fins")).await.0, StatusCode::NOT_FOUND);
+}
+
+/// --max-object-bytes sets the limit, and a write that fits only without its
+/// managedFields is stored without them, as kube-apiserver retries it.
+async fn max_object_bytes_flag_and_the_managed_fields_retry(backend: Backend) {
+    let s = Server::start_on(backend, &["--max-object-bytes", "8192"]).await;
+    let annotated = |name: &str, len: usize| {
+        let mut l = llama(name, 1.0, 1.0);
+        l["metadata"]["annotations"] = json!({"note": "n".repeat(len)});
+        l
+    };
+    // A probe measures what the server adds around the annotation.
+    let probe = create(&s, "default", &annotated("probe", 1000)).await;
+    let mut bare = probe.clone();
+    bare["metadata"].as_object_mut().unwrap().remove("managedFields");
+    let overhead = serde_json::to_vec(&bare).unwrap().len() - 1000;
+    // Fits without managedFields (by 16 bytes), not with them; 64 bytes over
+    // does not fit at all (etcd keeps no resourceVersion: ~24 bytes fewer).
+    let fit = create(&s, "default", &annotated("pro2e", 8192 - overhead - 16)).await;
+    assert!(fit["metadata"].get("managedFields").is_none(), "{}", fit["metadata"]);
+    let (code, e) = send(&s, Method::POST, &s.llamas("default", ""), &annotated("pro3e", 8192 - overhead + 64)).await;
+    assert_eq!(code, 500, "{e}");
+    assert_eq!(e["message"], "etcdserver: request is too large");
+    // An update likewise: the probe grown to fit only without managedFields.
+    let grow = json!({"metadata": {"annotations": {"note": "n".repeat(8192 - overhead - 16)}}});
+    let (code, v) = patch(&s, &s.llamas("default", "probe"), MERGE_PATCH, &grow).await;
+    assert_eq!(code, 200, "{v}");
+    assert!(v["metadata"].get("managedFields").is_none(), "{}", v["metadata"]);
+}
+
 on_both_stores!(
     create_sets_metadata_and_keeps_numbers_exact,
     generate_name_makes_a_unique_name,
@@ -518,4 +638,7 @@ on_both_stores!(
     dry_run_changes_nothing,
     delete_collection_honours_selectors,
     field_validation_strict_warn_ignore,
+    amplifying_json_patches_are_refused,
+    objects_cannot_grow_past_the_object_limit,
+    max_object_bytes_flag_and_the_managed_fields_retry,
 );

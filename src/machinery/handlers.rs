@@ -130,7 +130,7 @@ async fn read_body(body: Body, limit: usize) -> ApiResult<Bytes> {
             let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&e);
             while let Some(s) = source {
                 if s.is::<http_body_util::LengthLimitError>() {
-                    return Err(ApiError::too_large());
+                    return Err(ApiError::too_large(format_args!("limit is {limit}")));
                 }
                 source = s.source();
             }

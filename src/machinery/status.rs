@@ -188,8 +188,9 @@ impl ApiError {
         Self::new(415, Reason::UnsupportedMediaType, message)
     }
 
-    pub fn too_large() -> Self {
-        Self::new(413, Reason::RequestEntityTooLarge, "Request entity too large: limit is 3145728")
+    /// 413 in kube's words (`NewRequestEntityTooLargeError`).
+    pub fn too_large(why: impl std::fmt::Display) -> Self {
+        Self::new(413, Reason::RequestEntityTooLarge, format!("Request entity too large: {why}"))
     }
 
     /// A path that matches nothing served here: kube-apiserver answers a bare

@@ -26,7 +26,8 @@ pub struct Served {
 fn memory_store(kind: &Arc<dyn Kind>, args: &ServeArgs) -> Arc<MemoryStore> {
     Arc::new(
         MemoryStore::new(Arc::new(KindIndexer(kind.clone())), args.watch_history, args.watch_buffer)
-            .with_history_bytes(args.watch_history_bytes),
+            .with_history_bytes(args.watch_history_bytes)
+            .with_max_object_bytes(args.max_object_bytes),
     )
 }
 

@@ -50,6 +50,9 @@ pub struct MemoryStore {
     history_limit: usize,
     history_bytes: usize,
     watcher_buffer: usize,
+    /// Clients' writes of larger encoded objects fail (not changes applied
+    /// from upstream, which its own store already admitted).
+    max_object_bytes: usize,
 }
 
 impl MemoryStore {
@@ -76,6 +79,7 @@ impl MemoryStore {
             history_limit: history_limit.max(1),
             history_bytes: usize::MAX,
             watcher_buffer,
+            max_object_bytes: usize::MAX,
         }
     }
 
@@ -85,6 +89,19 @@ impl MemoryStore {
     pub fn with_history_bytes(mut self, bytes: usize) -> Self {
         self.history_bytes = bytes;
         self
+    }
+
+    /// Refuses clients' writes whose encoded object is over `bytes`
+    /// ([`StoreError::ObjectTooLarge`]).
+    pub fn with_max_object_bytes(mut self, bytes: usize) -> Self {
+        self.max_object_bytes = bytes;
+        self
+    }
+
+    /// What [`Self::with_max_object_bytes`] set: the etcd store in front of
+    /// this cache refuses the same writes.
+    pub fn max_object_bytes(&self) -> usize {
+        self.max_object_bytes
     }
 
     fn read(&self) -> Result<std::sync::RwLockReadGuard<'_, Inner>, StoreError> {
@@ -182,10 +199,11 @@ impl MemoryStore {
             _ => {}
         }
         let rv = inner.rv + 1;
-        self.commit_at(&mut inner, key, obj, prev, rv)
+        self.commit_at(&mut inner, key, obj, prev, rv, self.max_object_bytes)
     }
 
-    /// Records the new state of `key` at revision `rv` (`None`: deleted).
+    /// Records the new state of `key` at revision `rv` (`None`: deleted),
+    /// unless its encoding is over `max_bytes`.
     fn commit_at(
         &self,
         inner: &mut Inner,
@@ -193,6 +211,7 @@ impl MemoryStore {
         obj: Option<Value>,
         prev: Option<StoredObject>,
         rv: u64,
+        max_bytes: usize,
     ) -> Result<StoredObject, StoreError> {
         let (kind, obj) = match (obj, &prev) {
             (Some(obj), p) => (if p.is_some() { EventType::Modified } else { EventType::Added }, obj),
@@ -205,6 +224,9 @@ impl MemoryStore {
             None => Arc::new(key.clone()),
         };
         let (stored, line) = self.encode_as(key, obj, rv, kind)?;
+        if stored.bytes.len() > max_bytes && kind != EventType::Deleted {
+            return Err(StoreError::ObjectTooLarge);
+        }
         self.commit(inner, Event::with_line(kind, stored.clone(), prev, line));
         Ok(stored)
     }
@@ -224,7 +246,7 @@ impl MemoryStore {
             self.revision.send_replace(rv);
             return Ok(());
         }
-        self.commit_at(&mut inner, key, obj, prev, rv).map(|_| ())
+        self.commit_at(&mut inner, key, obj, prev, rv, usize::MAX).map(|_| ())
     }
 
     /// Moves the revision forward without a change of ours (upstream progress:
@@ -306,7 +328,7 @@ impl MemoryStore {
         let mut inner = self.write()?;
         let prev = Self::latest(&inner, key).cloned();
         let rv = inner.rv + 1;
-        self.commit_at(&mut inner, key, Some(obj), prev, rv).map(Some)
+        self.commit_at(&mut inner, key, Some(obj), prev, rv, usize::MAX).map(Some)
     }
 
     /// Deletes unconditionally; absent keys are fine.

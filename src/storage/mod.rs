@@ -163,9 +163,21 @@ pub enum StoreError {
     /// The store cannot answer yet (etcd's cache has not listed it once).
     #[error("storage is (re)initializing")]
     Initializing,
+    /// A write whose encoded object is larger than the store keeps: past
+    /// [`DEFAULT_MAX_OBJECT_BYTES`] by default, or refused by etcd itself.
+    #[error("etcdserver: request is too large")]
+    ObjectTooLarge,
     #[error("storage: {0}")]
     Internal(String),
 }
+
+/// The largest encoded object a write may store: etcd's default
+/// `--max-request-bytes` (1.5 MiB), the bound kube-apiserver's objects live
+/// under. The memory store enforces it itself, so a client can't grow one
+/// object (and with it every list, watch and history entry) without limit;
+/// the etcd store checks it before sending, and etcd's own refusal of a
+/// larger request is the same error.
+pub const DEFAULT_MAX_OBJECT_BYTES: usize = 1536 * 1024;
 
 /// What a [`Store::guaranteed_update`] callback decides for the current state.
 #[derive(Debug)]

@@ -289,6 +289,7 @@ impl Registry {
                 err.retry_after = Some(1);
                 err
             }
+            StoreError::ObjectTooLarge => object_too_large(),
             StoreError::Internal(msg) => ApiError::internal_error(msg),
         }
     }
@@ -677,7 +678,15 @@ impl Registry {
                 }
                 return Ok(WriteOutcome { code: 201, body: encode_value(&obj)?, warnings });
             }
-            match self.store.create(&self.key(ns, &name), obj.clone()).await {
+            let mut created = self.store.create(&self.key(ns, &name), obj.clone()).await;
+            if matches!(created, Err(StoreError::ObjectTooLarge)) && applied.is_none() {
+                // As kube-apiserver's create handler: managedFields can be
+                // most of an object, and a create may be stored without them.
+                let mut bare = obj;
+                meta_mut(&mut bare)?.remove("managedFields");
+                created = self.store.create(&self.key(ns, &name), bare).await;
+            }
+            match created {
                 Ok(stored) => return Ok(WriteOutcome { code: 201, body: stored.bytes.clone(), warnings }),
                 Err(StoreError::AlreadyExists) if generate && attempt < WRITE_RETRIES => continue,
                 Err(e) => return Err(self.store_error(&name, e)),
@@ -705,7 +714,7 @@ impl Registry {
         let requested_uid = meta_str(&obj, "uid").unwrap_or("").to_string();
         let mut update_warnings = Vec::new();
         let mut out = self
-            .write_current(ns, name, wopts, |current| {
+            .write_current(ns, name, wopts, true, |current| {
                 if !requested_uid.is_empty() && *requested_uid != *current.index.uid {
                     return Err(self.failed_precondition(
                         ns,
@@ -759,7 +768,7 @@ impl Registry {
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
         let mut out = self
-            .write_current(ns, name, wopts, |current| {
+            .write_current(ns, name, wopts, true, |current| {
                 warnings.clear();
                 let patched = patch.apply(current.value().map_err(|e| self.store_error(name, e))?)?;
                 let patched_bytes = serde_json::to_vec(&patched).map_err(ApiError::internal_error)?;
@@ -818,36 +827,56 @@ impl Registry {
     /// Runs `decide` on the current object inside the store's
     /// read-mutate-compare-and-swap loop and writes what it decides (nothing
     /// with dry run: the would-be result is answered instead).
+    ///
+    /// An object too large to store is written again without its
+    /// managedFields when `managed_fields_droppable` (updates and patches, not
+    /// applies), as kube-apiserver's handlers do: they can be most of it.
     async fn write_current(
         &self,
         ns: &str,
         name: &str,
         wopts: &WriteOptions,
+        managed_fields_droppable: bool,
         mut decide: impl FnMut(&StoredObject) -> ApiResult<Decision> + Send,
     ) -> ApiResult<WriteOutcome> {
         let mut refused = None;
         let mut dry_run_result = None;
         let mut deleted_as = None;
-        let updated = self
-            .store
-            .guaranteed_update(&self.key(ns, name), &mut |current| match decide(current) {
-                Err(e) => {
-                    refused = Some(e);
-                    Mutation::Abort
+        let mut drop_managed_fields = false;
+        let updated = loop {
+            let written = self
+                .store
+                .guaranteed_update(&self.key(ns, name), &mut |current| match decide(current) {
+                    Err(e) => {
+                        refused = Some(e);
+                        Mutation::Abort
+                    }
+                    Ok(Decision::Unchanged) => Mutation::Keep,
+                    Ok(decision) if wopts.dry_run => {
+                        dry_run_result = Some(decision);
+                        Mutation::Abort
+                    }
+                    Ok(Decision::Write(mut next)) => {
+                        if drop_managed_fields {
+                            if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                                meta.remove("managedFields");
+                            }
+                        }
+                        Mutation::Put(next)
+                    }
+                    Ok(Decision::Delete(next)) => {
+                        deleted_as = Some(next);
+                        Mutation::Delete
+                    }
+                })
+                .await;
+            match written {
+                Err(StoreError::ObjectTooLarge) if managed_fields_droppable && !drop_managed_fields => {
+                    drop_managed_fields = true;
                 }
-                Ok(Decision::Unchanged) => Mutation::Keep,
-                Ok(decision) if wopts.dry_run => {
-                    dry_run_result = Some(decision);
-                    Mutation::Abort
-                }
-                Ok(Decision::Write(next)) => Mutation::Put(next),
-                Ok(Decision::Delete(next)) => {
-                    deleted_as = Some(next);
-                    Mutation::Delete
-                }
-            })
-            .await
-            .map_err(|e| self.store_error(name, e))?;
+                other => break other.map_err(|e| self.store_error(name, e))?,
+            }
+        };
         let body = match updated {
             // The write that removed the last finalizer answers with the
             // object as written (finalizers gone), not as it was stored.
@@ -959,6 +988,13 @@ fn storage_unavailable(why: &str) -> ApiError {
     let mut err = ApiError::deadline_exceeded();
     err.retry_after = Some(1);
     err
+}
+
+/// An object over the store's size limit: kube-apiserver passes etcd's
+/// refusal through as an error it did not classify, a 500 with etcd's words
+/// and no reason.
+fn object_too_large() -> ApiError {
+    ApiError::new(500, Reason::Unknown, StoreError::ObjectTooLarge.to_string())
 }
 
 fn expired_continue() -> ApiError {

@@ -119,17 +119,29 @@ fn etcd_error(what: &str, e: etcd_client::Error) -> StoreError {
         {
             StoreError::Unavailable(format!("{what}: {e}"))
         }
+        // etcd's words for a request over its --max-request-bytes; the one
+        // kube-apiserver recognises too (`isTooLargeError`).
+        E::GRpcStatus(status)
+            if status.code() == tonic::Code::InvalidArgument
+                && status.message() == "etcdserver: request is too large" =>
+        {
+            StoreError::ObjectTooLarge
+        }
         _ => StoreError::Internal(format!("{what}: {e}")),
     }
 }
 
 /// The JSON kept in etcd: the object without its resourceVersion (the key's
-/// revision is the resourceVersion, stamped when read, as kube-apiserver does).
-fn stored_bytes(mut obj: Value) -> Result<(Vec<u8>, Value), StoreError> {
+/// revision is the resourceVersion, stamped when read, as kube-apiserver
+/// does), refused when over `max_bytes` before etcd is asked.
+fn stored_bytes(mut obj: Value, max_bytes: usize) -> Result<(Vec<u8>, Value), StoreError> {
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.remove("resourceVersion");
     }
     let bytes = serde_json::to_vec(&obj).map_err(|e| StoreError::Internal(format!("encoding object: {e}")))?;
+    if bytes.len() > max_bytes {
+        return Err(StoreError::ObjectTooLarge);
+    }
     Ok((bytes, obj))
 }
 
@@ -189,7 +201,7 @@ impl EtcdStore {
         let raw = self.codec.key(key);
         let (op, written) = match obj {
             Some(obj) => {
-                let (bytes, obj) = stored_bytes(obj)?;
+                let (bytes, obj) = stored_bytes(obj, self.cache.max_object_bytes())?;
                 (TxnOp::put(raw.clone(), bytes, None), Some(obj))
             }
             None => (TxnOp::delete(raw.clone(), None), None),
@@ -282,7 +294,7 @@ impl Store for EtcdStore {
 
     async fn create(&self, key: &ObjectKey, obj: Value) -> Result<StoredObject, StoreError> {
         let raw = self.codec.key(key);
-        let (bytes, obj) = stored_bytes(obj)?;
+        let (bytes, obj) = stored_bytes(obj, self.cache.max_object_bytes())?;
         let txn = Txn::new()
             .when([Compare::create_revision(raw.clone(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(raw, bytes, None)]);

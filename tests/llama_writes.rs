@@ -625,6 +625,21 @@ async fn max_object_bytes_flag_and_the_managed_fields_retry(backend: Backend) {
     assert!(v["metadata"].get("managedFields").is_none(), "{}", v["metadata"]);
 }
 
+/// With a limit above etcd's own (1.5 MiB here), etcd's refusal reaches the
+/// client as the same answer.
+#[tokio::test]
+async fn etcd_refusing_an_object_is_answered_as_the_limit_is() {
+    let s = Server::start_on(Backend::Etcd, &["--max-object-bytes", "4194304"]).await;
+    let mut big = llama("fins", 1.0, 1.0);
+    let domain = format!("{}.example.com", ["p".repeat(60), "q".repeat(60), "r".repeat(60)].join("."));
+    big["metadata"]["finalizers"] =
+        (0..6200).map(|i| json!(format!("{domain}/f{i}-{}", "f".repeat(55)))).collect::<Value>();
+    let (code, e) = send(&s, Method::POST, &s.llamas("default", ""), &big).await;
+    assert_eq!(code, 500, "{e}");
+    assert_eq!(e["message"], "etcdserver: request is too large");
+    assert!(e.get("reason").is_none(), "{e}");
+}
+
 on_both_stores!(
     create_sets_metadata_and_keeps_numbers_exact,
     generate_name_makes_a_unique_name,

@@ -71,6 +71,9 @@ pub struct Requirement {
     key: String,
     operator: Operator,
     values: Vec<String>,
+    /// The values sorted, for a lookup that stays cheap when a selector in
+    /// a query lists thousands of them and is matched against every object.
+    sorted: Vec<String>,
 }
 
 impl Requirement {
@@ -138,7 +141,11 @@ impl Requirement {
         }
         match aggregate(errs) {
             Some(e) => Err(e),
-            None => Ok(Requirement { key: key.to_string(), operator, values }),
+            None => {
+                let mut sorted = values.clone();
+                sorted.sort_unstable();
+                Ok(Requirement { key: key.to_string(), operator, values, sorted })
+            }
         }
     }
 
@@ -155,7 +162,7 @@ impl Requirement {
     }
 
     fn has_value(&self, value: &str) -> bool {
-        self.values.iter().any(|v| v == value)
+        self.sorted.binary_search_by(|v| v.as_str().cmp(value)).is_ok()
     }
 
     /// `Requirement.Matches`.

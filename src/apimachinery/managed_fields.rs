@@ -148,6 +148,8 @@ impl ManagedFields {
         let raw: Vec<ManagedFieldsEntry> =
             serde_json::from_value(doc.clone()).map_err(|e| format!("decoding managedFields: {e}"))?;
         let mut out = Self::default();
+        // A body may carry thousands of entries: duplicates are found by a set.
+        let mut identities = std::collections::HashSet::with_capacity(raw.len());
         for e in raw {
             let operation = match e.operation.as_deref() {
                 Some("Apply") => Operation::Apply,
@@ -169,8 +171,9 @@ impl ManagedFields {
                 time: e.time,
                 set,
             };
-            if out.entries.iter().any(|x| x.identity() == entry.identity()) {
-                return Err(format!("duplicate entry for manager {}", entry.identity()));
+            let identity = entry.identity();
+            if !identities.insert(identity.clone()) {
+                return Err(format!("duplicate entry for manager {identity}"));
             }
             out.entries.push(entry);
         }
@@ -424,8 +427,9 @@ fn client_side_applied(live: &Value, shape: &Shape) -> Option<FieldSet> {
     let last: Value = serde_json::from_str(text).ok()?;
     let set = typed::field_set(&last, shape).ok()?;
     let mut allowed = FieldSet::new();
+    let (mut live_values, mut last_values) = (typed::ValueLookup::new(live), typed::ValueLookup::new(&last));
     for path in set.paths() {
-        let same = match (typed::value_at(live, &path.0, shape), typed::value_at(&last, &path.0, shape)) {
+        let same = match (live_values.get(&path.0, shape), last_values.get(&path.0, shape)) {
             (Some(a), Some(b)) => typed::equal(a, b),
             (a, b) => a.is_none() && b.is_none(),
         };

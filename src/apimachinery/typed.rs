@@ -489,27 +489,52 @@ fn remove_node(v: &mut Value, set: &FieldSet, shape: &Shape, depth: usize) -> Re
     Ok(())
 }
 
-/// The value at a path, if the object has one.
-pub fn value_at<'a>(obj: &'a Value, path: &[PathElement], shape: &Shape) -> Option<&'a Value> {
-    let mut cur = obj;
-    let mut shape = shape.clone();
-    for pe in path {
-        match (pe, cur) {
-            (PathElement::Field(k), Value::Object(m)) => {
-                shape = shape.field(k).0;
-                cur = m.get(k)?;
-            }
-            (_, Value::Array(items)) => {
-                let Shape::List { elem, kind } = &shape else { return None };
-                let pes = list_elements(items, kind).ok()?;
-                let i = pes.iter().position(|p| p == pe)?;
-                cur = &items[i];
-                shape = (**elem).clone();
-            }
-            _ => return None,
-        }
+/// Looks values of one object up by path. Each list a path goes through is
+/// indexed the first time, so looking up every path of a field set costs time
+/// in proportion to the object, not to the square of its lists' lengths (a
+/// last-applied annotation may list tens of thousands of finalizers).
+pub struct ValueLookup<'a> {
+    obj: &'a Value,
+    /// Item positions of the lists seen so far, by the list's address.
+    lists: HashMap<*const Value, HashMap<PathElement, usize>>,
+}
+
+impl<'a> ValueLookup<'a> {
+    pub fn new(obj: &'a Value) -> Self {
+        Self { obj, lists: HashMap::new() }
     }
-    Some(cur)
+
+    /// The value at `path`, if the object has one.
+    pub fn get(&mut self, path: &[PathElement], shape: &Shape) -> Option<&'a Value> {
+        static DEDUCED: Shape = Shape::Deduced;
+        let mut cur = self.obj;
+        let mut shape = shape;
+        for pe in path {
+            match (pe, cur) {
+                (PathElement::Field(k), Value::Object(m)) => {
+                    shape = match shape {
+                        Shape::Map { fields, elem } => fields.get(k.as_str()).or(elem.as_deref()).unwrap_or(&DEDUCED),
+                        _ => &DEDUCED,
+                    };
+                    cur = m.get(k)?;
+                }
+                (_, Value::Array(items)) => {
+                    let Shape::List { elem, kind } = shape else { return None };
+                    let positions = match self.lists.entry(std::ptr::from_ref(cur)) {
+                        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            let pes = list_elements(items, kind).ok()?;
+                            e.insert(pes.into_iter().enumerate().map(|(i, pe)| (pe, i)).collect())
+                        }
+                    };
+                    cur = items.get(*positions.get(pe)?)?;
+                    shape = elem;
+                }
+                _ => return None,
+            }
+        }
+        Some(cur)
+    }
 }
 
 #[cfg(test)]

@@ -119,11 +119,14 @@ fn etcd_error(what: &str, e: etcd_client::Error) -> StoreError {
         {
             StoreError::Unavailable(format!("{what}: {e}"))
         }
-        // etcd's words for a request over its --max-request-bytes; the one
-        // kube-apiserver recognises too (`isTooLargeError`).
+        // etcd's words for a request over its --max-request-bytes, and gRPC's
+        // for a message over the server's receive limit (that plus 512 KiB):
+        // the two kube-apiserver recognises too (`isTooLargeError`).
         E::GRpcStatus(status)
-            if status.code() == tonic::Code::InvalidArgument
-                && status.message() == "etcdserver: request is too large" =>
+            if (status.code() == tonic::Code::InvalidArgument
+                && status.message() == "etcdserver: request is too large")
+                || (status.code() == tonic::Code::ResourceExhausted
+                    && status.message().contains("larger than max")) =>
         {
             StoreError::ObjectTooLarge
         }

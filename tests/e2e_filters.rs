@@ -420,6 +420,62 @@ subjects:
     .await;
 }
 
+/// One user holds at most a quarter of the read slots: beyond, that user gets
+/// 429 while another user's requests are still served.
+#[tokio::test]
+async fn one_user_cannot_take_every_read_slot() {
+    let cp = cluster::controlplane();
+    let s = delegated(cp, &["--max-requests-inflight", "8", "--request-timeout", "30"]).await;
+    let (cert, key) = files(cp, "userCertFile", "userKeyFile");
+    let me = whoami(&cert);
+    let ns = namespace(cp, "read-share");
+    cp.apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: llama-reader, namespace: {ns}}}
+rules:
+- {{apiGroups: [farm.example.com], resources: [llamas], verbs: [get, list]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: llama-reader, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: llama-reader}}
+subjects:
+- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: \"{me}\"}}
+- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: system:anonymous}}
+"
+    ));
+    let user = client_with_identity(&s, &cert, &key);
+    succeeds("the read grant applies", Duration::from_secs(30), || async {
+        user.get(s.llamas(&ns, "")).send().await.map(|r| r.status() == 200).unwrap_or(false)
+    })
+    .await;
+    // Keep two slow GETs of the user under way (each holds a slot ~3 s) until
+    // the user's next GET is refused; finished ones are replaced.
+    let mut waiting = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        while waiting.iter().filter(|w: &&tokio::task::JoinHandle<_>| !w.is_finished()).count() < 2 {
+            waiting.push(tokio::spawn(user.get(slow_get(&s, &ns)).send()));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (code, v) = status_of(user.get(s.llamas(&ns, "")).send().await.unwrap()).await;
+        if code == 429 {
+            assert_eq!(v["message"], "Too many requests, please try again later.");
+            // Six of the eight slots are free: another user is served meanwhile.
+            let other = anonymous(&s).get(s.llamas(&ns, "")).send().await.unwrap();
+            if waiting.iter().filter(|w| !w.is_finished()).count() == 2 {
+                assert_eq!(other.status(), 200, "another user is served while the first holds its share");
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "never refused: two slow GETs should hold the user's two slots");
+    }
+    for w in waiting {
+        let _ = w.await;
+    }
+}
+
 /// 2,000 LISTs of 1,000 Llamas at once, whose readers never read the body:
 /// the read limit refuses what is over it with 429, the bodies waiting for
 /// slow readers stay bounded (each held response keeps its slot), memory stays

@@ -5,6 +5,12 @@
 //! there; they have caps of their own, per server and per user, held for as long
 //! as the watch stream is open. Health probes and `system:masters` are never
 //! refused, as in kube.
+//!
+//! One user may hold at most a quarter of the read slots and a quarter of the
+//! mutating slots at once ([`USER_SHARE_DIVISOR`]): kube-apiserver keeps one
+//! flow from starving the others with API Priority and Fairness; without its
+//! queues, this share is what leaves room for everyone else when one user
+//! floods the server (the user it floods with gets 429 beyond its share).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,6 +34,13 @@ use crate::machinery::status::ApiError;
 const TOO_MANY: &str = "Too many requests, please try again later.";
 const RETRY_AFTER_SECONDS: u32 = 1;
 
+/// One user's share of each in-flight limit: the limit divided by this.
+pub const USER_SHARE_DIVISOR: usize = 4;
+
+/// Shards of the per-user counts, so that requests of different users rarely
+/// wait for the same lock.
+const USER_SHARDS: usize = 16;
+
 /// The limits, from their flags; 0 means no limit.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Limits {
@@ -39,17 +52,94 @@ pub struct Limits {
 
 /// The in-flight filter's state.
 pub struct InFlight {
-    read: Option<Arc<Semaphore>>,
-    mutating: Option<Arc<Semaphore>>,
+    read: Option<Class>,
+    mutating: Option<Class>,
     watches: Arc<WatchSlots>,
+}
+
+/// The slots of read-only or of mutating requests, and who holds them.
+struct Class {
+    slots: Arc<Semaphore>,
+    users: Arc<UserCounts>,
+}
+
+impl Class {
+    fn new(limit: usize) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(limit)),
+            users: Arc::new(UserCounts {
+                share: (limit / USER_SHARE_DIVISOR).max(1),
+                shards: std::array::from_fn(|_| Mutex::new(HashMap::new())),
+            }),
+        }
+    }
+
+    /// A slot for one request of `user` (None: not counted per user), or
+    /// None when the server or the user's share is full.
+    fn acquire(&self, user: Option<&str>) -> Option<Slot> {
+        let user = match user {
+            Some(name) => Some(self.users.acquire(name)?),
+            None => None,
+        };
+        let permit = self.slots.clone().try_acquire_owned().ok()?;
+        Some(Slot { _permit: permit, _user: user })
+    }
+}
+
+/// How many slots each user holds now.
+struct UserCounts {
+    share: usize,
+    shards: [Mutex<HashMap<String, usize>>; USER_SHARDS],
+}
+
+impl UserCounts {
+    fn shard(&self, user: &str) -> MutexGuard<'_, HashMap<String, usize>> {
+        let index = user.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(b))) % USER_SHARDS;
+        // Counters only: a poisoned lock still holds consistent numbers.
+        self.shards[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn acquire(self: &Arc<Self>, user: &str) -> Option<UserSlot> {
+        let mut shard = self.shard(user);
+        let mine = shard.entry(user.to_string()).or_default();
+        if *mine >= self.share {
+            return None;
+        }
+        *mine += 1;
+        Some(UserSlot { counts: self.clone(), user: user.to_string() })
+    }
+}
+
+/// One request's place in its user's share; freed on drop.
+struct UserSlot {
+    counts: Arc<UserCounts>,
+    user: String,
+}
+
+impl Drop for UserSlot {
+    fn drop(&mut self) {
+        let mut shard = self.counts.shard(&self.user);
+        if let Some(mine) = shard.get_mut(&self.user) {
+            *mine = mine.saturating_sub(1);
+            if *mine == 0 {
+                shard.remove(&self.user);
+            }
+        }
+    }
+}
+
+/// An in-flight request's slot: the server's, and its user's.
+struct Slot {
+    _permit: OwnedSemaphorePermit,
+    _user: Option<UserSlot>,
 }
 
 impl InFlight {
     pub fn new(limits: Limits) -> Self {
-        let semaphore = |n: usize| (n > 0).then(|| Arc::new(Semaphore::new(n)));
+        let class = |n: usize| (n > 0).then(|| Class::new(n));
         Self {
-            read: semaphore(limits.max_read),
-            mutating: semaphore(limits.max_mutating),
+            read: class(limits.max_read),
+            mutating: class(limits.max_mutating),
             watches: Arc::new(WatchSlots {
                 max: limits.max_watches,
                 per_user: limits.max_watches_per_user,
@@ -145,14 +235,14 @@ pub async fn limit(State(inflight): State<Arc<InFlight>>, req: Request, next: Ne
         // The slot lives as long as the watch stream.
         return held_until_sent(next.run(req).await, slot);
     }
-    let semaphore = if is_mutating(&info.verb) { &inflight.mutating } else { &inflight.read };
-    let Some(semaphore) = semaphore else { return next.run(req).await };
-    let permit: Option<OwnedSemaphorePermit> = match semaphore.clone().try_acquire_owned() {
-        Ok(permit) => Some(permit),
-        Err(_) if privileged => None,
-        Err(_) => return too_many(),
+    let class = if is_mutating(&info.verb) { &inflight.mutating } else { &inflight.read };
+    let Some(class) = class else { return next.run(req).await };
+    let slot = match class.acquire(user.map(|u| u.name.as_str())) {
+        Some(slot) => Some(slot),
+        None if privileged => None,
+        None => return too_many(),
     };
-    held_until_sent(next.run(req).await, permit)
+    held_until_sent(next.run(req).await, slot)
 }
 
 /// Keeps `guard` until the response body has been sent (or dropped), as kube
@@ -222,6 +312,24 @@ impl<G: Unpin> http_body::Body for HeldBody<G> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_user_holds_at_most_a_share_of_the_slots() {
+        let class = Class::new(8);
+        let alice: Vec<_> = (0..2).map(|_| class.acquire(Some("alice"))).collect();
+        assert!(alice.iter().all(Option::is_some));
+        assert!(class.acquire(Some("alice")).is_none(), "alice holds her quarter");
+        let others: Vec<_> = (0..6).map(|i| class.acquire(Some(&format!("user-{i}")))).collect();
+        assert!(others.iter().all(Option::is_some), "everyone else still gets the rest");
+        assert!(class.acquire(Some("bob")).is_none(), "the server is full");
+        drop(alice);
+        assert!(class.acquire(Some("alice")).is_some(), "freed slots are hers again");
+        drop(others);
+        assert!(class.users.shards.iter().all(|s| s.lock().unwrap().is_empty()), "no user entries are left behind");
+        // Without an identity (no authentication) only the server's limit applies.
+        let anonymous: Vec<_> = (0..8).map(|_| class.acquire(None)).collect();
+        assert!(anonymous.iter().all(Option::is_some));
+    }
 
     #[test]
     fn watch_slots_count_per_server_and_per_user_and_free_on_drop() {

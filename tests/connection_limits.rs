@@ -499,6 +499,7 @@ async fn beyond_the_cap_the_idlest_connection_is_closed_and_requests_in_flight_n
 async fn a_thousand_watches_do_not_lock_out_a_new_client() {
     const WATCHES: usize = 1000;
     let s = Server::start(&[]).await;
+    let rss_before = rss_kib(s.pid());
     let tls = connector(&s.ca_file, &[b"http/1.1"]);
     let handshakes = Arc::new(tokio::sync::Semaphore::new(32));
     let mut opening = Vec::new();
@@ -518,6 +519,8 @@ async fn a_thousand_watches_do_not_lock_out_a_new_client() {
         watches.push(tokio::time::timeout(HANG_GUARD, w).await.expect("1,000 watches open").expect("watch"));
     }
     assert!(open_fds(s.pid()) > WATCHES, "the watches hold {WATCHES} connections");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_watching = rss_kib(s.pid());
 
     // A new client, on a connection of its own, with nothing but a hang guard.
     let fresh = reqwest::Client::builder()
@@ -544,7 +547,10 @@ async fn a_thousand_watches_do_not_lock_out_a_new_client() {
         }
     }
     assert_eq!(saw, WATCHES, "every watch saw the write");
-    println!("{WATCHES} watches open; a new client served; the write reached all {saw}");
+    println!(
+        "{WATCHES} HTTP/1.1 watches open; a new client served; the write reached all {saw}; RSS {rss_before} KiB -> {rss_watching} KiB ({:.1} KiB per watch and its connection)",
+        rss_watching.saturating_sub(rss_before) as f64 / WATCHES as f64
+    );
 }
 
 /// A TLS connector presenting the control plane's front-proxy client certificate, as the

@@ -7,9 +7,10 @@
 //! [`raise_limit`] does the same here. What the server may hold is bounded by its flags
 //! (`crate::connection` says why): connections without a request in flight by
 //! `--max-connections`, connections with one by the in-flight limits and the watch caps
-//! (one connection per request on HTTP/1.1), plus a margin for the listener, the cluster
-//! and etcd clients, and the requests never refused for load (probes, `system:masters`,
-//! the aggregator). When that does not fit the limit, a warning says so at start.
+//! (one connection per request on HTTP/1.1) and, before those, by the TokenReview queue
+//! (`--review-queue`), plus a margin for the listener, the cluster and etcd clients, and
+//! the requests never refused for load (probes, `system:masters`, the aggregator). When
+//! that does not fit the limit, a warning says so at start.
 //! Should descriptors run out anyway, axum-server's accept loop waits 50 ms and tries again;
 //! it never ends the server.
 
@@ -42,7 +43,7 @@ pub fn raise_limit(limits: &ConnectionLimits, args: &ServeArgs) {
     };
     let bounds =
         [limits.max_connections, args.max_requests_inflight, args.max_mutating_requests_inflight, args.max_watches];
-    if let Some(needed) = descriptors_needed(&bounds) {
+    if let Some(needed) = descriptors_needed(&bounds, args.review_queue) {
         if needed > limit {
             tracing::warn!(
                 limit,
@@ -54,12 +55,14 @@ pub fn raise_limit(limits: &ConnectionLimits, args: &ServeArgs) {
     }
 }
 
-/// The descriptors the bounded connections and the margin may need; None when one of the
-/// bounds is off (zero), so nothing can be said.
-fn descriptors_needed(bounds: &[usize]) -> Option<u64> {
-    bounds.iter().try_fold(MARGIN, |sum, bound| match *bound {
+/// The descriptors the bounded connections and the margin may need: `bounds` are limits
+/// where zero means none (then nothing can be said: None), `queued` requests waiting for a
+/// TokenReview (zero means none wait).
+fn descriptors_needed(bounds: &[usize], queued: usize) -> Option<u64> {
+    let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    bounds.iter().try_fold(MARGIN.saturating_add(count(queued)), |sum, bound| match *bound {
         0 => None,
-        n => Some(sum.saturating_add(u64::try_from(n).unwrap_or(u64::MAX))),
+        n => Some(sum.saturating_add(count(n))),
     })
 }
 
@@ -94,8 +97,9 @@ mod tests {
 
     #[test]
     fn needed_descriptors_add_up_unless_a_bound_is_off() {
-        assert_eq!(descriptors_needed(&[1000, 400, 200, 4000]), Some(5600 + MARGIN));
-        assert_eq!(descriptors_needed(&[1000, 0, 200, 4000]), None);
+        assert_eq!(descriptors_needed(&[1000, 400, 200, 4000], 1000), Some(6600 + MARGIN));
+        assert_eq!(descriptors_needed(&[1000, 400, 200, 4000], 0), Some(5600 + MARGIN));
+        assert_eq!(descriptors_needed(&[1000, 0, 200, 4000], 1000), None);
     }
 
     #[cfg(target_os = "linux")]

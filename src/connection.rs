@@ -22,7 +22,9 @@
 //! new connection (or one whose last request just finished) would make them more than the
 //! cap, the one that has been idle longest is closed to make room: connections still in
 //! their TLS handshake first, oldest first, then the others by how long they have had
-//! nothing in flight (a connection that has never sent a request counts from its accept).
+//! nothing in flight (a connection that has never sent a request counts from its accept;
+//! one whose next HTTP/1.1 request header has begun to arrive counts from then, so that a
+//! request on its way is cut only when every quieter connection has gone).
 //! A connection with a request in flight is never closed by the cap, nor is a connection
 //! whose TLS client certificate is the front proxy's (the aggregator's, see below). The
 //! accept loop never waits for the cap.
@@ -39,10 +41,14 @@
 //! what bounds requests (`--max-requests-inflight`, `--max-mutating-requests-inflight`, the
 //! watch caps `--max-watches` and `--max-watches-per-user` in `crate::filters::inflight`,
 //! and `--request-timeout`), and the cap only bounds what nothing else does: connections
-//! that hold a descriptor and do nothing. Descriptors in use are then at most about the cap
-//! plus the in-flight limits plus the aggregator's few connections; `crate::ops::open_files`
-//! raises the soft `RLIMIT_NOFILE` to the hard limit at start and warns when those bounds
-//! do not fit it.
+//! that hold a descriptor and do nothing. Descriptors in use are then about the cap, plus
+//! the in-flight limits and watch caps, plus the requests waiting for a TokenReview before
+//! they reach the in-flight filter (`--review-queue`, and those sharing one token's review,
+//! bounded in time by the review's deadline, as in kube-apiserver, whose authentication also
+//! comes before its in-flight limits), plus requests never refused for load (probes,
+//! `system:masters`) and the aggregator's few connections. `crate::ops::open_files` raises
+//! the soft `RLIMIT_NOFILE` to the hard limit at start and warns when those bounds do not
+//! fit it.
 //!
 //! Why close the idlest rather than refuse the newcomer: a refused newcomer is exactly the
 //! lock-out above. Closing an idle connection costs its client nothing it had: it has no
@@ -539,12 +545,21 @@ impl ConnectionClock {
     }
 
     /// Application bytes arrived.
-    fn bytes_read(&self) {
-        let mut state = self.lock();
-        if let Phase::Idle { .. } = state.phase {
-            if !state.http2 {
-                state.phase = Phase::Header { deadline: self.header_read_timeout.map(|t| Instant::now() + t) };
-            }
+    fn bytes_read(self: &Arc<Self>) {
+        let starts_header = |state: &ClockState| matches!(state.phase, Phase::Idle { .. }) && !state.http2;
+        // Most reads change nothing: only those take no lock but this connection's.
+        if !starts_header(&self.lock()) {
+            return;
+        }
+        let (queue, mut state) = self.lock_both();
+        if !starts_header(&state) {
+            return;
+        }
+        state.phase = Phase::Header { deadline: self.header_read_timeout.map(|t| Instant::now() + t) };
+        // An HTTP/1.1 request is arriving: closing the connection now would cut it, so it goes
+        // to the back of the cap's queue (the header timeout bounds how long it may take).
+        if let (Some((_, mut queue)), Some(_)) = (queue, state.queued) {
+            IdleConnections::enqueue(&mut queue, self, &mut state, true);
         }
     }
 
@@ -940,6 +955,27 @@ mod tests {
         assert!(closed(&next));
         assert!(!closed(&served) && !closed(&newcomer) && !closed(&last));
         assert_eq!(cap.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn an_http1_request_arriving_on_an_idle_connection_puts_it_last() {
+        let cap = Arc::new(IdleConnections::new(2, None));
+        let older = accepted(&cap);
+        let younger = accepted(&cap);
+        for c in [&older, &younger] {
+            c.handshake_done(false);
+            one_request(c);
+        }
+        // The older one's next request header starts coming in.
+        older.bytes_read();
+        let newcomer = accepted(&cap);
+        assert!(closed(&younger));
+        assert!(!closed(&older) && !closed(&newcomer));
+        // More bytes of the same header do not move it again: the next to go is `older`.
+        older.bytes_read();
+        newcomer.handshake_done(false);
+        let _next = accepted(&cap);
+        assert!(closed(&older) && !closed(&newcomer));
     }
 
     #[tokio::test]

@@ -48,8 +48,8 @@ pub fn raise_limit(limits: &ConnectionLimits, args: &ServeArgs) {
             tracing::warn!(
                 limit,
                 needed,
-                "the open-files limit is below what --max-connections, the in-flight limits and --max-watches allow; \
-                 lower them or raise the limit"
+                "the open-files limit is below what --max-connections, the in-flight limits, --max-watches and \
+                 --review-queue allow; lower them or raise the limit"
             );
         }
     }

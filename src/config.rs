@@ -247,7 +247,9 @@ pub struct ServeArgs {
     #[arg(long, env = "FARM_MAX_REQUEST_HEADER_BYTES", default_value_t = 1 << 20)]
     pub max_request_header_bytes: usize,
 
-    /// Connections served at once; further connections wait to be accepted. 0: no limit.
+    /// Connections without a request in flight (in their TLS handshake, before their first
+    /// request, idle keep-alive) kept open at once; beyond, the one idle longest is closed to
+    /// make room, never one with a request in flight nor the aggregator's. 0: no limit.
     /// 1000 idle TLS connections cost ~35 MiB here, which a 256Mi pod can afford (README).
     #[arg(long, env = "FARM_MAX_CONNECTIONS", default_value_t = 1000)]
     pub max_connections: usize,

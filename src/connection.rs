@@ -8,16 +8,81 @@
 //!
 //! * [`ConnectionLimits::configure_http`]: header size limits and HTTP/2 settings on hyper's
 //!   builder.
-//! * [`LimitConnections`]: a make-service whose `poll_ready` waits for a free connection slot.
-//!   axum-server asks it before spawning each connection, so at the cap the accept loop stops
-//!   and further connections wait in the kernel's listen backlog (what Go's
-//!   `netutil.LimitListener` does) rather than being accepted and closed: a client retrying
-//!   on a refused connection would only add load, and a waiting one is served as soon as
-//!   another connection ends.
 //! * [`LimitAcceptor`]: wraps each accepted connection's stream in [`TimedIo`] and its
 //!   service in [`TrackRequests`], which share one [`ConnectionClock`] deciding when the
-//!   connection has been quiet too long; [`TrackRequests`] also answers 431 to HTTP/1 request
-//!   heads over the limit that hyper's soft buffer limit let through.
+//!   connection has been quiet too long, and enters it in the cap's queue
+//!   ([`IdleConnections`]); [`TrackRequests`] also answers 431 to HTTP/1 request heads over
+//!   the limit that hyper's soft buffer limit let through.
+//!
+//! # The connection cap: idle connections only, the idlest closed first
+//!
+//! `--max-connections` bounds the connections that hold a descriptor *without a request in
+//! flight*: those still in their TLS handshake or not yet past their first request header,
+//! idle HTTP/1.1 keep-alive connections and HTTP/2 connections with no open stream. When a
+//! new connection (or one whose last request just finished) would make them more than the
+//! cap, the one that has been idle longest is closed to make room: connections still in
+//! their TLS handshake first, oldest first, then the others by how long they have had
+//! nothing in flight (a connection that has never sent a request counts from its accept;
+//! one whose next HTTP/1.1 request header has begun to arrive counts from then, so that a
+//! request on its way is cut only when every quieter connection has gone).
+//! A connection with a request in flight is never closed by the cap, nor is a connection
+//! whose TLS client certificate is the front proxy's (the aggregator's, see below). The
+//! accept loop never waits for the cap.
+//!
+//! Why not a cap on all connections, as this module had (a make-service whose `poll_ready`
+//! waited for a slot, so axum-server's accept loop stopped and further connections waited
+//! in the listen backlog, as Go's `netutil.LimitListener` does): whoever holds the slots
+//! locks everyone else out. 1,000 HTTP/1.1 watches at the default cap left every new client,
+//! the aggregator included, waiting in the backlog; a client that need not even
+//! authenticate could hold the slots with idle keep-alive connections re-opened every 90 s;
+//! and the aggregator locked out is the whole API down. kube-apiserver has no connection
+//! cap at all: it bounds *work*, with in-flight limits, per-request deadlines and the
+//! timeouts above. So does this server: a connection with a request in flight is bounded by
+//! what bounds requests (`--max-requests-inflight`, `--max-mutating-requests-inflight`, the
+//! watch caps `--max-watches` and `--max-watches-per-user` in `crate::filters::inflight`,
+//! and `--request-timeout`), and the cap only bounds what nothing else does: connections
+//! that hold a descriptor and do nothing. Descriptors in use are then about the cap, plus
+//! the in-flight limits and watch caps, plus the requests waiting for a TokenReview before
+//! they reach the in-flight filter (`--review-queue`, and those sharing one token's review,
+//! bounded in time by the review's deadline, as in kube-apiserver, whose authentication also
+//! comes before its in-flight limits), plus requests never refused for load (probes,
+//! `system:masters`) and the aggregator's few connections. `crate::ops::open_files` raises
+//! the soft `RLIMIT_NOFILE` to the hard limit at start and warns when those bounds do not
+//! fit it.
+//!
+//! Why close the idlest rather than refuse the newcomer: a refused newcomer is exactly the
+//! lock-out above. Closing an idle connection costs its client nothing it had: it has no
+//! request in flight, and HTTP clients reopen a keep-alive connection the server closed
+//! (as after the idle timeout). Handshaking connections go first because holding one costs
+//! an attacker least (a TCP connect, no cryptography) and says nothing about who is there;
+//! among the rest, the longest idle has been the least useful. The connection being made
+//! room for is never the one closed.
+//!
+//! The aggregator's connections are exempt, and not counted: when the TLS handshake is done,
+//! [`IdleConnections`] asks an [`Exempt`] predicate about the client's certificate chain;
+//! the server's predicate is the authenticator's own front-proxy test (chains to the
+//! request-header CA *and* has an allowed common name, read from the watched ConfigMap at
+//! that moment). The allowed-names check matters where the request-header CA also signs
+//! ordinary client certificates; it is what makes a certificate the front proxy's for
+//! authentication too. The answer holds for the connection's life: after a front-proxy CA
+//! rotation such a connection's requests are refused by authentication anyway, and the idle
+//! and header timeouts still close it. What cannot be known is who is behind a connection
+//! still in its TLS handshake (the client certificate comes at its end), so a flood of new
+//! connections faster than `--max-connections` per handshake time can close the
+//! aggregator's *new* connection during its handshake; its established ones are safe, and
+//! it retries.
+//!
+//! Closing one connection from outside uses the same machinery as the timeouts: during the
+//! handshake the accept future is dropped (which closes the socket); afterwards its
+//! [`ConnectionClock`] is marked and the reader woken, and [`TimedIo`] reports end of file.
+//! Decisions are made under one lock (the queue's, then the connection's), so a connection
+//! is chosen only while nothing is in flight on it; should hyper hand it a request parsed
+//! from bytes already read before it sees that end of file, the request cancels the close.
+//!
+//! axum-server 0.8's accept loop retries every 50 ms on any accept error (`server.rs`,
+//! `accept`), so EMFILE or ENFILE slow accepting but never end the server.
+//!
+//! # Header read and idle timeouts
 //!
 //! Why not hyper's own `header_read_timeout`: hyper (1.x, `proto/h1/conn.rs`) starts it when
 //! it begins to read a request head, which on a keep-alive connection is right after the
@@ -32,32 +97,35 @@
 //!
 //! A connection is busy while any request on it is in flight: from hyper handing the
 //! request to the service until the response body is finished or dropped. So a long watch
-//! is never cut by these timeouts.
+//! is never cut by these timeouts, nor by the cap.
 //!
-//! Closing: when a deadline passes, the stream reports end of file to hyper, which closes
-//! the connection as if the client had gone (HTTP/1.1 sends TLS close_notify). axum-server
-//! owns hyper's connection future, so there is no way to call its `graceful_shutdown` for one
-//! connection: an idle HTTP/2 connection is therefore closed without a GOAWAY. Nothing is in
-//! flight on it by construction, so no request is lost that the client had been answered
-//! for; a request the client sends in the same instant fails as it would against Go's
-//! HTTP/1.1 idle close, and clients retry those.
+//! Closing: when a deadline passes (or the cap closes the connection), the stream reports
+//! end of file to hyper, which closes the connection as if the client had gone (HTTP/1.1
+//! sends TLS close_notify). axum-server owns hyper's connection future, so there is no way
+//! to call its `graceful_shutdown` for one connection: an idle HTTP/2 connection is
+//! therefore closed without a GOAWAY. Nothing is in flight on it by construction, so no
+//! request is lost that the client had been answered for; a request the client sends in the
+//! same instant fails as it would against Go's HTTP/1.1 idle close, and clients retry those.
 
+use std::collections::BTreeMap;
+use std::fmt;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use axum_server::accept::Accept;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
-use tokio_util::sync::PollSemaphore;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::ServeArgs;
+use crate::tls::PeerCertificates;
 
 /// HTTP/2 streams one connection may have open at once: Go's http2 default, which
 /// k8s.io/apiserver makes explicit ("a malicious client can only open 400 streams before we
@@ -90,7 +158,8 @@ pub struct ConnectionLimits {
     pub idle_timeout: Duration,
     /// Largest request header, for HTTP/1.1 (431 beyond) and HTTP/2 (SETTINGS_MAX_HEADER_LIST_SIZE).
     pub max_header_bytes: usize,
-    /// Connections served at once; zero: no limit.
+    /// Connections without a request in flight kept open at once (the idlest is closed to make
+    /// room for a new one); zero: no limit.
     pub max_connections: usize,
 }
 
@@ -155,20 +224,21 @@ impl ConnectionLimits {
         // connection can make us buffer, which is what a connection cap is sized by.
     }
 
-    /// Wraps the make-service so that at most `max_connections` connections are served at once.
-    pub fn limit_connections<M>(&self, inner: M) -> LimitConnections<M> {
-        let semaphore = (self.max_connections > 0)
-            .then(|| PollSemaphore::new(Arc::new(Semaphore::new(self.max_connections.min(Semaphore::MAX_PERMITS)))));
-        LimitConnections { inner, semaphore, permit: None }
+    /// The cap's queue of connections without a request in flight, exempting the connections
+    /// `exempt` says yes to; None without a cap (`max_connections` zero).
+    pub fn idle_connections(&self, exempt: Option<Exempt>) -> Option<Arc<IdleConnections>> {
+        (self.max_connections > 0).then(|| Arc::new(IdleConnections::new(self.max_connections, exempt)))
     }
 
-    /// Wraps the acceptor (the TLS handshake) so that each connection gets the timeouts.
-    pub fn acceptor<A>(&self, inner: A) -> LimitAcceptor<A> {
+    /// Wraps the acceptor (the TLS handshake) so that each connection gets the timeouts and,
+    /// with `cap` (from [`Self::idle_connections`]), a place in the cap's queue.
+    pub fn acceptor<A>(&self, inner: A, cap: Option<Arc<IdleConnections>>) -> LimitAcceptor<A> {
         LimitAcceptor {
             inner,
             header_read_timeout: nonzero(self.header_read_timeout),
             idle_timeout: nonzero(self.idle_timeout),
             max_http1_header_bytes: self.max_header_bytes.saturating_add(HTTP1_BUFFER_SLACK),
+            cap,
         }
     }
 }
@@ -181,73 +251,133 @@ fn nonzero(d: Duration) -> Option<Duration> {
 // Connection cap
 // ---------------------------------------------------------------------------------------------
 
-/// A make-service that is ready only while a connection slot is free. The slot is held by
-/// the connection's service ([`Permitted`]) and all its clones, which hyper drops when the
-/// connection ends (or axum-server when the TLS handshake fails).
-pub struct LimitConnections<M> {
-    inner: M,
-    semaphore: Option<PollSemaphore>,
-    permit: Option<OwnedSemaphorePermit>,
+/// Asked once per connection, when its TLS handshake is done, with the client's certificate
+/// chain: true for a client the cap must never close and does not count (the aggregator,
+/// by its front-proxy certificate). See the module docs.
+pub type Exempt = Arc<dyn Fn(&PeerCertificates) -> bool + Send + Sync>;
+
+/// An accepted connection's service that knows the client certificates its TLS handshake saw
+/// (`crate::tls::WithPeerCertificates`).
+pub trait HasPeerCertificates {
+    /// The client's certificate chain as presented (not verified).
+    fn peer_certificates(&self) -> &PeerCertificates;
 }
 
-impl<M: Clone> Clone for LimitConnections<M> {
-    fn clone(&self) -> Self {
-        // A permit belongs to the poll_ready that acquired it, never to a clone.
-        Self { inner: self.inner.clone(), semaphore: self.semaphore.clone(), permit: None }
+/// A connection's place in the cap's queue: handshaking connections first, then by when
+/// they last had nothing in flight, oldest first. `seq` is a counter rather than an
+/// instant: it orders connections that became idle in the same clock tick, and is unique.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct IdleKey {
+    handshake_done: bool,
+    seq: u64,
+}
+
+/// The connections without a request in flight, in the order the cap closes them, and the
+/// cap. Shared by every connection; see the module docs.
+///
+/// Locking: this lock is always taken before a connection's [`ConnectionClock`] lock, never
+/// after, and every change of a connection's place in the queue holds both, so the queue
+/// holds exactly the connections that are idle, not exempt and still open. A second
+/// connection's lock is taken only under this lock (to close it), which no thread holding
+/// only its own connection's lock ever waits for.
+pub struct IdleConnections {
+    cap: usize,
+    exempt: Option<Exempt>,
+    state: Mutex<IdleState>,
+    closed: AtomicU64,
+}
+
+struct IdleState {
+    next_seq: u64,
+    queue: BTreeMap<IdleKey, Weak<ConnectionClock>>,
+}
+
+impl fmt::Debug for IdleConnections {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IdleConnections")
+            .field("cap", &self.cap)
+            .field("exempt", &self.exempt.is_some())
+            .field("idle", &self.len())
+            .field("closed", &self.closed_total())
+            .finish()
     }
 }
 
-impl<M, T> tower::Service<T> for LimitConnections<M>
-where
-    M: tower::Service<T>,
-    M::Future: Send + 'static,
-{
-    type Response = Permitted<M::Response>;
-    type Error = M::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+impl IdleConnections {
+    /// A queue keeping at most `cap` (at least one) connections without a request in flight.
+    pub fn new(cap: usize, exempt: Option<Exempt>) -> Self {
+        Self {
+            cap: cap.max(1),
+            exempt,
+            state: Mutex::new(IdleState { next_seq: 0, queue: BTreeMap::new() }),
+            closed: AtomicU64::new(0),
+        }
+    }
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        if let (Some(semaphore), None) = (&mut self.semaphore, &self.permit) {
-            match semaphore.poll_acquire(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(permit) => {
-                    // None only if the semaphore were closed, which nothing does; then serve
-                    // rather than stop accepting forever.
-                    self.permit = permit;
-                }
+    /// Connections now counted against the cap.
+    pub fn len(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    /// Whether no connection is counted against the cap.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Connections the cap has closed since start.
+    pub fn closed_total(&self) -> u64 {
+        self.closed.load(Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, IdleState> {
+        // Every step leaves the queue consistent (inserts and removals), so use it after a panic.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn is_exempt(&self, peer: &PeerCertificates) -> bool {
+        self.exempt.as_ref().is_some_and(|exempt| exempt(peer))
+    }
+
+    /// Puts `clock` (whose state is `state`) in the queue behind every connection there.
+    fn enqueue(queue: &mut IdleState, clock: &Arc<ConnectionClock>, state: &mut ClockState, handshake_done: bool) {
+        let key = IdleKey { handshake_done, seq: queue.next_seq };
+        queue.next_seq += 1;
+        if let Some(old) = state.queued.replace(key) {
+            queue.queue.remove(&old);
+        }
+        queue.queue.insert(key, Arc::downgrade(clock));
+    }
+
+    /// Closes the idlest connections, never `spare` (the one room is being made for), until
+    /// the cap holds. Called with the queue locked and no connection's lock held.
+    fn enforce(&self, queue: &mut IdleState, spare: IdleKey) {
+        while queue.queue.len() > self.cap {
+            let Some(key) = queue.queue.keys().find(|key| **key != spare).copied() else { return };
+            let Some(victim) = queue.queue.remove(&key).and_then(|clock| clock.upgrade()) else {
+                // Cannot happen (a connection leaves the queue before its clock goes), but a
+                // dead entry must not keep the loop from making room.
+                continue;
+            };
+            let mut state = victim.lock();
+            state.queued = None;
+            state.evicted = true;
+            // During the handshake: the accept future gives up. Afterwards: the reader sees
+            // end of file at its next read, which this wakes it for.
+            victim.closing.cancel();
+            if let Some(reader) = &state.reader {
+                reader.wake_by_ref();
             }
         }
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, target: T) -> Self::Future {
-        let permit = self.permit.take().map(Arc::new);
-        let make = self.inner.call(target);
-        Box::pin(async move { make.await.map(|inner| Permitted { inner, _permit: permit }) })
     }
 }
 
-/// A connection's service holding its connection slot.
-#[derive(Clone, Debug)]
-pub struct Permitted<S> {
-    inner: S,
-    _permit: Option<Arc<OwnedSemaphorePermit>>,
-}
+/// Keeps a connection in the cap's queue while it is open: dropped with the accept future
+/// if the handshake fails or is abandoned, else with the connection's stream.
+struct Open(Arc<ConnectionClock>);
 
-impl<S, R> tower::Service<R> for Permitted<S>
-where
-    S: tower::Service<R>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: R) -> Self::Future {
-        self.inner.call(request)
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.ended();
     }
 }
 
@@ -274,22 +404,57 @@ struct ClockState {
     http2: bool,
     /// The connection task's waker, from its last read: woken when the deadline changes.
     reader: Option<Waker>,
+    /// Its place in the cap's queue: Some while it counts against the cap.
+    queued: Option<IdleKey>,
+    /// Its TLS client is exempt from the cap (decided at the end of the handshake).
+    exempt: bool,
+    /// The cap closed it: its stream reads as closed from now on.
+    evicted: bool,
+    /// The connection is gone; nothing puts it back in the queue.
+    ended: bool,
 }
 
-/// The shared state of one connection deciding its read deadline.
+/// What the stream may do at a read.
+#[derive(Debug, PartialEq, Eq)]
+enum ReadGate {
+    /// Read, until this deadline if any.
+    Open(Option<Instant>),
+    /// Report end of file now: the cap closed the connection.
+    Evicted,
+}
+
+/// The shared state of one connection deciding its read deadline, and its place in the cap.
 pub struct ConnectionClock {
     header_read_timeout: Option<Duration>,
     idle_timeout: Option<Duration>,
+    cap: Option<Arc<IdleConnections>>,
+    /// Cancelled when the cap closes the connection (read during the TLS handshake).
+    closing: CancellationToken,
     state: Mutex<ClockState>,
 }
 
 impl ConnectionClock {
-    fn new(accepted: Instant, header_read_timeout: Option<Duration>, idle_timeout: Option<Duration>) -> Self {
+    fn new(
+        accepted: Instant,
+        header_read_timeout: Option<Duration>,
+        idle_timeout: Option<Duration>,
+        cap: Option<Arc<IdleConnections>>,
+    ) -> Self {
         let deadline = header_read_timeout.map(|t| accepted + t);
         Self {
             header_read_timeout,
             idle_timeout,
-            state: Mutex::new(ClockState { phase: Phase::First { deadline }, http2: false, reader: None }),
+            cap,
+            closing: CancellationToken::new(),
+            state: Mutex::new(ClockState {
+                phase: Phase::First { deadline },
+                http2: false,
+                reader: None,
+                queued: None,
+                exempt: false,
+                evicted: false,
+                ended: false,
+            }),
         }
     }
 
@@ -298,17 +463,68 @@ impl ConnectionClock {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The cap's queue (if any) and then this connection's state, in the one lock order.
+    fn lock_both(&self) -> (Option<(&IdleConnections, MutexGuard<'_, IdleState>)>, MutexGuard<'_, ClockState>) {
+        let queue = self.cap.as_deref().map(|cap| (cap, cap.lock()));
+        (queue, self.lock())
+    }
+
+    /// Accepted, TLS handshake to come: counts against the cap, which may close the idlest
+    /// other connection to make room.
+    fn admitted(self: &Arc<Self>) {
+        let (queue, mut state) = self.lock_both();
+        let Some((cap, mut queue)) = queue else { return };
+        IdleConnections::enqueue(&mut queue, self, &mut state, false);
+        let spare = state.queued;
+        drop(state);
+        if let Some(spare) = spare {
+            cap.enforce(&mut queue, spare);
+        }
+    }
+
+    /// The TLS handshake is done: an exempt connection leaves the queue for good; the others
+    /// keep their age but now come after every connection still handshaking.
+    fn handshake_done(&self, exempt: bool) {
+        let (queue, mut state) = self.lock_both();
+        let Some((_, mut queue)) = queue else { return };
+        let Some(key) = state.queued else { return };
+        let Some(entry) = queue.queue.remove(&key) else { return };
+        if exempt {
+            state.exempt = true;
+            state.queued = None;
+        } else {
+            let key = IdleKey { handshake_done: true, ..key };
+            state.queued = Some(key);
+            queue.queue.insert(key, entry);
+        }
+    }
+
+    /// The connection is gone (its stream dropped, or its handshake failed or was abandoned).
+    fn ended(&self) {
+        let (queue, mut state) = self.lock_both();
+        state.ended = true;
+        if let (Some((_, mut queue)), Some(key)) = (queue, state.queued.take()) {
+            queue.queue.remove(&key);
+        }
+    }
+
     fn request_started(&self, http2: bool) {
-        let mut state = self.lock();
+        let (queue, mut state) = self.lock_both();
         state.http2 |= http2;
         state.phase = match state.phase {
             Phase::Busy(n) => Phase::Busy(n + 1),
             _ => Phase::Busy(1),
         };
+        if let (Some((_, mut queue)), Some(key)) = (queue, state.queued.take()) {
+            queue.queue.remove(&key);
+        }
+        // Closed by the cap after hyper read this request's last bytes but before it handed it
+        // over: a request in flight is never cut, so the connection stays.
+        state.evicted = false;
     }
 
-    fn request_finished(&self) {
-        let mut state = self.lock();
+    fn request_finished(self: &Arc<Self>) {
+        let (queue, mut state) = self.lock_both();
         state.phase = match state.phase {
             Phase::Busy(n) if n > 1 => Phase::Busy(n - 1),
             _ => Phase::Idle { since: Instant::now() },
@@ -317,29 +533,58 @@ impl ConnectionClock {
         if let Some(reader) = &state.reader {
             reader.wake_by_ref();
         }
-    }
-
-    /// Application bytes arrived.
-    fn bytes_read(&self) {
-        let mut state = self.lock();
-        if let Phase::Idle { .. } = state.phase {
-            if !state.http2 {
-                state.phase = Phase::Header { deadline: self.header_read_timeout.map(|t| Instant::now() + t) };
+        let Some((cap, mut queue)) = queue else { return };
+        if matches!(state.phase, Phase::Idle { .. }) && !state.exempt && !state.ended && !state.evicted {
+            IdleConnections::enqueue(&mut queue, self, &mut state, true);
+            let spare = state.queued;
+            drop(state);
+            if let Some(spare) = spare {
+                cap.enforce(&mut queue, spare);
             }
         }
     }
 
-    /// The current read deadline, remembering `waker` for [`Self::request_finished`].
-    fn deadline(&self, waker: &Waker) -> Option<Instant> {
+    /// Application bytes arrived.
+    fn bytes_read(self: &Arc<Self>) {
+        let starts_header = |state: &ClockState| matches!(state.phase, Phase::Idle { .. }) && !state.http2;
+        // Most reads change nothing: only those take no lock but this connection's.
+        if !starts_header(&self.lock()) {
+            return;
+        }
+        let (queue, mut state) = self.lock_both();
+        if !starts_header(&state) {
+            return;
+        }
+        state.phase = Phase::Header { deadline: self.header_read_timeout.map(|t| Instant::now() + t) };
+        // An HTTP/1.1 request is arriving: closing the connection now would cut it, so it goes
+        // to the back of the cap's queue (the header timeout bounds how long it may take).
+        if let (Some((_, mut queue)), Some(_)) = (queue, state.queued) {
+            IdleConnections::enqueue(&mut queue, self, &mut state, true);
+        }
+    }
+
+    /// What the stream may do now, remembering `waker` for [`Self::request_finished`] and
+    /// for the cap.
+    fn read_gate(&self, waker: &Waker) -> ReadGate {
         let mut state = self.lock();
         match &mut state.reader {
             Some(w) if w.will_wake(waker) => {}
             slot => *slot = Some(waker.clone()),
         }
-        match state.phase {
+        if state.evicted {
+            return ReadGate::Evicted;
+        }
+        ReadGate::Open(match state.phase {
             Phase::First { deadline } | Phase::Header { deadline } => deadline,
             Phase::Busy(_) => None,
             Phase::Idle { since } => self.idle_timeout.map(|t| since + t),
+        })
+    }
+
+    /// Counts one connection closed by the cap.
+    fn count_closed(&self) {
+        if let Some(cap) = &self.cap {
+            cap.closed.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -353,14 +598,15 @@ impl ConnectionClock {
     }
 }
 
-/// An axum-server acceptor adding the header read and idle timeouts to each connection that
-/// `inner` (the TLS handshake) accepts.
+/// An axum-server acceptor adding the header read and idle timeouts and the connection cap
+/// to each connection that `inner` (the TLS handshake) accepts.
 #[derive(Clone, Debug)]
 pub struct LimitAcceptor<A> {
     inner: A,
     header_read_timeout: Option<Duration>,
     idle_timeout: Option<Duration>,
     max_http1_header_bytes: usize,
+    cap: Option<Arc<IdleConnections>>,
 }
 
 type AcceptFuture<St, Sv> = Pin<Box<dyn Future<Output = io::Result<(St, Sv)>> + Send>>;
@@ -369,7 +615,7 @@ impl<A, I, S> Accept<I, S> for LimitAcceptor<A>
 where
     A: Accept<I, S>,
     A::Stream: Send + 'static,
-    A::Service: Send + 'static,
+    A::Service: HasPeerCertificates + Send + 'static,
     A::Future: Send + 'static,
 {
     type Stream = TimedIo<A::Stream>;
@@ -378,24 +624,47 @@ where
 
     fn accept(&self, stream: I, service: S) -> Self::Future {
         // The clock starts before the TLS handshake, as in Go.
-        let clock = Arc::new(ConnectionClock::new(Instant::now(), self.header_read_timeout, self.idle_timeout));
+        let clock = Arc::new(ConnectionClock::new(
+            Instant::now(),
+            self.header_read_timeout,
+            self.idle_timeout,
+            self.cap.clone(),
+        ));
+        clock.admitted();
+        let open = Open(clock.clone());
         let max_http1_header_bytes = self.max_http1_header_bytes;
+        let cap = self.cap.clone();
         let handshake = self.inner.accept(stream, service);
         Box::pin(async move {
-            let (stream, service) = handshake.await?;
-            let io = TimedIo { inner: stream, clock: clock.clone(), sleep: None, expired: false };
+            let (stream, service) = tokio::select! {
+                biased;
+                () = clock.closing.cancelled() => {
+                    clock.count_closed();
+                    tracing::debug!("closing connection in its TLS handshake: idle connections at --max-connections");
+                    return Err(io::Error::new(
+                        io::ErrorKind::ConnectionAborted,
+                        "closed in the TLS handshake to make room for a new connection (--max-connections)",
+                    ));
+                }
+                accepted = handshake => accepted?,
+            };
+            let exempt = cap.is_some_and(|cap| cap.is_exempt(service.peer_certificates()));
+            clock.handshake_done(exempt);
+            let io = TimedIo { inner: stream, clock: clock.clone(), sleep: None, expired: false, _open: open };
             Ok((io, TrackRequests { inner: service, clock, max_http1_header_bytes }))
         })
     }
 }
 
-/// A connection's stream that reads as closed once the connection's read deadline passes.
+/// A connection's stream that reads as closed once the connection's read deadline passes or
+/// the cap closes it.
 pub struct TimedIo<T> {
     inner: T,
     clock: Arc<ConnectionClock>,
     /// Armed at the current deadline; kept to avoid a new timer entry on every read.
     sleep: Option<Pin<Box<Sleep>>>,
     expired: bool,
+    _open: Open,
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
@@ -404,21 +673,30 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
         if this.expired {
             return Poll::Ready(Ok(()));
         }
-        if let Some(deadline) = this.clock.deadline(cx.waker()) {
-            let sleep = match &mut this.sleep {
-                Some(sleep) => {
-                    if sleep.deadline() != deadline {
-                        sleep.as_mut().reset(deadline);
-                    }
-                    sleep
-                }
-                slot => slot.insert(Box::pin(tokio::time::sleep_until(deadline))),
-            };
-            if sleep.as_mut().poll(cx).is_ready() {
+        match this.clock.read_gate(cx.waker()) {
+            ReadGate::Evicted => {
                 this.expired = true;
-                tracing::debug!(reason = this.clock.describe(), "closing connection");
+                this.clock.count_closed();
+                tracing::debug!("closing connection: the idlest when idle connections reached --max-connections");
                 // End of file: hyper closes the connection as if the client had.
                 return Poll::Ready(Ok(()));
+            }
+            ReadGate::Open(None) => {}
+            ReadGate::Open(Some(deadline)) => {
+                let sleep = match &mut this.sleep {
+                    Some(sleep) => {
+                        if sleep.deadline() != deadline {
+                            sleep.as_mut().reset(deadline);
+                        }
+                        sleep
+                    }
+                    slot => slot.insert(Box::pin(tokio::time::sleep_until(deadline))),
+                };
+                if sleep.as_mut().poll(cx).is_ready() {
+                    this.expired = true;
+                    tracing::debug!(reason = this.clock.describe(), "closing connection");
+                    return Poll::Ready(Ok(()));
+                }
             }
         }
         let before = buf.filled().len();
@@ -566,57 +844,198 @@ mod tests {
         futures::task::noop_waker()
     }
 
+    /// The read deadline of an open connection.
+    fn deadline(clock: &ConnectionClock) -> Option<Instant> {
+        match clock.read_gate(&waker()) {
+            ReadGate::Open(deadline) => deadline,
+            ReadGate::Evicted => panic!("closed by the cap"),
+        }
+    }
+
     #[tokio::test]
     async fn the_first_request_has_the_header_timeout_from_accept() {
         let accepted = Instant::now();
-        let clock = ConnectionClock::new(accepted, Some(HEADER), Some(IDLE));
-        assert_eq!(clock.deadline(&waker()), Some(accepted + HEADER));
+        let clock = Arc::new(ConnectionClock::new(accepted, Some(HEADER), Some(IDLE), None));
+        assert_eq!(deadline(&clock), Some(accepted + HEADER));
         // Bytes of the first request do not move it.
         clock.bytes_read();
-        assert_eq!(clock.deadline(&waker()), Some(accepted + HEADER));
+        assert_eq!(deadline(&clock), Some(accepted + HEADER));
         clock.request_started(false);
-        assert_eq!(clock.deadline(&waker()), None);
+        assert_eq!(deadline(&clock), None);
     }
 
     #[tokio::test]
     async fn http1_idle_then_header_timeout() {
-        let clock = ConnectionClock::new(Instant::now(), Some(HEADER), Some(IDLE));
+        let clock = Arc::new(ConnectionClock::new(Instant::now(), Some(HEADER), Some(IDLE), None));
         clock.request_started(false);
         let finished = Instant::now();
         clock.request_finished();
-        let idle = clock.deadline(&waker()).expect("idle deadline");
+        let idle = deadline(&clock).expect("idle deadline");
         assert!(idle >= finished + IDLE && idle <= Instant::now() + IDLE);
         let first_bytes = Instant::now();
         clock.bytes_read();
-        let header = clock.deadline(&waker()).expect("header deadline");
+        let header = deadline(&clock).expect("header deadline");
         assert!(header >= first_bytes + HEADER && header <= Instant::now() + HEADER);
         // More bytes do not extend it: a trickled header is still bounded.
         clock.bytes_read();
-        assert_eq!(clock.deadline(&waker()), Some(header));
+        assert_eq!(deadline(&clock), Some(header));
     }
 
     #[tokio::test]
     async fn http2_bytes_do_not_end_idleness_and_requests_in_flight_have_no_deadline() {
-        let clock = ConnectionClock::new(Instant::now(), Some(HEADER), Some(IDLE));
+        let clock = Arc::new(ConnectionClock::new(Instant::now(), Some(HEADER), Some(IDLE), None));
         clock.request_started(true);
         clock.request_started(true);
         clock.request_finished();
-        assert_eq!(clock.deadline(&waker()), None, "one stream still open");
+        assert_eq!(deadline(&clock), None, "one stream still open");
         clock.request_finished();
-        let idle = clock.deadline(&waker()).expect("idle deadline");
+        let idle = deadline(&clock).expect("idle deadline");
         clock.bytes_read();
-        assert_eq!(clock.deadline(&waker()), Some(idle));
+        assert_eq!(deadline(&clock), Some(idle));
     }
 
     #[tokio::test]
     async fn zero_timeouts_mean_none() {
-        let clock = ConnectionClock::new(Instant::now(), None, None);
-        assert_eq!(clock.deadline(&waker()), None);
+        let clock = Arc::new(ConnectionClock::new(Instant::now(), None, None, None));
+        assert_eq!(deadline(&clock), None);
         clock.request_started(false);
         clock.request_finished();
-        assert_eq!(clock.deadline(&waker()), None);
+        assert_eq!(deadline(&clock), None);
         clock.bytes_read();
-        assert_eq!(clock.deadline(&waker()), None);
+        assert_eq!(deadline(&clock), None);
+    }
+
+    // ---- the connection cap ----
+
+    /// A connection accepted under `cap`, in its TLS handshake.
+    fn accepted(cap: &Arc<IdleConnections>) -> Arc<ConnectionClock> {
+        let clock = Arc::new(ConnectionClock::new(Instant::now(), Some(HEADER), Some(IDLE), Some(cap.clone())));
+        clock.admitted();
+        clock
+    }
+
+    /// Whether the cap closed the connection (the handshake gives up, the stream reads EOF).
+    fn closed(clock: &ConnectionClock) -> bool {
+        let evicted = clock.read_gate(&waker()) == ReadGate::Evicted;
+        // (A close cancelled by a request leaves the token cancelled: only read in the handshake.)
+        assert!(!evicted || clock.closing.is_cancelled(), "the handshake would go on");
+        evicted
+    }
+
+    fn one_request(clock: &Arc<ConnectionClock>) {
+        clock.request_started(false);
+        clock.request_finished();
+    }
+
+    #[tokio::test]
+    async fn the_cap_closes_handshaking_connections_first_then_the_longest_idle() {
+        let cap = Arc::new(IdleConnections::new(3, None));
+        let never_asked = accepted(&cap);
+        let served = accepted(&cap);
+        let handshaking = accepted(&cap);
+        never_asked.handshake_done(false);
+        served.handshake_done(false);
+        one_request(&served);
+        assert_eq!(cap.len(), 3);
+        assert!([&never_asked, &served, &handshaking].iter().all(|c| !closed(c)), "at the cap, not beyond");
+
+        // Beyond the cap: the connection still in its handshake goes first, although it came
+        // after the other two; the newcomer is never the one closed.
+        let newcomer = accepted(&cap);
+        assert!(closed(&handshaking));
+        assert!(!closed(&newcomer) && !closed(&never_asked) && !closed(&served));
+        newcomer.handshake_done(false);
+        // With none handshaking, the longest without a request in flight: one that never sent
+        // one counts from its accept, before `served`, idle since its request.
+        let next = accepted(&cap);
+        assert!(closed(&never_asked));
+        assert!(!closed(&served) && !closed(&newcomer) && !closed(&next));
+        // `next` is still handshaking: the next arrival closes it, not the idle ones.
+        let last = accepted(&cap);
+        assert!(closed(&next));
+        assert!(!closed(&served) && !closed(&newcomer) && !closed(&last));
+        assert_eq!(cap.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn an_http1_request_arriving_on_an_idle_connection_puts_it_last() {
+        let cap = Arc::new(IdleConnections::new(2, None));
+        let older = accepted(&cap);
+        let younger = accepted(&cap);
+        for c in [&older, &younger] {
+            c.handshake_done(false);
+            one_request(c);
+        }
+        // The older one's next request header starts coming in.
+        older.bytes_read();
+        let newcomer = accepted(&cap);
+        assert!(closed(&younger));
+        assert!(!closed(&older) && !closed(&newcomer));
+        // More bytes of the same header do not move it again: the next to go is `older`.
+        older.bytes_read();
+        newcomer.handshake_done(false);
+        let _next = accepted(&cap);
+        assert!(closed(&older) && !closed(&newcomer));
+    }
+
+    #[tokio::test]
+    async fn busy_and_exempt_connections_are_never_closed_nor_counted() {
+        let cap = Arc::new(IdleConnections::new(1, None));
+        let watch = accepted(&cap);
+        watch.handshake_done(false);
+        watch.request_started(false);
+        let aggregator = accepted(&cap);
+        assert!(!closed(&watch), "a request in flight is never closed");
+        aggregator.handshake_done(true);
+        one_request(&aggregator);
+        assert_eq!(cap.len(), 0, "neither counts");
+
+        let mut churn = Vec::new();
+        for _ in 0..10 {
+            let c = accepted(&cap);
+            c.handshake_done(false);
+            churn.push(c);
+        }
+        assert_eq!(churn.iter().filter(|c| closed(c)).count(), 9);
+        assert!(!closed(&watch) && !closed(&aggregator));
+
+        // The watch ends: now idle, it counts, and the cap makes room by closing the other.
+        watch.request_finished();
+        assert!(closed(&churn[9]) && !closed(&watch));
+        assert_eq!(cap.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_request_handed_over_after_the_cap_chose_the_connection_keeps_it_open() {
+        let cap = Arc::new(IdleConnections::new(1, None));
+        let first = accepted(&cap);
+        first.handshake_done(false);
+        let second = accepted(&cap);
+        assert!(closed(&first));
+        // hyper had read the request's last bytes before the close: the request is served and
+        // the connection stays open.
+        first.request_started(false);
+        assert_eq!(deadline(&first), None);
+        assert!(!closed(&second));
+        first.request_finished();
+        assert!(!closed(&first));
+        assert!(closed(&second), "the cap holds again once the request is done");
+    }
+
+    #[tokio::test]
+    async fn ended_connections_leave_the_queue() {
+        let cap = Arc::new(IdleConnections::new(2, None));
+        let clock = accepted(&cap);
+        let open = Open(clock.clone());
+        clock.handshake_done(false);
+        clock.request_started(false);
+        drop(open);
+        // A response body dropped after its connection ended does not put it back.
+        clock.request_finished();
+        assert!(cap.is_empty());
+        let handshake_failed = accepted(&cap);
+        drop(Open(handshake_failed));
+        assert!(cap.is_empty());
     }
 
     #[test]

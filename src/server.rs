@@ -305,7 +305,30 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             }
         });
     }
-    tls::serve_tls(args.bind, app.router(), tls_config, handle, &ConnectionLimits::from(&args)).await
+    let limits = ConnectionLimits::from(&args);
+    crate::ops::open_files::raise_limit(&limits, &args);
+    // The aggregator's connections are never closed by the connection cap: it is recognised
+    // by the same front-proxy certificate test authentication makes (see crate::connection).
+    let exempt: Option<crate::connection::Exempt> = app.guard.as_ref().map(|guard| {
+        let authn = guard.authn.clone();
+        Arc::new(move |peer: &tls::PeerCertificates| authn.is_front_proxy(peer)) as crate::connection::Exempt
+    });
+    let cap = limits.idle_connections(exempt);
+    if let Some(cap) = &cap {
+        let idle = cap.clone();
+        app.metrics.gauge_fn(
+            "idle_connections",
+            "Connections without a request in flight, counted against --max-connections (the aggregator's are not)",
+            move || idle.len() as f64,
+        );
+        let closed = cap.clone();
+        app.metrics.gauge_fn(
+            "connections_closed_by_cap",
+            "Idle connections closed to make room for others at --max-connections, since start",
+            move || closed.closed_total() as f64,
+        );
+    }
+    tls::serve_tls(args.bind, app.router(), tls_config, handle, &limits, cap).await
 }
 
 async fn wait_for_signal() {

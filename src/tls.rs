@@ -48,7 +48,7 @@ use x509_parser::extensions::{GeneralName, ParsedExtension};
 use x509_parser::time::ASN1Time;
 use x509_parser::x509::X509Name;
 
-use crate::connection::ConnectionLimits;
+use crate::connection::{ConnectionLimits, HasPeerCertificates, IdleConnections};
 
 /// Common name of the development CA.
 pub const DEV_CA_COMMON_NAME: &str = "farm-apiserver-ca";
@@ -797,6 +797,12 @@ pub struct WithPeerCertificates<S> {
     peer: PeerCertificates,
 }
 
+impl<S> HasPeerCertificates for WithPeerCertificates<S> {
+    fn peer_certificates(&self) -> &PeerCertificates {
+        &self.peer
+    }
+}
+
 impl<S, B> tower::Service<http::Request<B>> for WithPeerCertificates<S>
 where
     S: tower::Service<http::Request<B>>,
@@ -818,24 +824,26 @@ where
 /// Binds `addr` and serves `app` over TLS (HTTP/1.1 and HTTP/2 by ALPN) until `handle` shuts down
 /// (`handle.graceful_shutdown(..)` / `handle.shutdown()`); `handle.listening()` reports the bound
 /// address. Handlers can extract `Extension<PeerCertificates>` and `ConnectInfo<SocketAddr>`.
-/// `limits` (header timeouts, idle timeout, header size, connection cap) are applied around the
-/// TLS layer by [`crate::connection`].
+/// `limits` (header timeouts, idle timeout, header size) and the connection cap `cap` (from
+/// [`ConnectionLimits::idle_connections`]; None: no cap) are applied around the TLS layer by
+/// [`crate::connection`].
 pub async fn serve_tls(
     addr: SocketAddr,
     app: axum::Router,
     config: Arc<ServerConfig>,
     handle: axum_server::Handle<SocketAddr>,
     limits: &ConnectionLimits,
+    cap: Option<Arc<IdleConnections>>,
 ) -> anyhow::Result<()> {
     let mut acceptor = PeerCertAcceptor::new(config);
     if let Some(timeout) = limits.handshake_timeout() {
         acceptor = acceptor.handshake_timeout(timeout);
     }
-    let acceptor = limits.acceptor(acceptor.acceptor(NoDelayAcceptor::new()));
+    let acceptor = limits.acceptor(acceptor.acceptor(NoDelayAcceptor::new()), cap);
     let mut server = axum_server::bind(addr).acceptor(acceptor).handle(handle);
     limits.configure_http(&mut server);
     server
-        .serve(limits.limit_connections(app.into_make_service_with_connect_info::<SocketAddr>()))
+        .serve(app.into_make_service_with_connect_info::<SocketAddr>())
         .await
         .with_context(|| format!("serving HTTPS on {addr}"))
 }
@@ -1193,7 +1201,7 @@ mod tests {
         let app = Router::new().route("/whoami", get(whoami));
         let serving = handle.clone();
         let task = tokio::spawn(async move {
-            serve_tls("127.0.0.1:0".parse().unwrap(), app, config, serving, &ConnectionLimits::default()).await
+            serve_tls("127.0.0.1:0".parse().unwrap(), app, config, serving, &ConnectionLimits::default(), None).await
         });
         let addr = handle.listening().await.expect("server failed to bind");
         TestServer { addr, paths, handle, task, _reloader: reloader, _dir: dir }

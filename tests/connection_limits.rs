@@ -1,9 +1,10 @@
 //! Connection-level protections of the HTTPS server against the real binary: the header
 //! read timeout (slowloris), the idle timeout (HTTP/1.1 keep-alive and HTTP/2) that never
 //! cuts a watch, request headers up to --max-request-header-bytes on both protocols, and
-//! --max-connections. Timeouts are set short through the real flags; no test asserts how
-//! fast anything happens, only that it does (within generous hang guards) or that it has
-//! not yet happened.
+//! --max-connections, which caps idle connections only: beyond it the idlest is closed, never
+//! one with a request in flight nor the aggregator's (1,000 watches lock nobody out).
+//! Timeouts are set short through the real flags; no test asserts how fast anything
+//! happens, only that it does (within generous hang guards) or that it has not yet happened.
 
 mod common;
 
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use common::{client_trusting, install_crypto, llama, Server, GROUP_PATH};
 use futures::StreamExt as _;
-use http_body_util::{BodyExt as _, Empty};
+use http_body_util::{BodyExt as _, Empty, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -409,42 +410,254 @@ async fn open_request(stream: &mut TlsStream<TcpStream>, path: &str) -> String {
     String::from_utf8_lossy(&head).lines().next().unwrap_or_default().to_string()
 }
 
-/// With --max-connections 2, further connections are not served (their TLS handshake does
-/// not even start) while two are open; each is served once others close; the server stays up.
+/// Reads `stream` (say, a watch) until `needle` has come; false if the stream ended first.
+async fn read_until(stream: &mut TlsStream<TcpStream>, needle: &str) -> bool {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+        if String::from_utf8_lossy(&seen).contains(needle) {
+            return true;
+        }
+    }
+}
+
+/// A series of the server's /metrics, read over a connection of its own.
+async fn metric(s: &Server, series: &str) -> f64 {
+    let client = client_trusting(&s.ca_file).expect("client");
+    let text = client.get(s.url("/metrics")).send().await.expect("/metrics").text().await.expect("metrics body");
+    common::metric_sample(&text, series).unwrap_or_else(|| panic!("no {series} in /metrics:\n{text}"))
+}
+
+const WATCH_LLAMAS: &str = "/apis/farm.example.com/v1alpha/namespaces/default/llamas?watch=1";
+
+/// At --max-connections 3, idle connections beyond the cap do not wait: the connection idle
+/// longest is closed to make room (an HTTP/2 one here), a new client is served at once, the
+/// others stay usable, and a connection with a request in flight (a watch) is never closed,
+/// however many connections come and go past the cap.
 #[tokio::test]
-async fn connections_beyond_the_cap_wait_until_others_close() {
-    // A short idle timeout frees the slot of the fixture's own pooled readiness connection;
-    // the two connections holding the slots stay busy with watches.
-    let s = Server::start(&["--max-connections", "2", "--http-idle-timeout", "1"]).await;
+async fn beyond_the_cap_the_idlest_connection_is_closed_and_requests_in_flight_never_are() {
+    // Timeouts far beyond the hang guard: only the cap can close anything here.
+    let s =
+        Server::start(&["--max-connections", "3", "--http-idle-timeout", "600", "--http-header-read-timeout", "600"])
+            .await;
     let tls = connector(&s.ca_file, &[b"http/1.1"]);
-    let watch = format!("{GROUP_PATH}/namespaces/default/llamas?watch=1&timeoutSeconds=300");
-    let mut held = Vec::new();
+    let connect_now =
+        || async { tokio::time::timeout(HANG_GUARD, connect(&s, &tls)).await.expect("served").expect("TLS") };
+    let mut watch = connect_now().await;
+    assert!(open_request(&mut watch, WATCH_LLAMAS).await.contains(" 200 "));
+    // Three idle connections, each after one request: the oldest speaks HTTP/2.
+    let oldest = tokio::time::timeout(HANG_GUARD, one_request_then_idle(&s, true)).await.expect("served");
+    let mut idle = Vec::new();
     for _ in 0..2 {
-        let mut stream = tokio::time::timeout(HANG_GUARD, connect(&s, &tls)).await.expect("served").expect("TLS");
-        assert!(open_request(&mut stream, &watch).await.contains(" 200 "));
-        held.push(stream);
+        let mut stream = connect_now().await;
+        assert!(http1_roundtrip(&mut stream, GROUP_PATH).await.contains(" 200 "));
+        idle.push(stream);
     }
-    let waiting: Vec<_> = (0..3)
-        .map(|_| {
-            let (tls, port) = (tls.clone(), s.port);
-            tokio::spawn(async move {
-                let tcp = TcpStream::connect(("127.0.0.1", port)).await.expect("TCP connect (the backlog)");
-                let mut stream = tls.connect(ServerName::try_from("localhost").unwrap(), tcp).await.expect("TLS");
-                http1_roundtrip(&mut stream, GROUP_PATH).await
-            })
-        })
+    // A new client beyond the cap is served at once, and the oldest idle connection is closed.
+    let mut newcomer = connect_now().await;
+    let status = tokio::time::timeout(HANG_GUARD, http1_roundtrip(&mut newcomer, GROUP_PATH)).await;
+    assert!(status.expect("the newcomer is served").contains(" 200 "));
+    tokio::time::timeout(HANG_GUARD, oldest).await.expect("the idlest connection was closed").unwrap();
+    // The other idle connections were not.
+    for stream in &mut idle {
+        assert!(
+            http1_roundtrip(stream, GROUP_PATH).await.contains(" 200 "),
+            "an idle connection younger than the closed one"
+        );
+    }
+    // Churn: twenty connections that never send a request, then a write on yet another one.
+    let mut churn = Vec::new();
+    for _ in 0..20 {
+        churn.push(connect_now().await);
+    }
+    let mut writer = connect_now().await;
+    let body = serde_json::to_string(&llama("past-the-cap", 1.0, 1.0)).unwrap();
+    let post = format!(
+        "POST {GROUP_PATH}/namespaces/default/llamas HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    writer.write_all(post.as_bytes()).await.expect("write POST");
+    assert!(tokio::time::timeout(HANG_GUARD, read_until(&mut writer, " 201 ")).await.expect("the POST is answered"));
+    // Every connection older than the cap's three was closed, the watch included in none of it.
+    for stream in idle.iter_mut().chain(churn.iter_mut().take(17)) {
+        tokio::time::timeout(HANG_GUARD, until_closed(stream)).await.expect("closed by the cap");
+    }
+    let seen = tokio::time::timeout(HANG_GUARD, read_until(&mut watch, r#""name":"past-the-cap""#)).await;
+    assert!(seen.expect("the watch sees the event"), "the watch's connection was closed");
+    assert!(metric(&s, "farm_apiserver_connections_closed_by_cap").await >= 20.0);
+}
+
+/// The issue's case: with the default --max-connections (1000), 1,000 HTTP/1.1 watches are
+/// open, one connection each; a new client is still served, and a write made then reaches
+/// every watch. (Before, the watches held every connection slot and the new client's TLS
+/// handshake waited in the listen backlog until a watch ended.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_watches_do_not_lock_out_a_new_client() {
+    const WATCHES: usize = 1000;
+    let s = Server::start(&[]).await;
+    let rss_before = rss_kib(s.pid());
+    let tls = connector(&s.ca_file, &[b"http/1.1"]);
+    let handshakes = Arc::new(tokio::sync::Semaphore::new(32));
+    let mut opening = Vec::new();
+    for _ in 0..WATCHES {
+        let (port, tls, handshakes) = (s.port, tls.clone(), handshakes.clone());
+        opening.push(tokio::spawn(async move {
+            let _permit = handshakes.acquire_owned().await.expect("semaphore");
+            let tcp = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+            let mut stream = tls.connect(ServerName::try_from("localhost").unwrap(), tcp).await.expect("TLS handshake");
+            let status = open_request(&mut stream, WATCH_LLAMAS).await;
+            assert!(status.contains(" 200 "), "a watch: {status}");
+            stream
+        }));
+    }
+    let mut watches = Vec::new();
+    for w in opening {
+        watches.push(tokio::time::timeout(HANG_GUARD, w).await.expect("1,000 watches open").expect("watch"));
+    }
+    assert!(open_fds(s.pid()) > WATCHES, "the watches hold {WATCHES} connections");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_watching = rss_kib(s.pid());
+
+    // A new client, on a connection of its own, with nothing but a hang guard.
+    let fresh = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(&s.ca_file).unwrap()).unwrap())
+        .http1_only()
+        .build()
+        .unwrap();
+    let answer = tokio::time::timeout(HANG_GUARD, fresh.get(s.url(GROUP_PATH)).send()).await;
+    assert_eq!(answer.expect("a new client is served beside 1,000 watches").unwrap().status(), 200);
+    let created = tokio::time::timeout(
+        HANG_GUARD,
+        fresh.post(s.llamas("default", "")).json(&llama("seen-by-all", 1.0, 1.0)).send(),
+    )
+    .await;
+    assert_eq!(created.expect("a write beside 1,000 watches").unwrap().status(), 201);
+    let reading: Vec<_> = watches
+        .into_iter()
+        .map(|mut w| tokio::spawn(async move { read_until(&mut w, r#""name":"seen-by-all""#).await }))
         .collect();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(waiting.iter().all(|w| !w.is_finished()), "a connection beyond the cap was served");
-    // Close the watches' connections: the waiting ones are served.
-    held.clear();
-    for w in waiting {
-        let status = tokio::time::timeout(HANG_GUARD, w).await.expect("served after others closed").unwrap();
-        assert!(status.contains(" 200 "), "{status}");
+    let mut saw = 0;
+    for r in reading {
+        if tokio::time::timeout(HANG_GUARD, r).await.expect("the event reaches the watch").unwrap() {
+            saw += 1;
+        }
     }
-    // The server is up and serves new connections.
-    let fresh = client_trusting(&s.ca_file).unwrap();
-    assert_eq!(fresh.get(s.url("/readyz")).send().await.unwrap().status(), 200);
+    assert_eq!(saw, WATCHES, "every watch saw the write");
+    println!(
+        "{WATCHES} HTTP/1.1 watches open; a new client served; the write reached all {saw}; RSS {rss_before} KiB -> {rss_watching} KiB ({:.1} KiB per watch and its connection)",
+        rss_watching.saturating_sub(rss_before) as f64 / WATCHES as f64
+    );
+}
+
+/// A TLS connector presenting the control plane's front-proxy client certificate, as the
+/// aggregator does, speaking HTTP/2 as kube-apiserver's proxy does.
+fn front_proxy_connector(s: &Server, cert: &[u8], key: &[u8]) -> TlsConnector {
+    install_crypto();
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(&s.ca_file).expect("read CA") {
+        roots.add(c.expect("CA PEM")).expect("add CA");
+    }
+    let chain = CertificateDer::pem_slice_iter(cert).collect::<Result<Vec<_>, _>>().expect("client certificate PEM");
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key).expect("client key PEM");
+    let mut config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .expect("identity");
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    TlsConnector::from(Arc::new(config))
+}
+
+/// The aggregator is never locked out nor closed by the cap: with the cap full of idle
+/// connections that never send a request, a client presenting the front-proxy certificate
+/// connects and is served; its connection, idle, then outlives anonymous connections
+/// churning past the cap (connections younger than it are closed, it is not); a certificate
+/// from the front-proxy CA with a name not allowed to proxy is closed like anyone's.
+#[tokio::test]
+async fn the_aggregator_is_never_locked_out_nor_closed() {
+    let cp = common::cluster::controlplane();
+    let s = Server::start_with(common::Options {
+        args: [
+            "--authentication",
+            "delegated",
+            "--max-connections",
+            "4",
+            "--http-idle-timeout",
+            "600",
+            "--http-header-read-timeout",
+            "600",
+        ]
+        .map(String::from)
+        .to_vec(),
+        kubeconfig: Some(cp.kubeconfig.clone()),
+        ..Default::default()
+    })
+    .await;
+    let anonymous = connector(&s.ca_file, &[b"http/1.1"]);
+    let connect_now = |tls: TlsConnector| {
+        let port = s.port;
+        async move {
+            let tcp = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+            let tls = tls.connect(ServerName::try_from("localhost").unwrap(), tcp);
+            tokio::time::timeout(HANG_GUARD, tls).await.expect("the TLS handshake is served").expect("TLS")
+        }
+    };
+    // Fill the cap with connections that never send a request.
+    let mut fillers = Vec::new();
+    for _ in 0..4 {
+        fillers.push(connect_now(anonymous.clone()).await);
+    }
+
+    let (cert, key) = common::identity::files(cp, "frontProxyClientCertFile", "frontProxyClientKeyFile");
+    let io = TokioIo::new(connect_now(front_proxy_connector(&s, &cert, &key)).await);
+    let (mut aggregator, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io).await.expect("h2");
+    let aggregator_conn = tokio::spawn(conn);
+    // What kube-apiserver sends for a user in system:masters (no SubjectAccessReview needed).
+    let as_admin = |method: &str, path: &str, body: Vec<u8>| {
+        hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "localhost")
+            .header("x-remote-user", "aggregated-admin")
+            .header("x-remote-group", "system:masters")
+            .header("content-type", "application/json")
+            .body(Full::new(bytes::Bytes::from(body)))
+            .unwrap()
+    };
+    let llamas = format!("{GROUP_PATH}/namespaces/default/llamas");
+    let r = tokio::time::timeout(HANG_GUARD, aggregator.send_request(as_admin("GET", &llamas, Vec::new()))).await;
+    let r = r.expect("the aggregator is served with the cap full").expect("request");
+    assert_eq!(r.status(), 200, "the front-proxy identity was accepted");
+    r.into_body().collect().await.expect("body");
+
+    // Signed by the front-proxy CA, but a name the cluster does not allow to proxy: not exempt.
+    let ca = common::identity::existing_ca(
+        Path::new(&common::identity::path_of(cp, "frontProxyCAFile")),
+        Path::new(&common::identity::path_of(cp, "frontProxyCAKeyFile")),
+    );
+    let (intruder_cert, intruder_key) = common::identity::leaf(&ca, "intruder");
+    let mut intruder = connect_now(front_proxy_connector(&s, &intruder_cert, &intruder_key)).await;
+
+    // Anonymous connections churn well past the cap while the aggregator's connection is idle.
+    let mut churn = Vec::new();
+    for _ in 0..12 {
+        let mut stream = connect_now(anonymous.clone()).await;
+        assert!(http1_roundtrip(&mut stream, "/readyz").await.contains(" 200 "));
+        churn.push(stream);
+    }
+    // The fillers, the intruder and connections opened after the aggregator's were closed...
+    for stream in fillers.iter_mut().chain([&mut intruder]).chain(churn.iter_mut().take(4)) {
+        tokio::time::timeout(HANG_GUARD, until_closed(stream)).await.expect("closed by the cap");
+    }
+    // ...the aggregator's was not: the same connection serves again.
+    assert!(!aggregator_conn.is_finished(), "the aggregator's connection was closed");
+    let body = serde_json::to_vec(&llama("after-churn", 1.0, 1.0)).unwrap();
+    let r = tokio::time::timeout(HANG_GUARD, aggregator.send_request(as_admin("POST", &llamas, body))).await;
+    let r = r.expect("served again").expect("the aggregator's connection is still open");
+    assert_eq!(r.status(), 201);
 }
 
 // ---- what an idle connection costs -----------------------------------------------------------

@@ -256,6 +256,14 @@ impl Authenticator {
         }
     }
 
+    /// Whether a connection's client certificate is the front proxy's (the aggregator's) under
+    /// the configuration in force: the test request-header authentication makes before it
+    /// reads any `X-Remote-*` header. The connection cap never closes such a connection.
+    pub fn is_front_proxy(&self, peer: &PeerCertificates) -> bool {
+        let compiled = self.compiled();
+        compiled.request_header.as_ref().and_then(|rh| rh.check_proxy_certificate(peer)).is_some_and(|ok| ok.is_ok())
+    }
+
     /// Authenticates a request from its headers and the connection's client certificates.
     pub async fn authenticate(&self, headers: &HeaderMap, peer: &PeerCertificates) -> AuthnOutcome {
         let compiled = self.compiled();
@@ -345,6 +353,33 @@ mod tests {
         // Disabling request-header authentication makes the headers meaningless again.
         a.update(AuthnConfig::default()).unwrap();
         assert_eq!(a.authenticate(&proxy_headers(), &peer(&[&new_cert])).await, AuthnOutcome::NoCredentials);
+    }
+
+    #[test]
+    fn the_front_proxy_certificate_is_known_without_a_request() {
+        let front = ca("front-proxy-ca");
+        let client_ca = ca("kubernetes-ca");
+        let a = authn(AuthnConfig {
+            request_header: Some(rh_config(&front.pem, &["front-proxy-client"])),
+            client_ca_pem: Some(client_ca.pem.clone()),
+        });
+        let proxy = Leaf::client("front-proxy-client").sign(&front);
+        assert!(a.is_front_proxy(&peer(&[&proxy])));
+        // Signed by the request-header CA but not an allowed name (a CA shared with ordinary
+        // client certificates), a user of the client CA, a stranger, no certificate: no.
+        let other_name = Leaf::client("kubelet").sign(&front);
+        let user = Leaf::client("bob").sign(&client_ca);
+        let stranger = Leaf::client("front-proxy-client").sign(&ca("other"));
+        for p in [peer(&[&other_name]), peer(&[&user]), peer(&[&stranger]), no_peer()] {
+            assert!(!a.is_front_proxy(&p));
+        }
+        // The configuration in force decides: any name when none are listed, and a rotated CA.
+        a.update(AuthnConfig { request_header: Some(rh_config(&front.pem, &[])), client_ca_pem: None }).unwrap();
+        assert!(a.is_front_proxy(&peer(&[&other_name])));
+        a.update(AuthnConfig { request_header: Some(rh_config(&ca("new").pem, &[])), client_ca_pem: None }).unwrap();
+        assert!(!a.is_front_proxy(&peer(&[&proxy])));
+        a.update(AuthnConfig::default()).unwrap();
+        assert!(!a.is_front_proxy(&peer(&[&proxy])));
     }
 
     #[test]

@@ -116,22 +116,34 @@ impl RequestHeaderAuth {
         })
     }
 
-    pub(super) fn authenticate(&self, headers: &HeaderMap, peer: &PeerCertificates) -> Step {
-        let Some(end_entity) = peer.end_entity() else { return Step::NoOpinion };
+    /// Whether the connection's client certificate is the front proxy's: it chains to the
+    /// request-header CA and, when allowed names are configured, has one of them as its common
+    /// name. None: no certificate; Err: why not.
+    pub(super) fn check_proxy_certificate(&self, peer: &PeerCertificates) -> Option<Result<(), String>> {
+        let end_entity = peer.end_entity()?;
         if let Err(err) = self.ca.verify(end_entity, peer.intermediates()) {
-            return Step::Rejected(format!("request-header client certificate: {err}"));
+            return Some(Err(format!("request-header client certificate: {err}")));
         }
         if !self.allowed_names.is_empty() {
             let common_name = subject_of(end_entity).ok().and_then(|subject| subject.common_name);
             match common_name {
                 Some(cn) if self.allowed_names.contains(&cn) => {}
                 other => {
-                    return Step::Rejected(format!(
+                    return Some(Err(format!(
                         "request-header client certificate common name {:?} is not allowed",
                         other.unwrap_or_default()
-                    ))
+                    )))
                 }
             }
+        }
+        Some(Ok(()))
+    }
+
+    pub(super) fn authenticate(&self, headers: &HeaderMap, peer: &PeerCertificates) -> Step {
+        match self.check_proxy_certificate(peer) {
+            None => return Step::NoOpinion,
+            Some(Err(reason)) => return Step::Rejected(reason),
+            Some(Ok(())) => {}
         }
         let Some(name) = first_header_value(headers, &self.username_headers) else { return Step::NoOpinion };
         let uid = first_header_value(headers, &self.uid_headers).unwrap_or_default();

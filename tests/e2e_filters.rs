@@ -326,6 +326,26 @@ subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, name: llama-reade
     assert!(v["message"].as_str().unwrap().contains("User \"system:anonymous\" cannot list"), "{v}");
 }
 
+/// Lets `user` and system:anonymous use `verbs` on the Llamas of `ns`.
+fn grant_llamas(cp: &ControlPlane, ns: &str, role: &str, verbs: &str, user: &str) {
+    cp.apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: {role}, namespace: {ns}}}
+rules:
+- {{apiGroups: [farm.example.com], resources: [llamas], verbs: [{verbs}]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: {role}, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {role}}}
+subjects:
+- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: \"{user}\"}}
+- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: system:anonymous}}
+"
+    ));
+}
+
 /// The common name of a certificate (the user a client certificate authenticates as).
 fn whoami(cert_pem: &[u8]) -> String {
     let dir = tempfile::tempdir().unwrap();
@@ -380,22 +400,7 @@ async fn watches_are_capped_per_user() {
     let (cert, key) = files(cp, "userCertFile", "userKeyFile");
     let me = whoami(&cert);
     let ns = namespace(cp, "watch-caps");
-    cp.apply(&format!(
-        "apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: llama-watcher, namespace: {ns}}}
-rules:
-- {{apiGroups: [farm.example.com], resources: [llamas], verbs: [list, watch]}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: llama-watcher, namespace: {ns}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: llama-watcher}}
-subjects:
-- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: \"{me}\"}}
-- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: system:anonymous}}
-"
-    ));
+    grant_llamas(cp, &ns, "llama-watcher", "list, watch", &me);
     let user = client_with_identity(&s, &cert, &key);
     let url = s.llamas(&ns, "?watch=1");
     succeeds("the watch grant applies", Duration::from_secs(30), || async {
@@ -429,22 +434,7 @@ async fn one_user_cannot_take_every_read_slot() {
     let (cert, key) = files(cp, "userCertFile", "userKeyFile");
     let me = whoami(&cert);
     let ns = namespace(cp, "read-share");
-    cp.apply(&format!(
-        "apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: llama-reader, namespace: {ns}}}
-rules:
-- {{apiGroups: [farm.example.com], resources: [llamas], verbs: [get, list]}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: llama-reader, namespace: {ns}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: llama-reader}}
-subjects:
-- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: \"{me}\"}}
-- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: system:anonymous}}
-"
-    ));
+    grant_llamas(cp, &ns, "llama-reader", "get, list", &me);
     let user = client_with_identity(&s, &cert, &key);
     succeeds("the read grant applies", Duration::from_secs(30), || async {
         user.get(s.llamas(&ns, "")).send().await.map(|r| r.status() == 200).unwrap_or(false)

@@ -558,6 +558,16 @@ async fn amplifying_json_patches_are_refused(backend: Backend) {
     assert_eq!((code, &v["spec"]), (StatusCode::OK, &json!({"weight": 2, "height": 1})));
 }
 
+/// `llama` with `count` finalizers of ~260 bytes each (valid names: a long
+/// domain, a 60-character name part): a way to make an object large that the
+/// schema does not prune.
+fn with_finalizers(mut llama: Value, count: usize) -> Value {
+    let domain = format!("{}.example.com", ["p".repeat(60), "q".repeat(60), "r".repeat(60)].join("."));
+    llama["metadata"]["finalizers"] =
+        (0..count).map(|i| json!(format!("{domain}/f{i}-{}", "f".repeat(55)))).collect::<Value>();
+    llama
+}
+
 /// A condition of `size` bytes of message, valid for the Llama schema.
 fn condition(kind: &str, size: usize) -> Value {
     json!({"type": kind, "status": "True", "reason": "Grown", "lastTransitionTime": "2026-01-01T00:00:00Z",
@@ -587,10 +597,7 @@ async fn objects_cannot_grow_past_the_object_limit(backend: Backend) {
     assert_eq!(code, StatusCode::OK);
     assert_eq!(v["status"]["conditions"].as_array().map(Vec::len), Some(2));
     // A create over the limit (finalizers are one way past the schema) fails alike.
-    let mut big = llama("fins", 1.0, 1.0);
-    let domain = format!("{}.example.com", ["p".repeat(60), "q".repeat(60), "r".repeat(60)].join("."));
-    big["metadata"]["finalizers"] =
-        (0..7000).map(|i| json!(format!("{domain}/f{i}-{}", "f".repeat(55)))).collect::<Value>();
+    let big = with_finalizers(llama("fins", 1.0, 1.0), 7000);
     let (code, e) = send(&s, Method::POST, &s.llamas("default", ""), &big).await;
     assert_eq!(code, 500, "{e}");
     assert_eq!(e["message"], "etcdserver: request is too large");
@@ -630,10 +637,7 @@ async fn max_object_bytes_flag_and_the_managed_fields_retry(backend: Backend) {
 #[tokio::test]
 async fn etcd_refusing_an_object_is_answered_as_the_limit_is() {
     let s = Server::start_on(Backend::Etcd, &["--max-object-bytes", "4194304"]).await;
-    let mut big = llama("fins", 1.0, 1.0);
-    let domain = format!("{}.example.com", ["p".repeat(60), "q".repeat(60), "r".repeat(60)].join("."));
-    big["metadata"]["finalizers"] =
-        (0..6200).map(|i| json!(format!("{domain}/f{i}-{}", "f".repeat(55)))).collect::<Value>();
+    let big = with_finalizers(llama("fins", 1.0, 1.0), 6200);
     let (code, e) = send(&s, Method::POST, &s.llamas("default", ""), &big).await;
     assert_eq!(code, 500, "{e}");
     assert_eq!(e["message"], "etcdserver: request is too large");

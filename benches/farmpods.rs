@@ -586,6 +586,7 @@ fn allocator_settings() -> Vec<(String, Vec<(String, String)>)> {
             let mut parts = setting.split('|');
             let name = parts.next().unwrap_or_default().trim().to_string();
             let env = parts
+                .filter(|kv| !kv.trim().is_empty())
                 .map(|kv| {
                     let (k, v) = kv.split_once('=').unwrap_or_else(|| panic!("FARM_BENCH_ALLOCATORS: {kv:?}"));
                     (k.trim().to_string(), v.to_string())

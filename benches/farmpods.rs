@@ -22,6 +22,7 @@
 //! | `FARM_BENCH_DIRECT_BUDGET_SECS` | 60 | each per-request case is cut to fit this (never under 10 requests) |
 //! | `FARM_BENCH_CONCURRENCY` | 32 | Pod creations in flight |
 //! | `FARM_BENCH_CHARTS` | docs/bench | where the SVG charts go |
+//! | `FARM_BENCH_ALLOCATORS` | — | memory only, per allocator setting: `name\|KEY=VALUE\|...;name2\|...` (environment of the server, e.g. `GLIBC_TUNABLES=...` or `LD_PRELOAD=...`; a name alone: as built). At each size, each setting's server is started afresh and its RSS read after the Pod sync and after 5 lists of all namespaces; the latency cases are skipped |
 //!
 //! Upstream calls are read from kube-apiserver's own `/metrics`
 //! (`apiserver_request_total` for resource `pods`) before and after each case.
@@ -348,8 +349,14 @@ impl Size {
 
 /// Starts farm-apiserver on the control plane and waits for its Pod cache.
 async fn start_farm(cp: &common::cluster::ControlPlane) -> (Server, Duration) {
+    start_farm_with(cp, Vec::new()).await
+}
+
+/// [`start_farm`] with environment variables for the server process.
+async fn start_farm_with(cp: &common::cluster::ControlPlane, env: Vec<(String, String)>) -> (Server, Duration) {
     let started = Instant::now();
     let farm = Server::start_with(Options {
+        env,
         kubeconfig: Some(cp.kubeconfig.clone()),
         // Request logs off: they would be part of what is measured.
         log: Some("info".into()),
@@ -570,6 +577,78 @@ fn charts(sizes: &[Size], baseline_rss: f64) -> anyhow::Result<Vec<PathBuf>> {
     Ok(vec![latency, memory])
 }
 
+/// `FARM_BENCH_ALLOCATORS`: (name, the server's environment) per setting.
+fn allocator_settings() -> Vec<(String, Vec<(String, String)>)> {
+    let spec = std::env::var("FARM_BENCH_ALLOCATORS").unwrap_or_default();
+    spec.split(';')
+        .filter(|s| !s.trim().is_empty())
+        .map(|setting| {
+            let mut parts = setting.split('|');
+            let name = parts.next().unwrap_or_default().trim().to_string();
+            let env = parts
+                .filter(|kv| !kv.trim().is_empty())
+                .map(|kv| {
+                    let (k, v) = kv.split_once('=').unwrap_or_else(|| panic!("FARM_BENCH_ALLOCATORS: {kv:?}"));
+                    (k.trim().to_string(), v.to_string())
+                })
+                .collect();
+            (name, env)
+        })
+        .collect()
+}
+
+/// Memory of one allocator setting at one Pod count (MiB).
+struct AllocatorMemory {
+    setting: String,
+    pods: usize,
+    idle: f64,
+    synced: f64,
+    after_lists: f64,
+}
+
+/// Starts the server with each setting, reads its RSS after the Pod sync
+/// and after 5 lists of all namespaces.
+async fn allocator_memory(
+    cp: &common::cluster::ControlPlane,
+    settings: &[(String, Vec<(String, String)>)],
+    idle: &[f64],
+    pods: usize,
+) -> Vec<AllocatorMemory> {
+    let mut out = Vec::new();
+    for ((name, env), idle) in settings.iter().zip(idle) {
+        let (mut farm, _) = start_farm_with(cp, env.clone()).await;
+        let synced = common::rss_mib(farm.pid());
+        let url = format!("{}{FARMPODS}/farmpods", farm.base);
+        for _ in 0..5 {
+            let body = farm.client.get(&url).send().await.expect("list farmpods").bytes().await.expect("body");
+            assert_eq!(item_count(&body), pods, "farm-apiserver lists every Pod");
+        }
+        let after_lists = common::rss_mib(farm.pid());
+        farm.terminate().await;
+        eprintln!("[{pods}] {name}: RSS {synced:.1} MiB synced, {after_lists:.1} MiB after 5 lists");
+        out.push(AllocatorMemory { setting: name.clone(), pods, idle: *idle, synced, after_lists });
+    }
+    out
+}
+
+fn allocator_report(rows: &[AllocatorMemory]) -> String {
+    let mut out = String::from(
+        "\n## Memory per allocator setting\n\n| setting | Pods | idle RSS (no Pods) | RSS after the Pod sync | after 5 lists of all | (synced − idle) / Pods |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "| {} | {} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.2} KB |\n",
+            r.setting,
+            r.pods,
+            r.idle,
+            r.synced,
+            r.after_lists,
+            (r.synced - r.idle) * 1024.0 * 1024.0 / 1000.0 / r.pods as f64
+        ));
+    }
+    out
+}
+
 async fn run() {
     let sizes: Vec<usize> = std::env::var("FARM_BENCH_PODS")
         .unwrap_or_else(|_| "1000,10000,50000".into())
@@ -585,6 +664,36 @@ async fn run() {
     eprintln!("control plane {} ready in {cp_start:.1?}", cp.server);
     let kube = cp.client().await;
     create_namespaces(&kube).await;
+
+    let settings = allocator_settings();
+    if !settings.is_empty() {
+        let mut idle = Vec::new();
+        for (name, env) in &settings {
+            let (mut farm, _) = start_farm_with(cp, env.clone()).await;
+            // Settled: the Pod watch and the runtime's first allocations done.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            idle.push(common::rss_mib(farm.pid()));
+            farm.terminate().await;
+            eprintln!("{name}: RSS {:.1} MiB with no Pods", idle[idle.len() - 1]);
+        }
+        let mut rows = Vec::new();
+        let mut have = 0;
+        for n in sizes {
+            assert!(n > have, "FARM_BENCH_PODS must ascend");
+            eprintln!("growing the cluster to {n} Pods");
+            grow_cluster(&kube, have, n, concurrency).await;
+            have = n;
+            rows.extend(allocator_memory(cp, &settings, &idle, n).await);
+        }
+        let mut out = allocator_report(&rows);
+        out.push_str(&format!(
+            "\nLoad average: {}. The whole run took {:.1?}.\n",
+            common::loadavg(),
+            run_start.elapsed()
+        ));
+        let _ = std::io::stdout().write_all(out.as_bytes());
+        return;
+    }
 
     let (mut idle, _) = start_farm(cp).await;
     let baseline_rss = common::rss_mib(idle.pid());

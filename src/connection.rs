@@ -79,6 +79,17 @@
 //! is chosen only while nothing is in flight on it; should hyper hand it a request parsed
 //! from bytes already read before it sees that end of file, the request cancels the close.
 //!
+//! Requests take no lock but their own connection's. The queue is kept lazily: a request
+//! starting or ending, or an HTTP/1.1 header beginning, only updates the connection's own
+//! state (whether it counts, and the place it should have) and an atomic count of the
+//! connections that count. Entries in the queue may therefore be out of date; when the
+//! count passes the cap, the queue's lock is taken and entries are checked in order, the
+//! connection's own state deciding: one busy (or gone) leaves the queue, one whose place
+//! moved is put back at that place, and the first one in its right place is closed. Only
+//! a connection that has no entry at all (new, or taken out while busy) takes the queue's
+//! lock to get one. Before, every request took the queue's lock (one mutex for all threads)
+//! when it started and when it ended, and again when an HTTP/1.1 header began.
+//!
 //! axum-server 0.8's accept loop retries every 50 ms on any accept error (`server.rs`,
 //! `accept`), so EMFILE or ENFILE slow accepting but never end the server.
 //!
@@ -113,7 +124,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -276,19 +287,24 @@ struct IdleKey {
 /// cap. Shared by every connection; see the module docs.
 ///
 /// Locking: this lock is always taken before a connection's [`ConnectionClock`] lock, never
-/// after, and every change of a connection's place in the queue holds both, so the queue
-/// holds exactly the connections that are idle, not exempt and still open. A second
-/// connection's lock is taken only under this lock (to close it), which no thread holding
-/// only its own connection's lock ever waits for.
+/// after. Every change of an entry holds both; a connection's own state (whether it counts,
+/// its place) changes under its own lock, and [`Self::idle`] with it. The queue holds at most
+/// one entry per open connection, and an entry for every connection that counts, except for
+/// the moment between a connection starting to count again and its thread taking this lock
+/// to enter it. A second connection's lock is taken only under this lock (to check or close
+/// it), which no thread holding only its own connection's lock ever waits for.
 pub struct IdleConnections {
     cap: usize,
     exempt: Option<Exempt>,
     state: Mutex<IdleState>,
+    /// Connections that count against the cap now.
+    idle: AtomicUsize,
+    /// Places in the queue are handed out in this order.
+    next_seq: AtomicU64,
     closed: AtomicU64,
 }
 
 struct IdleState {
-    next_seq: u64,
     queue: BTreeMap<IdleKey, Weak<ConnectionClock>>,
 }
 
@@ -309,14 +325,16 @@ impl IdleConnections {
         Self {
             cap: cap.max(1),
             exempt,
-            state: Mutex::new(IdleState { next_seq: 0, queue: BTreeMap::new() }),
+            state: Mutex::new(IdleState { queue: BTreeMap::new() }),
+            idle: AtomicUsize::new(0),
+            next_seq: AtomicU64::new(0),
             closed: AtomicU64::new(0),
         }
     }
 
     /// Connections now counted against the cap.
     pub fn len(&self) -> usize {
-        self.lock().queue.len()
+        self.idle.load(Ordering::Acquire)
     }
 
     /// Whether no connection is counted against the cap.
@@ -338,28 +356,71 @@ impl IdleConnections {
         self.exempt.as_ref().is_some_and(|exempt| exempt(peer))
     }
 
-    /// Puts `clock` (whose state is `state`) in the queue behind every connection there.
-    fn enqueue(queue: &mut IdleState, clock: &Arc<ConnectionClock>, state: &mut ClockState, handshake_done: bool) {
-        let key = IdleKey { handshake_done, seq: queue.next_seq };
-        queue.next_seq += 1;
-        if let Some(old) = state.queued.replace(key) {
+    /// A place behind every connection that had one before.
+    fn next_key(&self, handshake_done: bool) -> IdleKey {
+        IdleKey { handshake_done, seq: self.next_seq.fetch_add(1, Ordering::Relaxed) }
+    }
+
+    /// Starts counting a connection (its state locked as `state`).
+    fn count(&self, state: &mut ClockState) {
+        if !state.counted {
+            state.counted = true;
+            self.idle.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Stops counting a connection (its state locked as `state`); its entry, if any, stays
+    /// until the queue is next checked.
+    fn uncount(&self, state: &mut ClockState) {
+        if state.counted {
+            state.counted = false;
+            self.idle.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Moves `clock`'s entry (whose state is `state`) to the place its state says.
+    fn place(queue: &mut IdleState, clock: &Arc<ConnectionClock>, state: &mut ClockState) {
+        if let Some(old) = state.queued.take() {
             queue.queue.remove(&old);
         }
-        queue.queue.insert(key, Arc::downgrade(clock));
+        queue.queue.insert(state.place, Arc::downgrade(clock));
+        state.queued = Some(state.place);
+    }
+
+    /// Removes the entry of a connection (whose state is `state`).
+    fn unplace(queue: &mut IdleState, state: &mut ClockState) {
+        if let Some(old) = state.queued.take() {
+            queue.queue.remove(&old);
+        }
     }
 
     /// Closes the idlest connections, never `spare` (the one room is being made for), until
-    /// the cap holds. Called with the queue locked and no connection's lock held.
-    fn enforce(&self, queue: &mut IdleState, spare: IdleKey) {
-        while queue.queue.len() > self.cap {
-            let Some(key) = queue.queue.keys().find(|key| **key != spare).copied() else { return };
-            let Some(victim) = queue.queue.remove(&key).and_then(|clock| clock.upgrade()) else {
-                // Cannot happen (a connection leaves the queue before its clock goes), but a
-                // dead entry must not keep the loop from making room.
-                continue;
+    /// the cap holds, bringing the entries it meets up to date on the way (see the module
+    /// docs). Called with the queue locked and no connection's lock held.
+    fn enforce(&self, queue: &mut IdleState, spare: *const ConnectionClock) {
+        while self.len() > self.cap {
+            let Some((key, entry)) =
+                queue.queue.iter().find(|(_, clock)| clock.as_ptr() != spare).map(|(k, c)| (*k, c.clone()))
+            else {
+                return;
             };
+            queue.queue.remove(&key);
+            // A connection leaves the queue before its clock goes: a dead entry cannot be
+            // met, but must not keep the loop from making room either.
+            let Some(victim) = entry.upgrade() else { continue };
             let mut state = victim.lock();
             state.queued = None;
+            if !state.counted {
+                // Busy (or gone) since it was entered: out of the queue until it is idle again.
+                continue;
+            }
+            if state.place != key {
+                // Idle again, or its next HTTP/1.1 request begun, since it was entered.
+                state.queued = Some(state.place);
+                queue.queue.insert(state.place, entry);
+                continue;
+            }
+            self.uncount(&mut state);
             state.evicted = true;
             // During the handshake: the accept future gives up. Afterwards: the reader sees
             // end of file at its next read, which this wakes it for.
@@ -404,7 +465,11 @@ struct ClockState {
     http2: bool,
     /// The connection task's waker, from its last read: woken when the deadline changes.
     reader: Option<Waker>,
-    /// Its place in the cap's queue: Some while it counts against the cap.
+    /// It counts against the cap: no request in flight, not exempt, open, not closed by it.
+    counted: bool,
+    /// Its place in the cap's order while it counts.
+    place: IdleKey,
+    /// Where its entry in the cap's queue is, if it has one (maybe behind `place`).
     queued: Option<IdleKey>,
     /// Its TLS client is exempt from the cap (decided at the end of the handshake).
     exempt: bool,
@@ -450,6 +515,8 @@ impl ConnectionClock {
                 phase: Phase::First { deadline },
                 http2: false,
                 reader: None,
+                counted: false,
+                place: IdleKey { handshake_done: false, seq: 0 },
                 queued: None,
                 exempt: false,
                 evicted: false,
@@ -474,28 +541,25 @@ impl ConnectionClock {
     fn admitted(self: &Arc<Self>) {
         let (queue, mut state) = self.lock_both();
         let Some((cap, mut queue)) = queue else { return };
-        IdleConnections::enqueue(&mut queue, self, &mut state, false);
-        let spare = state.queued;
+        state.place = cap.next_key(false);
+        cap.count(&mut state);
+        IdleConnections::place(&mut queue, self, &mut state);
         drop(state);
-        if let Some(spare) = spare {
-            cap.enforce(&mut queue, spare);
-        }
+        cap.enforce(&mut queue, Arc::as_ptr(self));
     }
 
     /// The TLS handshake is done: an exempt connection leaves the queue for good; the others
     /// keep their age but now come after every connection still handshaking.
-    fn handshake_done(&self, exempt: bool) {
+    fn handshake_done(self: &Arc<Self>, exempt: bool) {
         let (queue, mut state) = self.lock_both();
-        let Some((_, mut queue)) = queue else { return };
-        let Some(key) = state.queued else { return };
-        let Some(entry) = queue.queue.remove(&key) else { return };
+        let Some((cap, mut queue)) = queue else { return };
         if exempt {
             state.exempt = true;
-            state.queued = None;
-        } else {
-            let key = IdleKey { handshake_done: true, ..key };
-            state.queued = Some(key);
-            queue.queue.insert(key, entry);
+            cap.uncount(&mut state);
+            IdleConnections::unplace(&mut queue, &mut state);
+        } else if state.counted {
+            state.place.handshake_done = true;
+            IdleConnections::place(&mut queue, self, &mut state);
         }
     }
 
@@ -503,28 +567,33 @@ impl ConnectionClock {
     fn ended(&self) {
         let (queue, mut state) = self.lock_both();
         state.ended = true;
-        if let (Some((_, mut queue)), Some(key)) = (queue, state.queued.take()) {
-            queue.queue.remove(&key);
+        if let Some((cap, mut queue)) = queue {
+            cap.uncount(&mut state);
+            IdleConnections::unplace(&mut queue, &mut state);
         }
     }
 
+    /// A request was handed over: this connection's lock only (see the module docs).
     fn request_started(&self, http2: bool) {
-        let (queue, mut state) = self.lock_both();
+        let mut state = self.lock();
         state.http2 |= http2;
         state.phase = match state.phase {
             Phase::Busy(n) => Phase::Busy(n + 1),
             _ => Phase::Busy(1),
         };
-        if let (Some((_, mut queue)), Some(key)) = (queue, state.queued.take()) {
-            queue.queue.remove(&key);
+        if let Some(cap) = &self.cap {
+            // Its entry stays until the queue is next checked.
+            cap.uncount(&mut state);
         }
         // Closed by the cap after hyper read this request's last bytes but before it handed it
         // over: a request in flight is never cut, so the connection stays.
         state.evicted = false;
     }
 
+    /// A request's response is done (or dropped): this connection's lock only, unless the
+    /// connection needs an entry in the queue or the cap is passed.
     fn request_finished(self: &Arc<Self>) {
-        let (queue, mut state) = self.lock_both();
+        let mut state = self.lock();
         state.phase = match state.phase {
             Phase::Busy(n) if n > 1 => Phase::Busy(n - 1),
             _ => Phase::Idle { since: Instant::now() },
@@ -533,33 +602,40 @@ impl ConnectionClock {
         if let Some(reader) = &state.reader {
             reader.wake_by_ref();
         }
-        let Some((cap, mut queue)) = queue else { return };
-        if matches!(state.phase, Phase::Idle { .. }) && !state.exempt && !state.ended && !state.evicted {
-            IdleConnections::enqueue(&mut queue, self, &mut state, true);
-            let spare = state.queued;
-            drop(state);
-            if let Some(spare) = spare {
-                cap.enforce(&mut queue, spare);
+        let Some(cap) = &self.cap else { return };
+        if !matches!(state.phase, Phase::Idle { .. }) || state.exempt || state.ended || state.evicted {
+            return;
+        }
+        state.place = cap.next_key(true);
+        cap.count(&mut state);
+        let needs_entry = state.queued.is_none();
+        drop(state);
+        if needs_entry || cap.len() > cap.cap {
+            let (queue, mut state) = self.lock_both();
+            let Some((cap, mut queue)) = queue else { return };
+            // Re-checked under both locks: a request may have started meanwhile.
+            if state.counted && state.queued.is_none() {
+                IdleConnections::place(&mut queue, self, &mut state);
             }
+            drop(state);
+            cap.enforce(&mut queue, Arc::as_ptr(self));
         }
     }
 
     /// Application bytes arrived.
-    fn bytes_read(self: &Arc<Self>) {
-        let starts_header = |state: &ClockState| matches!(state.phase, Phase::Idle { .. }) && !state.http2;
-        // Most reads change nothing: only those take no lock but this connection's.
-        if !starts_header(&self.lock()) {
-            return;
-        }
-        let (queue, mut state) = self.lock_both();
-        if !starts_header(&state) {
+    fn bytes_read(&self) {
+        let mut state = self.lock();
+        if !matches!(state.phase, Phase::Idle { .. }) || state.http2 {
             return;
         }
         state.phase = Phase::Header { deadline: self.header_read_timeout.map(|t| Instant::now() + t) };
-        // An HTTP/1.1 request is arriving: closing the connection now would cut it, so it goes
-        // to the back of the cap's queue (the header timeout bounds how long it may take).
-        if let (Some((_, mut queue)), Some(_)) = (queue, state.queued) {
-            IdleConnections::enqueue(&mut queue, self, &mut state, true);
+        // An HTTP/1.1 request is arriving: closing the connection now would cut it, so its
+        // place moves behind every other connection (the header timeout bounds how long it
+        // may take); its entry follows when the queue is next checked.
+        if let Some(cap) = &self.cap {
+            if state.counted {
+                state.place = cap.next_key(true);
+            }
         }
     }
 

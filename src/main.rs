@@ -19,7 +19,7 @@ fn init_logging(format: LogFormat, filter: &str) {
 
 fn main() -> anyhow::Result<()> {
     // Before the runtime starts its threads (see the module).
-    farm_apiserver::ops::allocator::use_one_arena();
+    farm_apiserver::ops::allocator::configure();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

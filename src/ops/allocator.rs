@@ -1,22 +1,61 @@
-//! How the process uses glibc's allocator (other C libraries: nothing here).
+//! The process's allocator: glibc's malloc, with two settings (other C
+//! libraries: nothing here). This is the one place the choice is made; the
+//! README's "Speed" section has the measurements it was made by (glibc as
+//! it was, glibc with a top pad or a trim threshold, jemalloc and mimalloc,
+//! each on GET/LIST/create speed and on idle and per-FarmPod memory).
 //!
-//! glibc gives each new thread its own arena, up to eight per core, and an
-//! arena keeps what it frees as resident memory. The Pod watcher decodes
-//! upstream lists 500 Pods at a time on whichever runtime thread polls it, so
-//! every arena it touched kept megabytes of freed pages between the FarmPods
-//! it stores. One arena (the main heap) holds them all where `malloc_trim`
-//! can return them: the FarmPods benchmark measured 49.6 MiB instead of
-//! 62.8 MiB after syncing 10,000 Pods, with the same list latency. Small
-//! allocations stay thread-local in glibc's per-thread caches, so the shared
-//! arena's lock is taken only for larger blocks.
+//! One arena. glibc gives each new thread its own arena, up to eight per
+//! core, and an arena keeps what it frees as resident memory. The Pod watcher
+//! decodes upstream lists 500 Pods at a time on whichever runtime thread polls
+//! it, so every arena it touched kept megabytes of freed pages between the
+//! FarmPods it stores. One arena (the main heap) holds them all where
+//! `malloc_trim` can return them: the FarmPods benchmark measured 49.6 MiB
+//! instead of 62.8 MiB after syncing 10,000 Pods. Small allocations stay
+//! thread-local in glibc's per-thread caches, so the arena's lock is taken
+//! only for larger blocks.
+//!
+//! A top pad. With one arena, every free that left more than 128 KiB free at
+//! the top of the heap (the trim threshold) gave it back to the system
+//! (`brk`), and the next request's allocations faulted the pages in again:
+//! page faults, zeroing, and TLB shootdowns across every thread, on every
+//! request. Over half the server's CPU was in the kernel, and a GET of one
+//! Llama ran at a third of the rate it had before the arena setting. glibc
+//! keeps `M_TOP_PAD` bytes beyond what it needs whenever it grows or trims
+//! the heap, so a heap that goes up and down by a request's worth stays
+//! resident; the pad is only reserved address space until touched, so an idle
+//! server's RSS does not grow. The periodic [`release_free_memory`] (after a
+//! full Pod list) still hands everything free back, pad included.
+//!
+//! Setting `M_TOP_PAD` also turns off glibc's sliding mmap threshold, so
+//! blocks of 128 KiB and more are always mapped and unmapped on their own
+//! (a LIST body, a decoded Pod page): their pages never stay behind in the
+//! heap between large lists.
 
-/// Makes every thread allocate from the main arena. Call before any thread
-/// is started: a thread is bound to an arena at its first allocation.
-pub fn use_one_arena() {
+/// Bytes glibc keeps at the top of the heap when it grows or trims it.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const TOP_PAD: libc::c_int = 16 << 20;
+
+/// Applies the allocator settings. Call before any thread is started: a
+/// thread is bound to an arena at its first allocation.
+///
+/// A setting named in `GLIBC_TUNABLES` wins over ours (`glibc.malloc.arena_max`
+/// over the one arena, `glibc.malloc.top_pad` or `glibc.malloc.trim_threshold`
+/// over the top pad): glibc reads the variable at start, before this runs, and
+/// whoever set it meant it. The benchmarks compare settings that way.
+pub fn configure() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes a malloc tuning parameter.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
+    {
+        let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
+        let set = |name: &str| tunables.split(':').any(|t| t.trim().starts_with(name));
+        // SAFETY: mallopt only changes malloc tuning parameters.
+        unsafe {
+            if !set("glibc.malloc.arena_max=") {
+                libc::mallopt(libc::M_ARENA_MAX, 1);
+            }
+            if !set("glibc.malloc.top_pad=") && !set("glibc.malloc.trim_threshold=") {
+                libc::mallopt(libc::M_TOP_PAD, TOP_PAD);
+            }
+        }
     }
 }
 

@@ -15,17 +15,19 @@ use prometheus_client::registry::Registry as PromRegistry;
 use crate::machinery::handlers::WatchGauge;
 use crate::machinery::registry::Registry;
 
+// Label values are static strings and the code a number: counting a request
+// allocates nothing (the label sets are looked up on every request).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    verb: String,
-    resource: String,
-    code: String,
+    verb: &'static str,
+    resource: &'static str,
+    code: u16,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LatencyLabels {
-    verb: String,
-    resource: String,
+    verb: &'static str,
+    resource: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -83,12 +85,9 @@ impl Metrics {
         }
     }
 
-    pub fn observe(&self, verb: &str, resource: &str, code: u16, elapsed: Duration) {
-        let resource = resource.to_string();
-        self.requests
-            .get_or_create(&RequestLabels { verb: verb.into(), resource: resource.clone(), code: code.to_string() })
-            .inc();
-        self.latency.get_or_create(&LatencyLabels { verb: verb.into(), resource }).observe(elapsed.as_secs_f64());
+    pub fn observe(&self, verb: &'static str, resource: &'static str, code: u16, elapsed: Duration) {
+        self.requests.get_or_create(&RequestLabels { verb, resource, code }).inc();
+        self.latency.get_or_create(&LatencyLabels { verb, resource }).observe(elapsed.as_secs_f64());
     }
 
     /// The Prometheus text exposition, with object counts read now.

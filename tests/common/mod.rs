@@ -46,6 +46,9 @@ pub struct Options {
     /// The probe that must answer ok before the server counts as started
     /// (default /readyz; /livez for a server expected not to be ready).
     pub ready_path: Option<String>,
+    /// Environment variables set on the server process alone (benchmarks
+    /// compare allocator settings this way: `GLIBC_TUNABLES`, `LD_PRELOAD`).
+    pub env: Vec<(String, String)>,
 }
 
 /// Where the server under test keeps Llamas.
@@ -175,6 +178,7 @@ impl Server {
             .arg("--log")
             .arg(opts.log.as_deref().unwrap_or("info,farm_apiserver=debug"))
             .args(&opts.args)
+            .envs(opts.env.iter().map(|(k, v)| (k, v)))
             .stdin(if opts.tie_to_test_process { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::null())
             .stderr(log)

@@ -383,6 +383,23 @@ mod tests {
     }
 
     #[test]
+    fn a_verified_connection_is_remembered_only_under_its_configuration() {
+        let front = ca("front-proxy-ca");
+        let a = authn(AuthnConfig {
+            request_header: Some(rh_config(&front.pem, &["front-proxy-client"])),
+            client_ca_pem: None,
+        });
+        let connection = peer(&[&Leaf::client("front-proxy-client").sign(&front)]);
+        assert!(a.is_front_proxy(&connection));
+        assert!(a.is_front_proxy(&connection), "the same connection again, from the cache");
+        let stranger = peer(&[&Leaf::client("front-proxy-client").sign(&ca("other"))]);
+        assert!(!a.is_front_proxy(&stranger), "other connections are still checked");
+        // A rotated CA compiles a new configuration: the connection is checked again, and refused.
+        a.update(AuthnConfig { request_header: Some(rh_config(&ca("new").pem, &[])), client_ca_pem: None }).unwrap();
+        assert!(!a.is_front_proxy(&connection));
+    }
+
+    #[test]
     fn new_rejects_bad_pem() {
         let err = Authenticator::new(
             AuthnConfig { request_header: None, client_ca_pem: Some("garbage".into()) },

@@ -1,0 +1,883 @@
+//! Request speed, side by side in one run: farm-apiserver against
+//! kube-apiserver serving the Llama CRD on the test control plane, and
+//! against the physical limit of this stack, a minimal TLS server on the same
+//! libraries (axum, hyper, rustls, tokio) answering a static body.
+//!
+//! ```sh
+//! cargo bench --bench speed     # about 2 minutes after the build (the control plane built once, ~11 minutes cold)
+//! ```
+//!
+//! Run it before landing a change on the request path; it prints markdown
+//! tables and the ratios the README names, and never asserts timing. A failed
+//! request fails the run.
+//!
+//! Targets, all release builds on loopback:
+//!
+//! * `minimal TLS server`: this benchmark's own binary started again as a
+//!   child process (`SPEED_MINIMAL_SERVER`), on its own multi-thread tokio
+//!   runtime: axum-server with rustls (ring, TLS 1.3 and 1.2, ALPN h2 and
+//!   http/1.1, TCP_NODELAY, as farm-apiserver's listener), hyper's
+//!   HTTP/1.1 and HTTP/2, an axum `Router` answering every request with the
+//!   bytes of farm-apiserver's own answer to the GET (same size, same
+//!   Content-Type). No authentication, no routing, no storage: the rate a
+//!   server on this stack cannot beat on this machine.
+//! * `kube-apiserver (CRD)`: the control plane's kube-apiserver serving the
+//!   Llama CRD (`bench.farm.example.com`, the same schema), on its etcd.
+//! * `farm-apiserver direct`: release farm-apiserver, `--storage memory`,
+//!   `--authentication delegated` against the control plane.
+//! * `farm-apiserver via aggregator`: the same process, registered behind the
+//!   control plane's kube-apiserver (Service + APIService, as the e2e tests),
+//!   requests sent to kube-apiserver, which proxies them over HTTP/2.
+//! * `farm-apiserver direct (etcd)`: a second farm-apiserver with
+//!   `--storage etcd` on the control plane's own etcd (the one the CRD lives
+//!   in), delegated authentication too.
+//!
+//! Every request but the minimal server's carries the same credential: the
+//! bearer token of a service account bound to `cluster-admin`. kube-apiserver
+//! verifies it itself (a signed JWT); farm-apiserver asks kube-apiserver with
+//! a TokenReview and a SubjectAccessReview, both cached (10 s), as a
+//! Deployment would run it.
+//!
+//! The client: hyper's HTTP/1.1 client connections over tokio-rustls (ALPN
+//! http/1.1 only), `SPEED_CONNECTIONS` keep-alive connections each with one
+//! request in flight (as wrk), all driven by ONE thread (a current-thread
+//! tokio runtime), like `wrk -t1`. The load generator shares the machine's
+//! cores with the servers, so the table shows where the CPU went: the
+//! serving process's CPU per request is the number to compare when the
+//! client is the bottleneck. Latency percentiles are of requests under that
+//! load (closed loop), not of one request alone.
+//!
+//! Cases: GET one Llama (no resourceVersion: the latest state), GET with
+//! `resourceVersion=0` on the etcd store (the watch cache), LIST of 1,000
+//! Llamas in one namespace, creates (POST, a new name each), and watch event
+//! latency (sequential creates, each timed from just before it is sent to its
+//! event arriving on a watch opened before). Throughput cases run
+//! `SPEED_SECONDS` per target, split in `SPEED_ROUNDS` rounds alternating
+//! between the targets (so outside load falls on all alike), each after a
+//! short warm-up.
+//!
+//! | env | default | meaning |
+//! | --- | --- | --- |
+//! | `SPEED_SECONDS` | 4 | seconds measured per case and target |
+//! | `SPEED_ROUNDS` | 2 | rounds each case is split into |
+//! | `SPEED_CONNECTIONS` | 16 | keep-alive connections of the load generator |
+//! | `SPEED_LLAMAS` | 1000 | Llamas in the listed namespace |
+//! | `SPEED_WATCH_WRITES` | 200 | sequential writes timed to their watch event |
+//! | `SPEED_CHARTS` | `docs/bench` | where the charts go (empty: none) |
+//! | `SPEED_SERVER_ENV` | — | `KEY=VALUE,...` set on the farm-apiserver processes (e.g. `GLIBC_TUNABLES=...`, `LD_PRELOAD=...` to compare allocators) |
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "support/cpu.rs"]
+mod cpu;
+#[path = "support/plot.rs"]
+mod plot;
+#[path = "support/report.rs"]
+mod report;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use bytes::Bytes;
+use common::cluster::{self, ControlPlane};
+use common::{Options, Server};
+use cpu::{CpuClock, CpuSpent};
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{json, Value};
+
+const FARM_GROUP_VERSION: &str = "farm.example.com/v1alpha";
+const CRD_GROUP: &str = "bench.farm.example.com";
+const CRD_GROUP_VERSION: &str = "bench.farm.example.com/v1alpha";
+const LIST_NS: &str = "speed-list";
+const CREATE_NS: &str = "speed-create";
+const SERVICE_ACCOUNT: &str = "speed-bench";
+const MINIMAL_ENV: &str = "SPEED_MINIMAL_SERVER";
+
+fn env_usize(name: &str, default: usize) -> Result<usize> {
+    match std::env::var(name) {
+        Ok(v) => v.trim().parse().with_context(|| format!("{name}={v:?} is not a number")),
+        Err(_) => Ok(default),
+    }
+}
+
+struct Config {
+    seconds: f64,
+    rounds: usize,
+    connections: usize,
+    llamas: usize,
+    watch_writes: usize,
+    charts: Option<PathBuf>,
+    server_env: Vec<(String, String)>,
+}
+
+impl Config {
+    fn from_env() -> Result<Config> {
+        let server_env = std::env::var("SPEED_SERVER_ENV")
+            .unwrap_or_default()
+            .split(',')
+            .filter(|kv| !kv.trim().is_empty())
+            .map(|kv| {
+                kv.split_once('=')
+                    .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+                    .ok_or_else(|| anyhow!("SPEED_SERVER_ENV: {kv:?} is not KEY=VALUE"))
+            })
+            .collect::<Result<_>>()?;
+        let charts = match std::env::var("SPEED_CHARTS") {
+            Ok(dir) if dir.is_empty() => None,
+            Ok(dir) => Some(PathBuf::from(dir)),
+            Err(_) => Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/bench")),
+        };
+        Ok(Config {
+            seconds: env_usize("SPEED_SECONDS", 4)?.max(1) as f64,
+            rounds: env_usize("SPEED_ROUNDS", 2)?.max(1),
+            connections: env_usize("SPEED_CONNECTIONS", 16)?.max(1),
+            llamas: env_usize("SPEED_LLAMAS", 1000)?.max(1),
+            watch_writes: env_usize("SPEED_WATCH_WRITES", 200)?.max(1),
+            charts,
+            server_env,
+        })
+    }
+}
+
+// ---------------------------------------------------------------- targets and the client
+
+/// Where requests go and with what credential.
+#[derive(Clone)]
+struct Target {
+    /// Short key, unique: names of created objects and namespaces carry it.
+    key: &'static str,
+    name: &'static str,
+    addr: SocketAddr,
+    tls: Arc<rustls::ClientConfig>,
+    token: Option<Arc<str>>,
+    /// `/apis/<group>/<version>` of the Llamas it serves.
+    group_path: String,
+    api_version: &'static str,
+    /// The process doing the serving (its CPU is counted as the server's).
+    pid: u32,
+}
+
+impl Target {
+    fn collection(&self, ns: &str) -> String {
+        format!("{}/namespaces/{ns}/llamas", self.group_path)
+    }
+}
+
+/// A client TLS configuration trusting `ca_pem`, offering only HTTP/1.1.
+fn client_tls(ca_pem: &[u8]) -> Result<Arc<rustls::ClientConfig>> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut &ca_pem[..]) {
+        roots.add(cert.context("CA certificate")?).context("adding the CA")?;
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+type Sender = SendRequest<Full<Bytes>>;
+
+/// One keep-alive HTTP/1.1 connection over TLS; its connection task runs on
+/// the current runtime.
+async fn connect(t: &Target) -> Result<Sender> {
+    let tcp = tokio::net::TcpStream::connect(t.addr).await.with_context(|| format!("connecting to {}", t.name))?;
+    tcp.set_nodelay(true)?;
+    let name = ServerName::from(t.addr.ip());
+    let tls = tokio_rustls::TlsConnector::from(t.tls.clone()).connect(name, tcp).await?;
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(sender)
+}
+
+/// What a load run sends.
+#[derive(Clone)]
+enum Op {
+    Get(String),
+    /// POST of a new Llama into this collection, named `<prefix>-<i>`.
+    Create {
+        collection: String,
+        prefix: String,
+    },
+}
+
+fn llama_body(api_version: &str, name: &str, i: u64) -> Bytes {
+    let body = json!({
+        "apiVersion": api_version,
+        "kind": "Llama",
+        "metadata": {"name": name, "labels": {"bench": "speed"}},
+        "spec": {"weight": 10.0 + (i % 1000) as f64 * 0.25, "height": 1.5},
+    });
+    Bytes::from(body.to_string())
+}
+
+fn request(t: &Target, op: &Op, i: u64) -> Result<http::Request<Full<Bytes>>> {
+    let (method, path, body) = match op {
+        Op::Get(path) => (http::Method::GET, path.clone(), Bytes::new()),
+        Op::Create { collection, prefix } => {
+            (http::Method::POST, collection.clone(), llama_body(t.api_version, &format!("{prefix}-{i}"), i))
+        }
+    };
+    let mut builder = http::Request::builder()
+        .method(method.clone())
+        .uri(path)
+        .header(http::header::HOST, t.addr.to_string())
+        .header(http::header::ACCEPT, "application/json");
+    if method == http::Method::POST {
+        builder = builder.header(http::header::CONTENT_TYPE, "application/json");
+    }
+    if let Some(token) = &t.token {
+        builder = builder.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    Ok(builder.body(Full::new(body))?)
+}
+
+/// Sends one request and reads the whole answer; anything but 2xx is an error.
+async fn exchange(sender: &mut Sender, req: http::Request<Full<Bytes>>) -> Result<Bytes> {
+    let what = format!("{} {}", req.method(), req.uri());
+    sender.ready().await.with_context(|| what.clone())?;
+    let resp = sender.send_request(req).await.with_context(|| what.clone())?;
+    let status = resp.status();
+    let body = resp.into_body().collect().await.with_context(|| what.clone())?.to_bytes();
+    if !status.is_success() {
+        bail!("{what}: {status}: {}", String::from_utf8_lossy(&body[..body.len().min(500)]));
+    }
+    Ok(body)
+}
+
+/// How long a load run goes on.
+#[derive(Clone, Copy)]
+enum Stop {
+    /// This many requests in all, none of them a warm-up.
+    Count(u64),
+    /// A warm-up, then this long measured.
+    For { warmup: Duration, measured: Duration },
+}
+
+/// What one load run measured.
+#[derive(Default)]
+struct Run {
+    samples: Vec<Duration>,
+    wall: Duration,
+    cpu: CpuSpent,
+    bytes: usize,
+}
+
+impl Run {
+    fn absorb(&mut self, other: Run) {
+        self.samples.extend(other.samples);
+        self.wall += other.wall;
+        let c = &mut self.cpu;
+        c.server += other.cpu.server;
+        c.client += other.cpu.client;
+        c.others += other.cpu.others;
+        c.steal += other.cpu.steal;
+        self.bytes = self.bytes.max(other.bytes);
+    }
+
+    fn sorted(&self) -> Vec<Duration> {
+        let mut s = self.samples.clone();
+        s.sort();
+        s
+    }
+
+    fn pct(&self, p: f64) -> Duration {
+        let s = self.sorted();
+        if s.is_empty() {
+            return Duration::ZERO;
+        }
+        let rank = ((p / 100.0) * s.len() as f64).ceil() as usize;
+        s[rank.clamp(1, s.len()) - 1]
+    }
+
+    fn rate(&self) -> f64 {
+        self.samples.len() as f64 / self.wall.as_secs_f64().max(1e-9)
+    }
+
+    /// Milliseconds of the serving process's CPU per request.
+    fn server_ms(&self) -> f64 {
+        self.cpu.server.as_secs_f64() * 1000.0 / self.samples.len().max(1) as f64
+    }
+
+    fn client_ms(&self) -> f64 {
+        self.cpu.client.as_secs_f64() * 1000.0 / self.samples.len().max(1) as f64
+    }
+}
+
+/// Runs `op` against `t` on `connections` keep-alive connections, all driven
+/// by one new thread (a current-thread runtime): the load generator.
+async fn load(t: &Target, op: &Op, connections: usize, stop: Stop) -> Result<Run> {
+    let (t, op) = (t.clone(), op.clone());
+    tokio::task::spawn_blocking(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        rt.block_on(load_here(&t, &op, connections, stop))
+    })
+    .await
+    .context("the load thread panicked")?
+}
+
+async fn load_here(t: &Target, op: &Op, connections: usize, stop: Stop) -> Result<Run> {
+    let mut senders = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        senders.push(connect(t).await?);
+    }
+    let counter = Arc::new(AtomicU64::new(0));
+    let now = Instant::now();
+    let (measure_from, end, limit) = match stop {
+        Stop::Count(n) => (now, None, Some(n)),
+        Stop::For { warmup, measured } => (now + warmup, Some(now + warmup + measured), None),
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    for mut sender in senders {
+        let (t, op, counter) = (t.clone(), op.clone(), counter.clone());
+        tasks.spawn(async move {
+            let mut samples = Vec::new();
+            let mut bytes = 0;
+            loop {
+                let started = Instant::now();
+                if end.is_some_and(|end| started >= end) {
+                    break;
+                }
+                let i = counter.fetch_add(1, Ordering::Relaxed);
+                if limit.is_some_and(|n| i >= n) {
+                    break;
+                }
+                let body = exchange(&mut sender, request(&t, &op, i)?).await?;
+                if started >= measure_from {
+                    samples.push(started.elapsed());
+                    bytes = body.len();
+                }
+            }
+            Ok::<_, anyhow::Error>((samples, bytes))
+        });
+    }
+    // The CPU counters are read when measuring starts (after the warm-up).
+    if measure_from > Instant::now() {
+        tokio::time::sleep_until(measure_from.into()).await;
+    }
+    let clock = CpuClock::now(t.pid);
+    let mut run = Run::default();
+    while let Some(joined) = tasks.join_next().await {
+        let (samples, bytes) = joined.context("a connection task panicked")??;
+        run.samples.extend(samples);
+        run.bytes = run.bytes.max(bytes);
+    }
+    let finished = Instant::now();
+    run.wall = finished.saturating_duration_since(measure_from);
+    run.cpu = CpuClock::now(t.pid).since(&clock);
+    Ok(run)
+}
+
+// ---------------------------------------------------------------- watch latency
+
+/// Sequential creates on `t`, each timed from just before it is sent to its
+/// ADDED event on a watch of the same collection opened before.
+async fn watch_latency(t: &Target, writes: usize) -> Result<Run> {
+    let ns = format!("speed-watch-{}", t.key);
+    let collection = t.collection(&ns);
+    let mut watch = connect(t).await?;
+    let mut writer = connect(t).await?;
+    let req = request(t, &Op::Get(format!("{collection}?watch=true&timeoutSeconds=600")), 0)?;
+    watch.ready().await?;
+    let resp = watch.send_request(req).await.context("opening the watch")?;
+    if !resp.status().is_success() {
+        bail!("{}: watch answered {}", t.name, resp.status());
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
+    let mut body = resp.into_body();
+    let reader = tokio::spawn(async move {
+        let mut buf: Vec<u8> = Vec::new();
+        while let Some(Ok(frame)) = body.frame().await {
+            let Ok(data) = frame.into_data() else { continue };
+            let at = Instant::now();
+            buf.extend_from_slice(&data);
+            while let Some(end) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=end).collect();
+                let Ok(event) = serde_json::from_slice::<Value>(&line) else { continue };
+                if let Some(name) = event["object"]["metadata"]["name"].as_str() {
+                    if tx.send((name.to_string(), at)).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    let create = |i: u64| Op::Create { collection: collection.clone(), prefix: format!("w{i}") };
+    let mut run = Run::default();
+    let clock = CpuClock::now(t.pid);
+    let started = Instant::now();
+    // The first writes are a warm-up (and prove the watch is open).
+    let warmup = 5;
+    for i in 0..(writes + warmup) as u64 {
+        let name = format!("w{i}-{i}");
+        let sent = Instant::now();
+        exchange(&mut writer, request(t, &create(i), i)?).await?;
+        let arrived = loop {
+            match tokio::time::timeout(Duration::from_secs(20), rx.recv()).await {
+                Ok(Some((seen, at))) if seen == name => break at,
+                Ok(Some(_)) => continue,
+                Ok(None) => bail!("{}: the watch ended before {name} arrived", t.name),
+                Err(_) => bail!("{}: no event for {name} within 20 s", t.name),
+            }
+        };
+        if i >= warmup as u64 {
+            run.samples.push(arrived.saturating_duration_since(sent));
+        }
+    }
+    run.wall = started.elapsed();
+    run.cpu = CpuClock::now(t.pid).since(&clock);
+    reader.abort();
+    Ok(run)
+}
+
+// ---------------------------------------------------------------- the minimal server
+
+/// The minimal TLS server (run in a child process): serves `SPEED_MINIMAL_BODY`'s
+/// bytes to every request with the serving pair given, prints its port, and
+/// runs until its stdin closes.
+fn minimal_server() -> ! {
+    let result = (|| -> Result<()> {
+        let var = |k: &str| std::env::var(k).with_context(|| format!("{k} is not set"));
+        let cert_pem = std::fs::read(var("SPEED_MINIMAL_CERT")?)?;
+        let key_pem = std::fs::read(var("SPEED_MINIMAL_KEY")?)?;
+        let body = Bytes::from(std::fs::read(var("SPEED_MINIMAL_BODY")?)?);
+        let certs: Vec<CertificateDer<'static>> =
+            rustls_pemfile::certs(&mut &cert_pem[..]).collect::<Result<_, _>>()?;
+        let key = rustls_pemfile::private_key(&mut &key_pem[..])?.ok_or_else(|| anyhow!("no private key"))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        println!("PORT {}", listener.local_addr()?.port());
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        rt.block_on(async move {
+            // Ends the process when the benchmark goes (its end of our stdin closes).
+            std::thread::spawn(|| {
+                let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+                std::process::exit(0);
+            });
+            let app = axum::Router::new().fallback(move || {
+                let body = body.clone();
+                async move { ([(http::header::CONTENT_TYPE, "application/json")], body) }
+            });
+            let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(
+                axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(config)),
+            )
+            .acceptor(axum_server::accept::NoDelayAcceptor::new());
+            axum_server::from_tcp(listener)?.acceptor(acceptor).serve(app.into_make_service()).await?;
+            Ok::<_, anyhow::Error>(())
+        })
+    })();
+    match result {
+        Ok(()) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("minimal server: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// The minimal server started as a child process; killed when dropped.
+struct Minimal {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Minimal {
+    fn start(cert: &Path, key: &Path, body: &Path) -> Result<Minimal> {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(std::env::current_exe()?)
+            .env(MINIMAL_ENV, "1")
+            .env("SPEED_MINIMAL_CERT", cert)
+            .env("SPEED_MINIMAL_KEY", key)
+            .env("SPEED_MINIMAL_BODY", body)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+        let mut line = String::new();
+        std::io::BufReader::new(stdout).read_line(&mut line)?;
+        let port = line.trim().strip_prefix("PORT ").and_then(|p| p.parse().ok());
+        let port = port.ok_or_else(|| anyhow!("the minimal server said {line:?}"))?;
+        Ok(Minimal { child, port })
+    }
+}
+
+impl Drop for Minimal {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------- the control plane side
+
+fn kubectl_ok(cp: &ControlPlane, args: &[&str]) -> Result<String> {
+    let (ok, out, err) = cp.kubectl(args);
+    if !ok && !err.contains("AlreadyExists") && !err.contains("already exists") {
+        bail!("kubectl {}: {err}", args.join(" "));
+    }
+    Ok(out)
+}
+
+/// A service account bound to cluster-admin, and a bearer token for it.
+fn bench_token(cp: &ControlPlane) -> Result<String> {
+    kubectl_ok(cp, &["create", "serviceaccount", SERVICE_ACCOUNT, "-n", "default"])?;
+    let subject = format!("--serviceaccount=default:{SERVICE_ACCOUNT}");
+    kubectl_ok(cp, &["create", "clusterrolebinding", SERVICE_ACCOUNT, "--clusterrole=cluster-admin", &subject])?;
+    let token = kubectl_ok(cp, &["create", "token", SERVICE_ACCOUNT, "-n", "default", "--duration", "2h"])?;
+    let token = token.trim().to_string();
+    if token.is_empty() {
+        bail!("kubectl create token printed nothing");
+    }
+    Ok(token)
+}
+
+fn cp_addr(cp: &ControlPlane) -> Result<SocketAddr> {
+    let hostport = cp.server.strip_prefix("https://").ok_or_else(|| anyhow!("server {}", cp.server))?;
+    Ok(hostport.trim_end_matches('/').parse()?)
+}
+
+fn cp_file(cp: &ControlPlane, key: &str) -> Result<Vec<u8>> {
+    let path = cp.info[key].as_str().ok_or_else(|| anyhow!("{key} in {}", cp.info))?;
+    std::fs::read(path).with_context(|| format!("reading {path}"))
+}
+
+/// A farm-apiserver on the control plane with delegated authentication, its
+/// request log off (it would be part of what is measured).
+async fn farm(cp: &ControlPlane, cfg: &Config, extra: &[String]) -> Result<Server> {
+    let mut args: Vec<String> = vec!["--authentication".into(), "delegated".into()];
+    args.extend(extra.iter().cloned());
+    Ok(Server::start_with(Options {
+        args,
+        kubeconfig: Some(cp.kubeconfig.clone()),
+        // Not tied through a shell: the pid must be the server's own (CPU and RSS are read from it).
+        log: Some("warn".into()),
+        env: cfg.server_env.clone(),
+        ..Default::default()
+    })
+    .await)
+}
+
+/// Registers `server` behind the control plane's aggregator, as the e2e
+/// fixture does (`tests/common/cluster.rs` `register`).
+async fn register(cp: &ControlPlane, server: &Server) -> Result<()> {
+    use base64::Engine;
+    let ca = std::fs::read(&server.ca_file)?;
+    cp.apply(&cluster::registration_yaml(server.port, &base64::engine::general_purpose::STANDARD.encode(ca)));
+    cluster::wait_available(cp, Duration::from_secs(60)).await;
+    cluster::wait_served(cp, Duration::from_secs(60)).await;
+    Ok(())
+}
+
+/// Waits until `t` serves its Llama collection (the CRD after install, or a
+/// freshly registered APIService).
+async fn wait_serving(t: &Target, ns: &str) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let attempt = async {
+            let mut s = connect(t).await?;
+            exchange(&mut s, request(t, &Op::Get(t.collection(ns)), 0)?).await
+        };
+        match attempt.await {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() > deadline => return Err(e.context(format!("{} does not serve Llamas", t.name))),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+// ---------------------------------------------------------------- the run
+
+struct Row {
+    case: &'static str,
+    target: &'static str,
+    run: Run,
+}
+
+/// Measures `op_of(target)` on every target for cfg.seconds each, in rounds
+/// alternating between them.
+async fn case(
+    cfg: &Config,
+    case: &'static str,
+    targets: &[&Target],
+    op_of: impl Fn(&Target) -> Op,
+) -> Result<Vec<Row>> {
+    eprintln!("  {case}: {}", targets.iter().map(|t| t.name).collect::<Vec<_>>().join(", "));
+    let measured = Duration::from_secs_f64(cfg.seconds / cfg.rounds as f64);
+    let warmup = Duration::from_millis(300);
+    let mut rows: Vec<Row> = targets.iter().map(|t| Row { case, target: t.name, run: Run::default() }).collect();
+    for _ in 0..cfg.rounds {
+        for (t, row) in targets.iter().zip(rows.iter_mut()) {
+            row.run.absorb(load(t, &op_of(t), cfg.connections, Stop::For { warmup, measured }).await?);
+        }
+    }
+    Ok(rows)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn find<'a>(rows: &'a [Row], case: &str, target: &str) -> Option<&'a Run> {
+    rows.iter().find(|r| r.case == case && r.target == target).map(|r| &r.run)
+}
+
+const MINIMAL: &str = "minimal TLS server (static body)";
+const CRD: &str = "kube-apiserver (CRD)";
+const DIRECT: &str = "farm-apiserver direct (memory)";
+const AGGREGATED: &str = "farm-apiserver via aggregator (memory)";
+const ETCD: &str = "farm-apiserver direct (etcd)";
+const GET: &str = "GET one Llama";
+const GET_RV0: &str = "GET one Llama, resourceVersion=0";
+const LIST: &str = "LIST 1,000 Llamas";
+const CREATE: &str = "create (POST)";
+const WATCH: &str = "watch event latency";
+
+async fn run(cfg: &Config, out: &mut String) -> Result<()> {
+    let started = Instant::now();
+    let stamp = || format!("[{:>5.1}s]", started.elapsed().as_secs_f64());
+    eprintln!("{} starting the control plane", stamp());
+    let cp = cluster::controlplane();
+    let token: Arc<str> = bench_token(cp)?.into();
+    for ns in [LIST_NS, CREATE_NS, "speed-watch-crd", "speed-watch-direct", "speed-watch-agg", "speed-watch-etcd"] {
+        cluster::namespace(cp, ns);
+    }
+    let cp_tls = client_tls(&cp_file(cp, "caFile")?)?;
+    let cp_addr = cp_addr(cp)?;
+    let etcd_endpoint =
+        cp.info["etcdEndpoint"].as_str().ok_or_else(|| anyhow!("etcdEndpoint in {}", cp.info))?.to_string();
+
+    eprintln!("{} installing the CRD, starting farm-apiserver on memory and on etcd", stamp());
+    common::crd::install_llama_crd(cp, CRD_GROUP).map_err(anyhow::Error::msg)?;
+    let memory = farm(cp, cfg, &[]).await?;
+    let prefix = format!("/farm-speed/{}", uuid::Uuid::new_v4().simple());
+    let etcd_args = ["--storage", "etcd", "--etcd-servers", &etcd_endpoint, "--etcd-prefix", &prefix];
+    let on_etcd = farm(cp, cfg, &etcd_args.map(String::from)).await?;
+    register(cp, &memory).await?;
+
+    let farm_path = format!("/apis/{FARM_GROUP_VERSION}");
+    let crd = Target {
+        key: "crd",
+        name: CRD,
+        addr: cp_addr,
+        tls: cp_tls.clone(),
+        token: Some(token.clone()),
+        group_path: format!("/apis/{CRD_GROUP_VERSION}"),
+        api_version: CRD_GROUP_VERSION,
+        pid: cp.pid,
+    };
+    let direct = Target {
+        key: "direct",
+        name: DIRECT,
+        addr: SocketAddr::from(([127, 0, 0, 1], memory.port)),
+        tls: client_tls(&std::fs::read(&memory.ca_file)?)?,
+        token: Some(token.clone()),
+        group_path: farm_path.clone(),
+        api_version: FARM_GROUP_VERSION,
+        pid: memory.pid(),
+    };
+    let aggregated = Target { key: "agg", name: AGGREGATED, tls: cp_tls.clone(), addr: cp_addr, ..direct.clone() };
+    let etcd = Target {
+        key: "etcd",
+        name: ETCD,
+        addr: SocketAddr::from(([127, 0, 0, 1], on_etcd.port)),
+        tls: client_tls(&std::fs::read(&on_etcd.ca_file)?)?,
+        pid: on_etcd.pid(),
+        ..direct.clone()
+    };
+    wait_serving(&crd, LIST_NS).await?;
+    wait_serving(&aggregated, LIST_NS).await?;
+
+    eprintln!("{} seeding {} Llamas on each store", stamp(), cfg.llamas);
+    for t in [&direct, &etcd, &crd] {
+        let op = Op::Create { collection: t.collection(LIST_NS), prefix: "llama".into() };
+        load(t, &op, 8, Stop::Count(cfg.llamas as u64)).await?;
+    }
+    let one = |t: &Target| format!("{}/llama-{}", t.collection(LIST_NS), cfg.llamas / 2);
+
+    // The minimal server answers with farm-apiserver's own GET answer.
+    let get_body = {
+        let mut s = connect(&direct).await?;
+        exchange(&mut s, request(&direct, &Op::Get(one(&direct)), 0)?).await?
+    };
+    let body_file = memory.dir.path().join("get-body.json");
+    std::fs::write(&body_file, &get_body)?;
+    let cert_dir = memory.dir.path().join("certs");
+    let minimal_proc = Minimal::start(&cert_dir.join("tls.crt"), &cert_dir.join("tls.key"), &body_file)?;
+    let minimal = Target {
+        key: "minimal",
+        name: MINIMAL,
+        addr: SocketAddr::from(([127, 0, 0, 1], minimal_proc.port)),
+        token: None,
+        pid: minimal_proc.child.id(),
+        ..direct.clone()
+    };
+
+    let load_before = common::loadavg();
+    let rss_idle = common::rss_mib(memory.pid());
+    eprintln!("{} measuring (load average {load_before})", stamp());
+    let mut rows = Vec::new();
+    rows.extend(case(cfg, GET, &[&minimal, &direct, &aggregated, &etcd, &crd], |t| Op::Get(one(t))).await?);
+    rows.extend(case(cfg, GET_RV0, &[&direct, &etcd], |t| Op::Get(format!("{}?resourceVersion=0", one(t)))).await?);
+    rows.extend(case(cfg, LIST, &[&direct, &aggregated, &etcd, &crd], |t| Op::Get(t.collection(LIST_NS))).await?);
+    rows.extend(
+        case(cfg, CREATE, &[&direct, &aggregated, &etcd, &crd], |t| Op::Create {
+            collection: t.collection(CREATE_NS),
+            prefix: format!("c-{}-{}", t.key, uuid::Uuid::new_v4().simple()),
+        })
+        .await?,
+    );
+    eprintln!("  {WATCH}");
+    for t in [&direct, &aggregated, &etcd, &crd] {
+        rows.push(Row { case: WATCH, target: t.name, run: watch_latency(t, cfg.watch_writes).await? });
+    }
+    let load_after = common::loadavg();
+    let rss_after = common::rss_mib(memory.pid());
+
+    report(cfg, &rows, out, &load_before, &load_after, (rss_idle, rss_after), started.elapsed())?;
+    if let Some(dir) = &cfg.charts {
+        charts(dir, &rows)?;
+    }
+    drop(minimal_proc);
+    Ok(())
+}
+
+fn report(
+    cfg: &Config,
+    rows: &[Row],
+    out: &mut String,
+    load_before: &str,
+    load_after: &str,
+    rss: (f64, f64),
+    whole: Duration,
+) -> Result<()> {
+    use std::fmt::Write as _;
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    writeln!(out, "\n# Speed: farm-apiserver against kube-apiserver (CRD) and a minimal TLS server\n")?;
+    writeln!(
+        out,
+        "{cores} cores shared by the servers and the load generator. Release builds, loopback, TLS, HTTP/1.1 \
+         keep-alive from the client: {} connections, one request in flight each, all on one client thread \
+         (hyper + rustls). Through the aggregator, kube-apiserver proxies over HTTP/2. Authentication: the same \
+         service-account bearer token on every request (kube-apiserver: verified itself; farm-apiserver: \
+         --authentication delegated, TokenReview + SubjectAccessReview cached); none for the minimal server. \
+         {:.1} s measured per case and target in {} rounds. p50/p99: under that load. CPU ms/request: the \
+         serving process (the control plane's one process for kube-apiserver: it holds etcd too; for the \
+         aggregator row, farm-apiserver alone) and the load generator.{}\n",
+        cfg.connections,
+        cfg.seconds,
+        cfg.rounds,
+        if cfg.server_env.is_empty() {
+            String::new()
+        } else {
+            format!(" farm-apiserver environment: {:?}.", cfg.server_env)
+        }
+    )?;
+    writeln!(
+        out,
+        "| case | target | requests | req/s | p50 | p99 | server CPU ms/req | client CPU ms/req | body bytes |"
+    )?;
+    writeln!(out, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")?;
+    for r in rows {
+        let rate = if r.case == WATCH { "—".to_string() } else { format!("{:.0}", r.run.rate()) };
+        writeln!(
+            out,
+            "| {} | {} | {} | {rate} | {} | {} | {:.3} | {:.3} | {} |",
+            r.case,
+            r.target,
+            r.run.samples.len(),
+            ms(r.run.pct(50.0)),
+            ms(r.run.pct(99.0)),
+            r.run.server_ms(),
+            r.run.client_ms(),
+            if r.case == WATCH { "—".to_string() } else { r.run.bytes.to_string() },
+        )?;
+    }
+
+    writeln!(out, "\n## Ratios (req/s unless named)\n")?;
+    writeln!(out, "| ratio | value | goal | met |")?;
+    writeln!(out, "| --- | ---: | ---: | --- |")?;
+    let rate = |case: &str, target: &str| find(rows, case, target).map(Run::rate).unwrap_or(f64::NAN);
+    let p50 =
+        |case: &str, target: &str| find(rows, case, target).map(|r| r.pct(50.0).as_secs_f64()).unwrap_or(f64::NAN);
+    let mut line = |what: &str, value: f64, goal: Option<f64>| -> Result<()> {
+        let (goal_s, met) = match goal {
+            Some(g) => (format!(">= {g:.2}x"), if value >= g { "yes" } else { "NO" }),
+            None => ("—".to_string(), ""),
+        };
+        writeln!(out, "| {what} | {value:.2}x | {goal_s} | {met} |")?;
+        Ok(())
+    };
+    line("GET one, direct / minimal TLS server", rate(GET, DIRECT) / rate(GET, MINIMAL), Some(0.9))?;
+    line("GET one, direct / CRD", rate(GET, DIRECT) / rate(GET, CRD), Some(10.0))?;
+    line("GET one, via aggregator / CRD", rate(GET, AGGREGATED) / rate(GET, CRD), None)?;
+    line("LIST 1,000, direct / CRD", rate(LIST, DIRECT) / rate(LIST, CRD), Some(50.0))?;
+    line("LIST 1,000, via aggregator / CRD", rate(LIST, AGGREGATED) / rate(LIST, CRD), None)?;
+    line("GET one, etcd / memory (latest)", rate(GET, ETCD) / rate(GET, DIRECT), Some(0.9))?;
+    line("GET one, etcd / memory (resourceVersion=0)", rate(GET_RV0, ETCD) / rate(GET_RV0, DIRECT), Some(0.9))?;
+    line("LIST 1,000, etcd / memory (latest)", rate(LIST, ETCD) / rate(LIST, DIRECT), Some(0.9))?;
+    line("creates, etcd / CRD (same etcd)", rate(CREATE, ETCD) / rate(CREATE, CRD), Some(1.0))?;
+    line("creates, direct memory / CRD", rate(CREATE, DIRECT) / rate(CREATE, CRD), None)?;
+    line("watch event latency p50, CRD / direct (x faster)", p50(WATCH, CRD) / p50(WATCH, DIRECT), None)?;
+    line("watch event latency p50, CRD / etcd (x faster)", p50(WATCH, CRD) / p50(WATCH, ETCD), None)?;
+    writeln!(
+        out,
+        "\nfarm-apiserver (memory) RSS: {:.1} MiB after seeding {} Llamas, {:.1} MiB at the end (it then holds \
+         the creates too).\nLoad average (1/5/15 min): {load_before} before measuring, {load_after} at the end. \
+         Whole run: {:.1?}.",
+        rss.0, cfg.llamas, rss.1, whole
+    )?;
+    Ok(())
+}
+
+fn charts(dir: &Path, rows: &[Row]) -> Result<()> {
+    let series = |case: &str| -> Vec<(&str, Vec<f64>)> {
+        rows.iter()
+            .filter(|r| r.case == case)
+            .map(|r| (r.target, r.run.samples.iter().map(|d| d.as_secs_f64() * 1000.0).collect()))
+            .collect()
+    };
+    plot::distribution_chart(&dir.join("speed-get.svg"), "GET one Llama under load", "latency, ms", &series(GET))?;
+    plot::distribution_chart(
+        &dir.join("speed-list.svg"),
+        "LIST 1,000 Llamas under load",
+        "latency, ms",
+        &series(LIST),
+    )?;
+    plot::distribution_chart(&dir.join("speed-create.svg"), "Creates under load", "latency, ms", &series(CREATE))?;
+    eprintln!("charts written to {}", dir.display());
+    Ok(())
+}
+
+fn main() {
+    if std::env::var_os(MINIMAL_ENV).is_some() {
+        minimal_server();
+    }
+    let cfg = match Config::from_env() {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            eprintln!("speed benchmark: {e:#}");
+            std::process::exit(2);
+        }
+    };
+    eprintln!("speed benchmark: about 2 minutes on 2 cores after the build");
+    if let Err(e) = report::run_and_print("speed benchmark", async |out| run(&cfg, out).await) {
+        eprintln!("speed benchmark FAILED: {e:#}");
+        std::process::exit(1);
+    }
+}

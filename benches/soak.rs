@@ -21,12 +21,12 @@
 //! | env | default | meaning |
 //! | --- | --- | --- |
 //! | `SOAK_REQUESTS` | 1000000 | requests to send |
-//! | `SOAK_SECONDS` | 900 | time limit |
+//! | `SOAK_SECONDS` | 3600 | time limit |
 //! | `SOAK_CONCURRENCY` | 32 | requests in flight |
 //! | `SOAK_SEED` | random (printed) | the generator's seed, to replay a run |
 //! | `SOAK_MAX_RSS_MIB` | 512 | the server's RSS bound |
 //! | `SOAK_DELEGATED` | 0 | 1: run against `--authentication delegated` on the test control plane instead |
-//! | `SOAK_ATTACK_SHARE` | 0.1 | the share of attacking requests |
+//! | `SOAK_ATTACK_SHARE` | 0.01 | the share of attacking requests (each far heavier than a noise request) |
 //! | `SOAK_ATTACK_SCALE` | 1.0 | scales their bulk (1.0: bodies up to the 3 MiB limit) |
 //! | `SOAK_ADDRESS_SPACE_MIB` | 2048 | the server's address-space cap (`prlimit --as`; 0: none) |
 //! | `SOAK_AMPLIFICATION` | 0 | 1: measure the worst RSS growth per request byte by attack kind instead |
@@ -59,11 +59,11 @@ async fn main() {
     // `cargo bench` passes `--bench`; any other argument is a filter we do not support.
     let cfg = Config {
         requests: env("SOAK_REQUESTS", 1_000_000),
-        duration: Duration::from_secs(env("SOAK_SECONDS", 900)),
+        duration: Duration::from_secs(env("SOAK_SECONDS", 3600)),
         concurrency: env("SOAK_CONCURRENCY", 32),
         seed: env("SOAK_SEED", rand::random::<u64>()),
         max_rss_bytes: env::<u64>("SOAK_MAX_RSS_MIB", 512) << 20,
-        attack_share: env("SOAK_ATTACK_SHARE", 0.1),
+        attack_share: env("SOAK_ATTACK_SHARE", 0.01),
         attack_scale: env("SOAK_ATTACK_SCALE", 1.0),
     };
     let address_space = match env::<u64>("SOAK_ADDRESS_SPACE_MIB", 2048) {
@@ -132,11 +132,11 @@ async fn memory_server(address_space: Option<u64>, env: Vec<(String, String)>) -
 /// kind; exits non-zero when a request killed the server.
 async fn amplification(seed: u64, samples: u64, address_space: Option<u64>) {
     println!(
-        "amplification: seed {seed} (SOAK_SEED to replay), {samples} requests per kind, one at a time, a fresh server per kind; ratio over requests of at least {} KiB",
-        fuzz::AMPLIFICATION_MIN_REQUEST >> 10
+        "amplification: seed {seed} (SOAK_SEED to replay), {samples} requests per kind, one at a time, a fresh server per kind; ratio over requests that grew the peak by at least {} MiB",
+        fuzz::AMPLIFICATION_MIN_GROWTH >> 20
     );
-    println!("| request kind | requests | worst RSS growth per request byte | at request size | its growth | largest growth (request size) | status codes |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | --- |");
+    println!("| request kind | requests | worst RSS growth per request byte | at request size | its growth | largest growth (request size) | slowest (request size) | status codes |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
     let mut examples = Vec::new();
     let mut failed = false;
     for kind in Attack::ALL {
@@ -163,7 +163,7 @@ async fn amplification(seed: u64, samples: u64, address_space: Option<u64>) {
                 let mib = |b: u64| b as f64 / 1048576.0;
                 let statuses = a.statuses.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", ");
                 println!(
-                    "| {} | {} | {:.1} | {:.0} KiB | {:.1} MiB | {:.1} MiB ({:.0} KiB) | {statuses}{} |",
+                    "| {} | {} | {:.0} | {:.1} KiB | {:.1} MiB | {:.1} MiB ({:.0} KiB) | {:.0} ms ({:.0} KiB) | {statuses}{} |",
                     a.kind,
                     a.samples,
                     a.worst_ratio,
@@ -171,12 +171,14 @@ async fn amplification(seed: u64, samples: u64, address_space: Option<u64>) {
                     mib(a.ratio_growth),
                     mib(a.worst_growth),
                     a.growth_request_bytes as f64 / 1024.0,
+                    a.slowest_seconds * 1000.0,
+                    a.slowest_request_bytes as f64 / 1024.0,
                     if a.unanswered > 0 { format!(", unanswered: {}", a.unanswered) } else { String::new() }
                 );
                 examples.push(format!("{}: {}", a.kind, a.ratio_example.chars().take(400).collect::<String>()));
             }
             Err(e) => {
-                println!("| {} | failed: {e} | | | | | |", kind.name());
+                println!("| {} | failed: {e} | | | | | | |", kind.name());
                 failed = true;
                 let log = server.log();
                 let tail: Vec<&str> = log.lines().rev().take(5).collect();

@@ -571,8 +571,9 @@ pub struct Amplification {
     pub kind: String,
     pub samples: u64,
     /// The largest peak-RSS growth divided by the request's size, among
-    /// requests of at least [`AMPLIFICATION_MIN_REQUEST`] bytes (below that, a
-    /// page or an allocator's arena growing would dominate the ratio).
+    /// requests that grew it by at least [`AMPLIFICATION_MIN_GROWTH`] (below
+    /// that, a page or an allocator's arena growing would dominate the ratio
+    /// of a small request).
     pub worst_ratio: f64,
     /// The size of that request, its growth and the request.
     pub ratio_request_bytes: usize,
@@ -581,11 +582,16 @@ pub struct Amplification {
     /// The largest growth at any request size, and that request's size.
     pub worst_growth: u64,
     pub growth_request_bytes: usize,
+    /// Status codes; 0 for an HTTP/1.1 answer with more header fields than
+    /// hyper's client reads (see `Report::attack_heads_unread`).
     pub statuses: BTreeMap<u16, u64>,
     pub unanswered: u64,
+    /// The slowest request's seconds and size (a CPU cost out of proportion shows here).
+    pub slowest_seconds: f64,
+    pub slowest_request_bytes: usize,
 }
 
-pub const AMPLIFICATION_MIN_REQUEST: usize = 16 * 1024;
+pub const AMPLIFICATION_MIN_GROWTH: u64 = 1 << 20;
 
 /// What a request weighs on the wire: body, request line and headers.
 fn request_bytes(req: &Req) -> usize {
@@ -614,13 +620,23 @@ pub async fn amplification(target: &Target, kind: Attack, seed: u64, samples: u6
         let req = gen.attack_of(kind);
         reset_peak_rss(target.pid)?;
         let before = rss_bytes(target.pid);
+        let sent = Instant::now();
         let out = send(if req.http2 { &h2 } else { &h1 }, &target.base, &req).await;
+        let took = sent.elapsed().as_secs_f64();
         let growth = hwm_bytes(target.pid).saturating_sub(before);
         let size = request_bytes(&req);
         amp.samples += 1;
+        if took > amp.slowest_seconds {
+            amp.slowest_seconds = took;
+            amp.slowest_request_bytes = size;
+        }
         match out {
             Outcome::Answered { status, .. } | Outcome::WatchCut { status } => {
                 *amp.statuses.entry(status).or_default() += 1
+            }
+            // See `Report::attack_heads_unread`.
+            Outcome::Transport(kind) if !req.http2 && kind.ends_with("message head is too large") => {
+                *amp.statuses.entry(0).or_default() += 1
             }
             Outcome::Hang | Outcome::Transport(_) => amp.unanswered += 1,
         }
@@ -629,7 +645,7 @@ pub async fn amplification(target: &Target, kind: Attack, seed: u64, samples: u6
             amp.growth_request_bytes = size;
         }
         let ratio = growth as f64 / size as f64;
-        if size >= AMPLIFICATION_MIN_REQUEST && ratio > amp.worst_ratio {
+        if growth >= AMPLIFICATION_MIN_GROWTH && ratio > amp.worst_ratio {
             amp.worst_ratio = ratio;
             amp.ratio_request_bytes = size;
             amp.ratio_growth = growth;

@@ -29,6 +29,9 @@ use reqwest::header::{HeaderName, HeaderValue};
 use reqwest::Method;
 use serde_json::{json, Value};
 
+mod attack;
+pub use attack::Attack;
+
 const GROUP: &str = "/apis/farm.example.com/v1alpha";
 const API_VERSION: &str = "farm.example.com/v1alpha";
 /// The namespace of tracked Llamas. Fuzzed requests never name it (their
@@ -56,6 +59,12 @@ pub struct Config {
     pub concurrency: usize,
     pub seed: u64,
     pub max_rss_bytes: u64,
+    /// The share of requests drawn from the attacking generators
+    /// (`attack.rs`) instead of the noise: 0 for none.
+    pub attack_share: f64,
+    /// Scales the bulk of attacking requests (counts of items, bytes): 1.0
+    /// reaches the 3 MiB body limit; a short run in a debug build takes less.
+    pub attack_scale: f64,
 }
 
 /// The server under test, as the fuzzer sees it.
@@ -89,6 +98,10 @@ struct Req {
     /// bearer token), when the target has one.
     anonymous: bool,
     tracked: Option<TrackedOp>,
+    /// Drawn from the attacking generators: sent on connections of their own
+    /// (so the noise's cancelled watches cannot get them torn down), and any
+    /// answer that is not an HTTP response is a failure.
+    attack: bool,
 }
 
 #[derive(Clone)]
@@ -157,9 +170,27 @@ pub struct Report {
     pub verified_drifted: u64,
     pub peak_rss: u64,
     pub final_rss: u64,
+    /// The server's largest address space (VmPeak), what `prlimit --as` caps.
+    pub peak_vm: u64,
     pub server_alive: bool,
     pub panics_in_log: Vec<String>,
     pub max_rss_bytes: u64,
+    /// Status codes of the attacking requests, by kind.
+    pub attack_statuses: BTreeMap<String, BTreeMap<u16, u64>>,
+    /// Seconds the attacking requests took, by kind: total and slowest (a
+    /// cost out of proportion with a request shows here first).
+    pub attack_seconds: BTreeMap<String, (f64, f64)>,
+    /// Attacking requests that got no HTTP answer: count and the first ones.
+    pub attack_unanswered: u64,
+    /// Attacking requests over HTTP/1.1 answered with more header fields
+    /// than hyper's client reads (100): Warning headers, which the server
+    /// bounds as kube-apiserver does, by their text (4 KiB), not their count.
+    pub attack_heads_unread: u64,
+    pub attack_unanswered_examples: Vec<String>,
+    /// Attacked Llamas that could not be created before the run.
+    pub attack_setup_failures: Vec<String>,
+    /// Stored Llamas whose encoding is larger than the server's object limit.
+    pub oversized_objects: Vec<String>,
 }
 
 impl Report {
@@ -170,7 +201,20 @@ impl Report {
             f.push("the server process is gone".to_string());
         }
         for p in &self.panics_in_log {
-            f.push(format!("panic in the server log: {p}"));
+            f.push(format!("panic or failed allocation in the server log: {p}"));
+        }
+        if self.attack_unanswered > 0 {
+            f.push(format!(
+                "{} attacking requests got no HTTP answer, e.g.:\n  {}",
+                self.attack_unanswered,
+                self.attack_unanswered_examples.join("\n  ")
+            ));
+        }
+        for s in &self.attack_setup_failures {
+            f.push(format!("could not create an attacked Llama: {s}"));
+        }
+        for o in &self.oversized_objects {
+            f.push(format!("stored object above the object limit: {o}"));
         }
         for (key, (n, example)) in &self.undocumented_5xx {
             f.push(format!("undocumented {key} x{n}: {example}"));
@@ -214,6 +258,7 @@ impl Report {
         let _ = writeln!(s, "watches cut:     {} (asked for no or a garbage timeout)", self.watches_cut);
         let _ = writeln!(s, "peak RSS:        {:.1} MiB", self.peak_rss as f64 / 1048576.0);
         let _ = writeln!(s, "final RSS:       {:.1} MiB", self.final_rss as f64 / 1048576.0);
+        let _ = writeln!(s, "peak address space: {:.1} MiB", self.peak_vm as f64 / 1048576.0);
         let _ = writeln!(s, "5xx by path:     {}", hist(&self.by_label_5xx));
         let _ = writeln!(s, "documented 5xx:  {}", hist(&self.documented_5xx));
         let _ = writeln!(s, "undocumented 5xx: {}", self.undocumented_5xx.values().map(|(n, _)| n).sum::<u64>());
@@ -232,6 +277,18 @@ impl Report {
             self.number_drift
         );
         let _ = writeln!(s, "server alive:    {}, panics in log: {}", self.server_alive, self.panics_in_log.len());
+        if !self.attack_statuses.is_empty() {
+            let total: u64 = self.attack_statuses.values().flat_map(|m| m.values()).sum();
+            let _ = writeln!(
+                s,
+                "attacks:         {total} answered, {} unanswered, {} answered with more headers than hyper's HTTP/1.1 client reads",
+                self.attack_unanswered, self.attack_heads_unread
+            );
+            for (kind, m) in &self.attack_statuses {
+                let (total, max) = self.attack_seconds.get(kind).copied().unwrap_or_default();
+                let _ = writeln!(s, "  {kind:<32} {total:7.1} s in all, slowest {max:5.2} s; {}", hist(m));
+            }
+        }
         s
     }
 }
@@ -289,14 +346,28 @@ fn hist<K: std::fmt::Display>(m: &BTreeMap<K, u64>) -> String {
 
 /// RSS of a process in bytes (0 when it is gone).
 pub fn rss_bytes(pid: u32) -> u64 {
+    status_kb(pid, "VmRSS:") * 1024
+}
+
+/// The peak RSS of a process in bytes (its high-water mark since it started
+/// or since [`reset_peak_rss`]).
+pub fn hwm_bytes(pid: u32) -> u64 {
+    status_kb(pid, "VmHWM:") * 1024
+}
+
+/// Sets a process's RSS high-water mark to its current RSS (Linux 4.0+).
+pub fn reset_peak_rss(pid: u32) -> std::io::Result<()> {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5")
+}
+
+fn status_kb(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()))
         })
-        .map(|kb| kb * 1024)
         .unwrap_or(0)
 }
 
@@ -325,14 +396,17 @@ pub fn alive(pid: u32) -> bool {
 
 /// HTTP/1.1 and HTTP/2 clients presenting the target's identity, and one
 /// without it (ALPN picks HTTP/2).
-fn clients(target: &Target) -> anyhow::Result<(reqwest::Client, reqwest::Client, reqwest::Client)> {
+/// `idle_http1` is how many idle HTTP/1.1 connections are kept for reuse:
+/// 0 gives every request a connection of its own, so that a connection the
+/// server closes fails only the request that made it close.
+fn clients(target: &Target, idle_http1: usize) -> anyhow::Result<(reqwest::Client, reqwest::Client, reqwest::Client)> {
     let ca = reqwest::Certificate::from_pem(&std::fs::read(&target.ca_file)?)?;
     let build = |http1: Option<bool>, identity: bool| -> anyhow::Result<reqwest::Client> {
         let mut b = reqwest::Client::builder()
             .add_root_certificate(ca.clone())
             .redirect(reqwest::redirect::Policy::none())
             // Per request below: watches are cut sooner than other requests.
-            .pool_max_idle_per_host(64);
+            .pool_max_idle_per_host(if http1 == Some(true) { idle_http1 } else { 64 });
         match http1 {
             Some(true) => b = b.http1_only(),
             // TLS with ALPN offering h2 only: every request on this client is HTTP/2.
@@ -350,9 +424,15 @@ fn clients(target: &Target) -> anyhow::Result<(reqwest::Client, reqwest::Client,
 /// Runs the fuzzer against `target` until `cfg.requests` are sent or
 /// `cfg.duration` has passed, then verifies the tracked Llamas.
 pub async fn run(target: &Target, cfg: &Config) -> anyhow::Result<Report> {
-    let (h1, h2, anonymous) = clients(target)?;
+    let (h1, h2, anonymous) = clients(target, 64)?;
+    // Attacks get connections of their own: see `Req::attack`.
+    let (attack_h1, attack_h2, _) = clients(target, 0)?;
     let tracker = Arc::new(Mutex::new(Tracker::default()));
     let report = Arc::new(Mutex::new(Report { max_rss_bytes: cfg.max_rss_bytes, ..Default::default() }));
+    if cfg.attack_share > 0.0 {
+        let failures = create_attack_targets(&attack_h2, &target.base).await;
+        report.lock().unwrap().attack_setup_failures = failures;
+    }
 
     // RSS sampler: peak over the whole run.
     let peak = Arc::new(std::sync::atomic::AtomicU64::new(rss_bytes(target.pid)));
@@ -368,22 +448,36 @@ pub async fn run(target: &Target, cfg: &Config) -> anyhow::Result<Report> {
 
     let started = Instant::now();
     let deadline = started + cfg.duration;
-    let mut gen = Gen { rng: StdRng::seed_from_u64(cfg.seed), tracker: tracker.clone() };
+    let mut gen = Gen {
+        rng: StdRng::seed_from_u64(cfg.seed),
+        tracker: tracker.clone(),
+        attack_share: cfg.attack_share,
+        attack_scale: cfg.attack_scale,
+    };
     let base = target.base.clone();
     let stream = futures::stream::iter(0..cfg.requests)
         .take_while(|_| futures::future::ready(Instant::now() < deadline))
         .map(|_| {
             let mut req = gen.request();
             req.anonymous &= target.identity.is_some();
-            let client = match (req.anonymous, req.http2) {
-                (true, _) => anonymous.clone(),
-                (false, true) => h2.clone(),
-                (false, false) => h1.clone(),
+            let client = match (req.attack, req.anonymous, req.http2) {
+                (true, _, true) => attack_h2.clone(),
+                (true, _, false) => attack_h1.clone(),
+                (false, true, _) => anonymous.clone(),
+                (false, false, true) => h2.clone(),
+                (false, false, false) => h1.clone(),
             };
             let (base, report, tracker) = (base.clone(), report.clone(), tracker.clone());
             let (has_cluster, reviews) = (target.has_cluster, target.reviews);
             async move {
+                let sent = Instant::now();
                 let out = send(&client, &base, &req).await;
+                if req.attack {
+                    let took = sent.elapsed().as_secs_f64();
+                    let mut r = report.lock().unwrap();
+                    let t = r.attack_seconds.entry(req.label.clone()).or_default();
+                    *t = (t.0 + took, t.1.max(took));
+                }
                 record(&req, &out, &report, has_cluster, reviews);
                 if let Some(op) = &req.tracked {
                     settle(op, &req, &out, &tracker, &report);
@@ -399,15 +493,167 @@ pub async fn run(target: &Target, cfg: &Config) -> anyhow::Result<Report> {
     rep.requests = n;
     rep.elapsed = elapsed;
     verify(&h2, target, &tracker, &mut rep).await;
-    rep.peak_rss = peak.load(std::sync::atomic::Ordering::Relaxed).max(rss_bytes(target.pid));
+    rep.oversized_objects = oversized_objects(&h2, &target.base).await;
+    // The kernel's high-water mark catches a peak between two samples.
+    rep.peak_rss =
+        peak.load(std::sync::atomic::Ordering::Relaxed).max(rss_bytes(target.pid)).max(hwm_bytes(target.pid));
     rep.final_rss = rss_bytes(target.pid);
+    rep.peak_vm = status_kb(target.pid, "VmPeak:") * 1024;
     rep.server_alive = alive(target.pid);
     let log = std::fs::read_to_string(&target.log_file).unwrap_or_default();
-    rep.panics_in_log = log.lines().filter(|l| l.contains("panicked")).take(20).map(str::to_string).collect();
+    // A Rust process that cannot allocate prints this and aborts (under the
+    // harness's address-space cap, the sign of a runaway allocation).
+    rep.panics_in_log = log
+        .lines()
+        .filter(|l| l.contains("panicked") || l.contains("memory allocation of"))
+        .take(20)
+        .map(str::to_string)
+        .collect();
     let t = tracker.lock().unwrap();
     rep.tracked_acked = t.acked;
     rep.tracked_uncertain = t.uncertain;
     Ok(rep)
+}
+
+/// `s` up to `max` characters, and how long it was when cut.
+fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    format!("{}... ({} bytes)", s.chars().take(max).collect::<String>(), s.len())
+}
+
+/// Creates the attacked Llamas; the failures, one line each.
+async fn create_attack_targets(client: &reqwest::Client, base: &str) -> Vec<String> {
+    let mut failures = Vec::new();
+    for name in attack::TARGETS {
+        let url = format!("{base}{}", attack::collection());
+        let sent = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(attack::seed_body(name))
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await;
+        match sent {
+            Ok(r) if r.status().as_u16() == 201 || r.status().as_u16() == 409 => {}
+            Ok(r) => failures.push(format!("POST {url} ({name}): {}", r.status())),
+            Err(e) => failures.push(format!("POST {url} ({name}): {e}")),
+        }
+    }
+    failures
+}
+
+/// Llamas anywhere whose JSON is larger than the server's default
+/// `--max-object-bytes`: no write may have stored one.
+async fn oversized_objects(client: &reqwest::Client, base: &str) -> Vec<String> {
+    const MAX_OBJECT_BYTES: usize = 1_572_864;
+    let url = format!("{base}{GROUP}/llamas");
+    let list = match client.get(&url).timeout(Duration::from_secs(60)).send().await {
+        Ok(r) => r.json::<Value>().await.unwrap_or(Value::Null),
+        Err(e) => return vec![format!("LIST {url}: {e}")],
+    };
+    let Some(items) = list["items"].as_array() else { return vec![format!("LIST {url}: no items")] };
+    items
+        .iter()
+        .filter_map(|item| {
+            let len = serde_json::to_vec(item).map(|b| b.len()).unwrap_or(0);
+            (len > MAX_OBJECT_BYTES)
+                .then(|| format!("{}/{}: {len} bytes", item["metadata"]["namespace"], item["metadata"]["name"]))
+        })
+        .collect()
+}
+
+/// The worst growth of the server's peak RSS that one kind of attacking
+/// request caused, measured one request at a time.
+#[derive(Debug, Default)]
+pub struct Amplification {
+    pub kind: String,
+    pub samples: u64,
+    /// The largest peak-RSS growth divided by the request's size, among
+    /// requests that grew it by at least [`AMPLIFICATION_MIN_GROWTH`] (below
+    /// that, a page or an allocator's arena growing would dominate the ratio
+    /// of a small request).
+    pub worst_ratio: f64,
+    /// The size of that request, its growth and the request.
+    pub ratio_request_bytes: usize,
+    pub ratio_growth: u64,
+    pub ratio_example: String,
+    /// The largest growth at any request size, and that request's size.
+    pub worst_growth: u64,
+    pub growth_request_bytes: usize,
+    /// Status codes; 0 for an HTTP/1.1 answer with more header fields than
+    /// hyper's client reads (see `Report::attack_heads_unread`).
+    pub statuses: BTreeMap<u16, u64>,
+    pub unanswered: u64,
+    /// The slowest request's seconds and size (a CPU cost out of proportion shows here).
+    pub slowest_seconds: f64,
+    pub slowest_request_bytes: usize,
+}
+
+pub const AMPLIFICATION_MIN_GROWTH: u64 = 1 << 20;
+
+/// What a request weighs on the wire: body, request line and headers.
+fn request_bytes(req: &Req) -> usize {
+    req.body.as_ref().map_or(0, Vec::len)
+        + req.path.len()
+        + req.query.len()
+        + req.headers.iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum::<usize>()
+}
+
+/// Sends `samples` requests of attack `kind`, one at a time, and measures
+/// how much each raises the server's peak RSS: the high-water mark is reset
+/// to the current RSS before each request (`/proc/<pid>/clear_refs`) and read
+/// after its answer. The attacked Llamas are created first. A measure of
+/// what one request can make the server hold at once, not of leaks; memory
+/// the allocator kept from an earlier request and reuses is not counted, so
+/// run it against a fresh server per kind.
+pub async fn amplification(target: &Target, kind: Attack, seed: u64, samples: u64) -> anyhow::Result<Amplification> {
+    let (h1, h2, _) = clients(target, 0)?;
+    let failures = create_attack_targets(&h2, &target.base).await;
+    anyhow::ensure!(failures.is_empty(), "creating the attacked Llamas: {failures:?}");
+    let mut gen =
+        Gen { rng: StdRng::seed_from_u64(seed), tracker: Default::default(), attack_share: 1.0, attack_scale: 1.0 };
+    let mut amp = Amplification { kind: kind.name().to_string(), ..Default::default() };
+    for _ in 0..samples {
+        anyhow::ensure!(alive(target.pid), "the server died during {} (seed {seed})", kind.name());
+        let req = gen.attack_of(kind);
+        reset_peak_rss(target.pid)?;
+        let before = rss_bytes(target.pid);
+        let sent = Instant::now();
+        let out = send(if req.http2 { &h2 } else { &h1 }, &target.base, &req).await;
+        let took = sent.elapsed().as_secs_f64();
+        let growth = hwm_bytes(target.pid).saturating_sub(before);
+        let size = request_bytes(&req);
+        amp.samples += 1;
+        if took > amp.slowest_seconds {
+            amp.slowest_seconds = took;
+            amp.slowest_request_bytes = size;
+        }
+        match out {
+            Outcome::Answered { status, .. } | Outcome::WatchCut { status } => {
+                *amp.statuses.entry(status).or_default() += 1
+            }
+            // See `Report::attack_heads_unread`.
+            Outcome::Transport(kind) if !req.http2 && kind.ends_with("message head is too large") => {
+                *amp.statuses.entry(0).or_default() += 1
+            }
+            Outcome::Hang | Outcome::Transport(_) => amp.unanswered += 1,
+        }
+        if growth > amp.worst_growth {
+            amp.worst_growth = growth;
+            amp.growth_request_bytes = size;
+        }
+        let ratio = growth as f64 / size as f64;
+        if growth >= AMPLIFICATION_MIN_GROWTH && ratio > amp.worst_ratio {
+            amp.worst_ratio = ratio;
+            amp.ratio_request_bytes = size;
+            amp.ratio_growth = growth;
+            amp.ratio_example = describe(&req);
+        }
+    }
+    anyhow::ensure!(alive(target.pid), "the server died during {} (seed {seed})", kind.name());
+    Ok(amp)
 }
 
 /// The answer to one request.
@@ -488,15 +734,18 @@ fn describe(req: &Req) -> String {
     let mut s = format!("{} {}", req.method, req.path);
     if !req.query.is_empty() {
         s.push('?');
-        s.push_str(&req.query);
+        s.push_str(&cut(&req.query, 300));
     }
     s.push_str(match (req.anonymous, req.http2) {
         (true, _) => " (no client certificate)",
         (false, true) => " (HTTP/2)",
         (false, false) => " (HTTP/1.1)",
     });
-    for (k, v) in &req.headers {
-        let _ = write!(s, " [{k}: {}]", String::from_utf8_lossy(v.as_bytes()));
+    for (k, v) in req.headers.iter().take(10) {
+        let _ = write!(s, " [{k}: {}]", cut(&String::from_utf8_lossy(v.as_bytes()), 200));
+    }
+    if req.headers.len() > 10 {
+        let _ = write!(s, " [{} more headers]", req.headers.len() - 10);
     }
     if let Some(b) = &req.body {
         let shown = String::from_utf8_lossy(&b[..b.len().min(300)]).into_owned();
@@ -505,18 +754,73 @@ fn describe(req: &Req) -> String {
     s
 }
 
+/// The reason and message of a Status body: JSON, or YAML when the request
+/// accepted only that. A body cut at the 64 KiB the client keeps (a message
+/// listing thousands of fields) is read up to the cut.
+fn status_of(body: &[u8]) -> (String, String) {
+    let v: Value = serde_json::from_slice(body).or_else(|_| serde_norway::from_slice(body)).unwrap_or(Value::Null);
+    if v.is_object() {
+        let field = |k: &str| v[k].as_str().unwrap_or("").to_string();
+        return (field("reason"), field("message"));
+    }
+    let text = String::from_utf8_lossy(body);
+    // The prefix of a JSON string field as it was sent (escapes kept).
+    let field = |k: &str| -> String {
+        let key = format!("\"{k}\":\"");
+        text.find(&key)
+            .map(|at| {
+                let rest = &text[at + key.len()..];
+                let mut end = rest.len();
+                let mut escaped = false;
+                for (i, c) in rest.char_indices() {
+                    match c {
+                        '\\' if !escaped => escaped = true,
+                        '"' if !escaped => {
+                            end = i;
+                            break;
+                        }
+                        _ => escaped = false,
+                    }
+                }
+                rest[..end].to_string()
+            })
+            .unwrap_or_default()
+    };
+    (field("reason"), field("message"))
+}
+
 fn record(req: &Req, out: &Outcome, report: &Mutex<Report>, has_cluster: bool, reviews: bool) {
     let mut r = report.lock().unwrap();
+    if req.attack {
+        let status = match out {
+            Outcome::Answered { status, .. } | Outcome::WatchCut { status } => Some(*status),
+            Outcome::Hang | Outcome::Transport(_) => None,
+        };
+        let unread_head =
+            !req.http2 && matches!(out, Outcome::Transport(kind) if kind.ends_with("message head is too large"));
+        match status {
+            Some(s) => *r.attack_statuses.entry(req.label.clone()).or_default().entry(s).or_default() += 1,
+            None if unread_head => r.attack_heads_unread += 1,
+            None => {
+                r.attack_unanswered += 1;
+                if r.attack_unanswered_examples.len() < 5 {
+                    let why = match out {
+                        Outcome::Transport(kind) => kind.clone(),
+                        _ => "no answer".into(),
+                    };
+                    let example = format!("{why}: {}", describe(req));
+                    r.attack_unanswered_examples.push(example);
+                }
+            }
+        }
+    }
     match out {
         Outcome::Answered { status, body } => {
             *r.statuses.entry(*status).or_default() += 1;
             if *status >= 500 {
                 *r.by_label_5xx.entry(format!("{status} {} {}", req.method, req.label)).or_default() += 1;
-                // A Status in JSON, or in YAML when the request accepted only that.
-                let v: Value =
-                    serde_json::from_slice(body).or_else(|_| serde_norway::from_slice(body)).unwrap_or(Value::Null);
-                let reason = v["reason"].as_str().unwrap_or("").to_string();
-                let message = v["message"].as_str().unwrap_or("");
+                let (reason, message) = status_of(body);
+                let (reason, message) = (reason.as_str(), message.as_str());
                 let head = req.method == Method::HEAD;
                 let farmpods = req.path.contains("/farmpods");
                 let documented = match status {
@@ -526,11 +830,18 @@ fn record(req: &Req, out: &Outcome, report: &Mutex<Report>, has_cluster: bool, r
                     500 if reviews && reason == "InternalError" => !message.contains("could not serve the request"),
                     // An applied configuration with fields the schema does not
                     // declare: kube's own 500 without a reason.
-                    500 => reason.is_empty() && message.starts_with("failed to create typed patch object"),
+                    500 => {
+                        reason.is_empty()
+                            && (message.starts_with("failed to create typed patch object")
+                                // An object past --max-object-bytes, in etcd's (and kube's) words.
+                                || message == "etcdserver: request is too large")
+                    }
                     _ => false,
                 };
                 if documented {
-                    *r.documented_5xx.entry(format!("{status} {reason}")).or_default() += 1;
+                    // Without a reason, the start of the message tells them apart.
+                    let what = if reason.is_empty() { cut(message, 40) } else { reason.to_string() };
+                    *r.documented_5xx.entry(format!("{status} {what}")).or_default() += 1;
                 } else {
                     let key = format!("{status} {reason} {} {}", req.method, req.label);
                     let example = format!(
@@ -685,6 +996,8 @@ async fn verify(client: &reqwest::Client, target: &Target, tracker: &Mutex<Track
 struct Gen {
     rng: StdRng,
     tracker: Arc<Mutex<Tracker>>,
+    attack_share: f64,
+    attack_scale: f64,
 }
 
 const QUERY_KEYS: &[&str] = &[
@@ -768,6 +1081,9 @@ impl Gen {
     }
 
     fn request(&mut self) -> Req {
+        if self.attack_share > 0.0 && self.chance(self.attack_share) {
+            return self.attack();
+        }
         if self.chance(0.05) {
             if let Some(req) = self.tracked() {
                 return req;
@@ -791,7 +1107,7 @@ impl Gen {
         let headers = self.headers(body.is_some(), &method);
         let watch = is_watch || query.contains("watch");
         let (http2, anonymous) = (self.chance(0.5), self.chance(0.2));
-        Req { method, path, query, headers, body, label, watch, http2, anonymous, tracked: None }
+        Req { method, path, query, headers, body, label, watch, http2, anonymous, tracked: None, attack: false }
     }
 
     /// A well-formed write to a tracked Llama, or None when all are busy.
@@ -899,6 +1215,7 @@ impl Gen {
             http2: self.rng.random_bool(0.5),
             anonymous: false,
             tracked: Some(op),
+            attack: false,
         })
     }
 

@@ -46,6 +46,11 @@ pub struct Options {
     /// The probe that must answer ok before the server counts as started
     /// (default /readyz; /livez for a server expected not to be ready).
     pub ready_path: Option<String>,
+    /// Caps the server's address space (`prlimit --as`, util-linux): an
+    /// allocation past it fails and the server aborts, where without it a
+    /// runaway allocation would swap the machine or wake its OOM killer.
+    /// Fails (never skips) when `prlimit` is missing.
+    pub address_space_limit: Option<u64>,
     /// Environment variables set on the server process alone (benchmarks
     /// compare allocator settings this way: `GLIBC_TUNABLES`, `LD_PRELOAD`).
     pub env: Vec<(String, String)>,
@@ -154,17 +159,28 @@ impl Server {
         let cert_dir = opts.cert_dir.clone().unwrap_or_else(|| dir.path().join("certs"));
         let log_file = dir.path().join("server.log");
         let log = std::fs::File::create(&log_file).expect("log file");
+        // prlimit sets the limit on itself and execs the server: same pid.
+        let mut program: Vec<String> = Vec::new();
+        if let Some(bytes) = opts.address_space_limit {
+            let found = Command::new("prlimit").arg("--version").output().is_ok_and(|o| o.status.success());
+            assert!(found, "prlimit (util-linux) is needed to cap the server's memory and was not found on PATH");
+            program.extend(["prlimit".to_string(), format!("--as={bytes}"), "--".to_string()]);
+        }
+        program.push(env!("CARGO_BIN_EXE_farm-apiserver").to_string());
         let mut cmd = if opts.tie_to_test_process {
             // A watcher subshell kills the server when our end of its stdin closes.
             let mut c = Command::new("sh");
             c.arg("-c")
                 .arg(r#"exec 3<&0; "$@" </dev/null & child=$!; (cat <&3 >/dev/null; kill $child) & wait $child"#)
                 .arg("sh")
-                .arg(env!("CARGO_BIN_EXE_farm-apiserver"));
+                .args(&program);
             c
         } else {
-            Command::new(env!("CARGO_BIN_EXE_farm-apiserver"))
+            let mut c = Command::new(&program[0]);
+            c.args(&program[1..]);
+            c
         };
+        cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
         match &opts.kubeconfig {
             Some(kc) => cmd.arg("--kubeconfig").arg(kc),
             // No kubeconfig anywhere and not in a cluster: FarmPods are disabled.
@@ -178,7 +194,6 @@ impl Server {
             .arg("--log")
             .arg(opts.log.as_deref().unwrap_or("info,farm_apiserver=debug"))
             .args(&opts.args)
-            .envs(opts.env.iter().map(|(k, v)| (k, v)))
             .stdin(if opts.tie_to_test_process { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::null())
             .stderr(log)

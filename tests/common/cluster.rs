@@ -201,6 +201,23 @@ pub async fn wait_served(cp: &ControlPlane, timeout: Duration) {
     }
 }
 
+/// Waits until kube-apiserver's OpenAPI v3 index lists our group version. The
+/// aggregator adds it some time after the APIService is available; until then
+/// kubectl cannot see that Llamas take `fieldValidation` and validates on the
+/// client against OpenAPI v2 instead (a status-only apply then fails there
+/// for want of `spec`).
+pub async fn wait_openapi_v3(cp: &ControlPlane, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let (ok, index, err) = cp.kubectl(&["get", "--raw", "/openapi/v3"]);
+        if ok && index.contains("apis/farm.example.com/v1alpha") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "farm.example.com/v1alpha never listed in /openapi/v3: {err}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// farm-apiserver reading Pods from the control plane, registered behind it.
 pub struct Registered {
     pub server: Server,
@@ -221,6 +238,7 @@ pub async fn register(extra: &[&str]) -> Registered {
     cp.apply(&registration_yaml(server.port, &base64::engine::general_purpose::STANDARD.encode(ca)));
     wait_available(cp, Duration::from_secs(60)).await;
     wait_served(cp, Duration::from_secs(60)).await;
+    wait_openapi_v3(cp, Duration::from_secs(60)).await;
     Registered { server, cp }
 }
 

@@ -571,6 +571,15 @@ async fn patch_and_object_size_limits() {
     let finalizers: Value = (0..6200).map(|i| json!(format!("{domain}/f{i}-{}", "f".repeat(55)))).collect();
     let mut many_finalizers = llama("fins");
     many_finalizers["metadata"]["finalizers"] = finalizers;
+    let managers: Vec<Value> = (0..9_990)
+        .map(|i| {
+            json!({"op": "add", "path": "/metadata/managedFields/0", "value": {"manager": format!("m{i}"),
+                "operation": "Update", "apiVersion": "farm.example.com/v1alpha", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:weight": {}}}}})
+        })
+        .collect();
+    let manager_names: Vec<String> = (0..11).map(|i| format!("/metadata/managedFields/{i}/manager")).collect();
+    let manager_names: Vec<&str> = manager_names.iter().map(String::as_str).collect();
     let out = cmp
         .run(&[
             Step::post("{llamas}").json(llama("big")).expect(201),
@@ -581,6 +590,12 @@ async fn patch_and_object_size_limits() {
                 .expect(200)
                 .body_at(&["/spec"]),
             Step::patch("{llamas}/big").patch_body(JSON_PATCH, Value::Array(vec![test_op; 10_001])).expect(413),
+            // 9,990 Update managers inserted at the front of managedFields:
+            // all but ten merge into `ancient-changes` (once a 73 s search).
+            Step::patch("{llamas}/big")
+                .patch_body(JSON_PATCH, Value::Array(managers))
+                .expect(200)
+                .body_at(&manager_names),
             // Growing past the object limit, 700 KB at a time through status.
             status_of(200)
                 .header("Content-Type", MERGE)

@@ -9,7 +9,7 @@
 //!   takes them), and removes fields it applied before and no longer applies
 //!   when nobody else owns them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, Time};
 use serde_json::{json, Value};
@@ -235,55 +235,70 @@ impl ManagedFields {
 
     /// Merges the oldest Update entries into `ancient-changes` buckets (one
     /// per API version) until at most ten remain, as kube does.
+    ///
+    /// A body may carry thousands of entries: identities are looked up in a
+    /// map built once and merged entries dropped in one pass at the end (a
+    /// search per merge made a 2 MB patch of 10,000 entries cost 73 s).
     fn cap_update_managers(&mut self) {
-        let mut updaters: Vec<(i64, String)> = self
+        let mut updaters: Vec<(i64, String, usize)> = self
             .entries
             .iter()
-            .filter(|e| e.operation == Operation::Update)
-            .map(|e| (e.seconds(), e.identity()))
+            .enumerate()
+            .filter(|(_, e)| e.operation == Operation::Update)
+            .map(|(i, e)| (e.seconds(), e.identity(), i))
             .collect();
         if updaters.len() <= MAX_UPDATE_MANAGERS {
             return;
         }
+        // Oldest first; equal times by identity, as kube sorts them.
         updaters.sort();
-        let mut first_of_version: BTreeMap<String, String> = BTreeMap::new();
+        // Identities are unique (decode refuses duplicates).
+        let mut index: HashMap<String, usize> =
+            self.entries.iter().enumerate().map(|(i, e)| (e.identity(), i)).collect();
+        let mut merged_away = vec![false; self.entries.len()];
+        let mut first_of_version: HashMap<String, usize> = HashMap::new();
         let mut count = updaters.len();
-        for (_, id) in updaters {
+        for (_, id, i) in updaters {
             if count <= MAX_UPDATE_MANAGERS {
                 break;
             }
-            let Some(i) = self.position(&id) else { continue };
             let version = self.entries[i].api_version.clone();
-            let Some(first) = first_of_version.get(&version).cloned() else {
-                first_of_version.insert(version, id);
+            let Some(&first) = first_of_version.get(&version) else {
+                first_of_version.insert(version, i);
                 continue;
             };
-            let merged = self.entries.remove(i);
-            let bucket = Entry {
+            merged_away[i] = true;
+            index.remove(&id);
+            let bucket_id = Entry {
                 manager: ANCIENT_CHANGES.into(),
                 operation: Operation::Update,
-                api_version: version.clone(),
+                api_version: version,
                 subresource: String::new(),
                 time: None,
                 set: FieldSet::new(),
-            };
-            let bucket_id = bucket.identity();
-            let b = match self.position(&bucket_id) {
-                Some(b) => b,
+            }
+            .identity();
+            let b = match index.get(&bucket_id) {
+                Some(&b) => b,
                 None => {
                     // The first entry of this version becomes the bucket.
-                    let Some(f) = self.position(&first) else { continue };
-                    let mut first_entry = self.entries.remove(f);
-                    first_entry.manager = ANCIENT_CHANGES.into();
-                    first_entry.subresource = String::new();
-                    self.entries.push(first_entry);
-                    self.entries.len() - 1
+                    index.remove(&self.entries[first].identity());
+                    self.entries[first].manager = ANCIENT_CHANGES.into();
+                    self.entries[first].subresource = String::new();
+                    index.insert(bucket_id, first);
+                    first
                 }
             };
-            self.entries[b].set = merged.set.union(&self.entries[b].set);
-            self.entries[b].time = merged.time;
+            let merged = std::mem::take(&mut self.entries[i].set);
+            self.entries[b].set = merged.union(&self.entries[b].set);
+            self.entries[b].time = self.entries[i].time.clone();
             count -= 1;
         }
+        let mut at = 0;
+        self.entries.retain(|_| {
+            at += 1;
+            !merged_away[at - 1]
+        });
     }
 }
 

@@ -171,3 +171,54 @@ async fn random_requests_never_get_500() {
     assert_eq!(r.status(), 200, "still serving after the storm:\n{}", s.log());
     assert!(!s.log().contains("panicked"), "{}", s.log());
 }
+
+/// A write that costs seconds of CPU holds no one else up: not the other
+/// streams of its own HTTP/2 connection (reading its body wakes the
+/// connection's task, which tokio keeps in the busy worker's unstealable
+/// LIFO slot), not other connections. The fuzzer found 36 requests on one
+/// HTTP/2 connection unanswered for over 75 s behind such a write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cpu_heavy_write_stalls_neither_its_connection_nor_others() {
+    let s = Server::start(&[]).await;
+    let r = s.client.post(s.llamas("default", "")).json(&llama("wide", 1.0, 1.0)).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    let ca = std::fs::read(&s.ca_file).unwrap();
+    let h2 = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
+        .http2_prior_knowledge()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    // 2 MB of labels in one merge patch: seconds of CPU in a debug build.
+    let labels: serde_json::Map<String, Value> =
+        (0..60_000).map(|i| (format!("l{i:05}"), Value::String(format!("v{i}")))).collect();
+    let patch = serde_json::to_vec(&serde_json::json!({"metadata": {"labels": labels}})).unwrap();
+    let started = std::time::Instant::now();
+    let heavy = tokio::spawn({
+        let (h2, url) = (h2.clone(), s.llamas("default", "wide"));
+        async move {
+            let r =
+                h2.patch(url).header("Content-Type", "application/merge-patch+json").body(patch).send().await.unwrap();
+            (r.status(), started.elapsed())
+        }
+    });
+    // The body is on loopback well before this; the patch is then computing.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let same_connection = h2.get(s.llamas("default", "wide")).send().await.unwrap();
+    assert_eq!(same_connection.status(), 200);
+    let same_connection_done = started.elapsed();
+    let other_connection = s.client.get(format!("{}/readyz", s.base)).send().await.unwrap();
+    assert_eq!(other_connection.status(), 200);
+    let other_connection_done = started.elapsed();
+    let (status, heavy_done) = heavy.await.unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        heavy_done > Duration::from_millis(500),
+        "the patch finished in {heavy_done:?}, before the other requests were sent: make it heavier"
+    );
+    assert!(
+        same_connection_done < heavy_done && other_connection_done < heavy_done,
+        "a GET on the patch's HTTP/2 connection answered at {same_connection_done:?} and one on another connection \
+         at {other_connection_done:?}, after the patch ({heavy_done:?}): they waited for it"
+    );
+}

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::body::{self, BodyError};
 use super::encode::{self, IncludeObject, ListMeta};
+use super::heavy;
 use super::list_body::ObjectListBody;
 use super::negotiation::{self, BodyType, Encoding, Output, Shape};
 use super::options::{decode_delete_options, DeleteOptions, ListOptions, Query, Rv, WriteOptions, WriteVerb};
@@ -296,8 +297,11 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
             let content_type = header_str(&parts.headers, header::CONTENT_TYPE);
             object_body_format(content_type)?;
             let raw = read_body(body, res.settings.max_body_bytes).await?;
-            let object = object_body(&reg, content_type, &raw)?;
-            write_response(reg.create(ns, &raw, &object, &wopts).await?, encoding)
+            heavy::run_async(raw.len(), async {
+                let object = object_body(&reg, content_type, &raw)?;
+                write_response(reg.create(ns, &raw, &object, &wopts).await?, encoding)
+            })
+            .await
         }
         Verb::Update => {
             let wopts = write_options(&query, WriteVerb::Update, &parts.headers)?;
@@ -305,22 +309,31 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
             let content_type = header_str(&parts.headers, header::CONTENT_TYPE);
             object_body_format(content_type)?;
             let raw = read_body(body, res.settings.max_body_bytes).await?;
-            let object = object_body(&reg, content_type, &raw)?;
-            write_response(reg.update(ns, name, part, &raw, &object, &wopts).await?, encoding)
+            heavy::run_async(raw.len(), async {
+                let object = object_body(&reg, content_type, &raw)?;
+                write_response(reg.update(ns, name, part, &raw, &object, &wopts).await?, encoding)
+            })
+            .await
         }
         Verb::Patch => {
             let body_type = negotiation::body_type(header_str(&parts.headers, header::CONTENT_TYPE));
             if body_type == Some(BodyType::ApplyPatchYaml) {
                 let wopts = write_options(&query, WriteVerb::Apply, &parts.headers)?;
                 let raw = read_body(body, res.settings.max_body_bytes).await?;
-                let config = object_body(&reg, header_str(&parts.headers, header::CONTENT_TYPE), &raw)?;
-                let out = reg.apply(ns, name, part, &raw, &config, &wopts).await?;
-                return write_response(out, negotiation::plain_encoding(accept));
+                return heavy::run_async(raw.len(), async {
+                    let config = object_body(&reg, header_str(&parts.headers, header::CONTENT_TYPE), &raw)?;
+                    let out = reg.apply(ns, name, part, &raw, &config, &wopts).await?;
+                    write_response(out, negotiation::plain_encoding(accept))
+                })
+                .await;
             }
             let wopts = write_options(&query, WriteVerb::Patch, &parts.headers)?;
             let body = read_body(body, res.settings.max_body_bytes).await?;
-            let patch = Patch::parse(body_type, &body)?;
-            write_response(reg.patch(ns, name, part, &patch, &wopts).await?, negotiation::plain_encoding(accept))
+            heavy::run_async(body.len(), async {
+                let patch = Patch::parse(body_type, &body)?;
+                write_response(reg.patch(ns, name, part, &patch, &wopts).await?, negotiation::plain_encoding(accept))
+            })
+            .await
         }
         Verb::Delete => {
             let body = read_body(body, res.settings.max_body_bytes).await?;
@@ -419,21 +432,26 @@ fn one_object(
     obj: &StoredObject,
     include: IncludeObject,
 ) -> ApiResult<Response> {
-    let body = match output {
-        Output::Json => obj.bytes.clone(),
-        Output::Metadata(v) => encode::partial_object(v, obj),
-        Output::Table(v) => encode::table(
-            v,
-            &reg.columns,
-            &ListMeta { resource_version: obj.rv, ..Default::default() },
-            std::slice::from_ref(obj),
-            include,
-            Utc::now(),
-        ),
-    };
-    // kube-apiserver labels a Table or PartialObjectMetadata answer with the
-    // serializer's plain `application/json`, whatever `as=` was asked for.
-    encoded(200, body, "application/json", &[], encoding)
+    if output == Output::Json && encoding == Encoding::Json {
+        return Ok(respond(200, obj.bytes.clone(), "application/json", &[]));
+    }
+    heavy::run(obj.bytes.len(), || {
+        let body = match output {
+            Output::Json => obj.bytes.clone(),
+            Output::Metadata(v) => encode::partial_object(v, obj),
+            Output::Table(v) => encode::table(
+                v,
+                &reg.columns,
+                &ListMeta { resource_version: obj.rv, ..Default::default() },
+                std::slice::from_ref(obj),
+                include,
+                Utc::now(),
+            ),
+        };
+        // kube-apiserver labels a Table or PartialObjectMetadata answer with the
+        // serializer's plain `application/json`, whatever `as=` was asked for.
+        encoded(200, body, "application/json", &[], encoding)
+    })
 }
 
 fn list_response(
@@ -444,22 +462,23 @@ fn list_response(
     items: Vec<StoredObject>,
     include: IncludeObject,
 ) -> ApiResult<Response> {
-    let body = match output {
-        Output::Json => {
-            let list = ObjectListBody::new(reg.kind.names(), meta, items);
-            if encoding == Encoding::Json {
-                // Sent as it is written: no second buffer of a large list.
-                let mut resp = respond(200, Bytes::new(), "application/json", &[]);
-                *resp.body_mut() = Body::new(list);
-                return Ok(resp);
-            }
-            list.into_bytes()
-        }
-        Output::Metadata(v) => encode::partial_list(v, meta, &items),
-        Output::Table(v) => encode::table(v, &reg.columns, meta, &items, include, Utc::now()),
-    };
-    // Plain `application/json` whatever the shape, as kube-apiserver labels it.
-    encoded(200, body, "application/json", &[], encoding)
+    if output == Output::Json && encoding == Encoding::Json {
+        // Sent as it is written: no second buffer of a large list.
+        let list = ObjectListBody::new(reg.kind.names(), meta, items);
+        let mut resp = respond(200, Bytes::new(), "application/json", &[]);
+        *resp.body_mut() = Body::new(list);
+        return Ok(resp);
+    }
+    let stored_bytes = items.iter().map(|o| o.bytes.len()).sum();
+    heavy::run(stored_bytes, || {
+        let body = match output {
+            Output::Json => ObjectListBody::new(reg.kind.names(), meta, items).into_bytes(),
+            Output::Metadata(v) => encode::partial_list(v, meta, &items),
+            Output::Table(v) => encode::table(v, &reg.columns, meta, &items, include, Utc::now()),
+        };
+        // Plain `application/json` whatever the shape, as kube-apiserver labels it.
+        encoded(200, body, "application/json", &[], encoding)
+    })
 }
 
 /// How many chunks of a watch stream may wait for its connection.

@@ -12,6 +12,7 @@ pub mod body;
 pub mod discovery;
 pub mod encode;
 pub mod handlers;
+pub mod heavy;
 pub mod list_body;
 pub mod negotiation;
 pub mod openapi;

@@ -236,6 +236,17 @@ impl Patch {
         Ok(doc)
     }
 
+    /// What applying the patch may add to an object beyond the patch's own
+    /// body: a JSON patch that copies, up to the copy limit.
+    pub fn growth_bytes(&self) -> usize {
+        match self {
+            Patch::Json(p) if p.0.iter().any(|op| matches!(op, json_patch::PatchOperation::Copy(_))) => {
+                JSON_PATCH_MAX_COPY_BYTES
+            }
+            _ => 0,
+        }
+    }
+
     /// Duplicate fields found in a merge patch body (for fieldValidation).
     pub fn duplicates(&self) -> Option<&[String]> {
         match self {

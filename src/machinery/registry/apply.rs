@@ -111,7 +111,7 @@ impl Registry {
             }
             let mut update_warnings = Vec::new();
             let result = self
-                .write_current(ns, name, wopts, false, |current| {
+                .write_current(ns, name, wopts, false, 0, |current| {
                     update_warnings.clear();
                     if !requested_rv.is_empty() && requested_rv != current.rv.to_string() {
                         return Err(ApiError::conflict(self.target(name), StoreError::Conflict));

@@ -18,6 +18,7 @@ use self::apply::{set_managed_fields, Fields};
 use super::admission::NamespaceAdmission;
 use super::body::{BodyFormat, JsonBody};
 use super::encode::{column_definitions, ListMeta};
+use super::heavy;
 use super::options::{is_dry_run, DeleteOptions, FieldValidation, ListOptions, Rv, RvMatch, WriteOptions};
 use super::resource::Kind;
 use super::status::{self, ApiError, ApiResult, Reason, StatusDetails, Target};
@@ -716,7 +717,7 @@ impl Registry {
         let requested_uid = meta_str(&obj, "uid").unwrap_or("").to_string();
         let mut update_warnings = Vec::new();
         let mut out = self
-            .write_current(ns, name, wopts, true, |current| {
+            .write_current(ns, name, wopts, true, 0, |current| {
                 if !requested_uid.is_empty() && *requested_uid != *current.index.uid {
                     return Err(self.failed_precondition(
                         ns,
@@ -770,7 +771,7 @@ impl Registry {
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
         let mut out = self
-            .write_current(ns, name, wopts, true, |current| {
+            .write_current(ns, name, wopts, true, patch.growth_bytes(), |current| {
                 warnings.clear();
                 let patched = patch.apply(current.value().map_err(|e| self.store_error(name, e))?)?;
                 let patched_bytes = serde_json::to_vec(&patched).map_err(ApiError::internal_error)?;
@@ -833,12 +834,17 @@ impl Registry {
     /// An object too large to store is written again without its
     /// managedFields when `managed_fields_droppable` (updates and patches, not
     /// applies), as kube-apiserver's handlers do: they can be most of it.
+    ///
+    /// `decide` works on the stored object plus up to `growth_bytes` that the
+    /// request may add beyond its body (a JSON patch's copies); when that is
+    /// large it runs off the async workers (see [`heavy`]).
     async fn write_current(
         &self,
         ns: &str,
         name: &str,
         wopts: &WriteOptions,
         managed_fields_droppable: bool,
+        growth_bytes: usize,
         mut decide: impl FnMut(&StoredObject) -> ApiResult<Decision> + Send,
     ) -> ApiResult<WriteOutcome> {
         let mut refused = None;
@@ -848,7 +854,10 @@ impl Registry {
         let updated = loop {
             let written = self
                 .store
-                .guaranteed_update(&self.key(ns, name), &mut |current| match decide(current) {
+                .guaranteed_update(&self.key(ns, name), &mut |current| match heavy::run(
+                    current.bytes.len() + growth_bytes,
+                    || decide(current),
+                ) {
                     Err(e) => {
                         refused = Some(e);
                         Mutation::Abort

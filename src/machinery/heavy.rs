@@ -1,0 +1,84 @@
+//! Long computations kept off the async workers.
+//!
+//! One request can cost a second of CPU: a 2 MB merge patch of 60,000
+//! labels, an apply as wide, a JSON patch copying up to kube's 3 MiB limit, a
+//! YAML or Table answer of a large list. Run on an async worker, it holds
+//! that worker for all of it: the tasks queued there wait, timers included,
+//! and so does the task it woke last, which tokio keeps in the worker's LIFO
+//! slot where no other worker can steal it. For a request read over HTTP/2
+//! that task is the connection itself (reading the body wakes it to send
+//! window updates), so every other stream of the connection stalls until
+//! the computation ends: the fuzzer saw 36 requests wait past 75 s that way.
+//!
+//! [`tokio::task::block_in_place`] first hands the worker's queue, LIFO slot
+//! included, to another thread, and the kernel then shares the cores among
+//! the computation and everything else. It costs ~9 µs a call here, so work
+//! estimated below [`HEAVY_BYTES`] (which finishes in about that time or
+//! less) runs in place.
+
+use std::future::Future;
+
+use tokio::runtime::{Handle, RuntimeFlavor};
+
+/// Bytes of input (request body, stored object, answer to convert) from
+/// which a request's computation is run off the async workers: ~16 KiB of
+/// the widest patch costs ~7 ms of CPU, a thousand times the hand-off.
+pub const HEAVY_BYTES: usize = 16 * 1024;
+
+/// Whether a computation over `input_bytes` is moved off the workers here:
+/// only on a multi-threaded runtime (a current-thread one has no other
+/// worker to hand its queue to, and tokio refuses to block it).
+fn off_the_workers(input_bytes: usize) -> bool {
+    input_bytes >= HEAVY_BYTES && Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread)
+}
+
+/// Runs `work`, off the async workers when its input is large.
+pub fn run<T>(input_bytes: usize, work: impl FnOnce() -> T) -> T {
+    if off_the_workers(input_bytes) {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
+    }
+}
+
+/// Awaits `work`, off the async workers when its input is large: the thread
+/// that computes also waits for its I/O (a store write), which the runtime's
+/// drivers still serve.
+pub async fn run_async<F: Future>(input_bytes: usize, work: F) -> F::Output {
+    if off_the_workers(input_bytes) {
+        tokio::task::block_in_place(|| Handle::current().block_on(work))
+    } else {
+        work.await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_current_thread_runtime_runs_large_work_in_place() {
+        // block_in_place would panic here; the work must still run.
+        assert_eq!(run(HEAVY_BYTES * 10, || 7), 7);
+        assert_eq!(run_async(HEAVY_BYTES * 10, async { 8 }).await, 8);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn large_work_hands_the_worker_queue_on() {
+        // The heavy task blocks until the tasks spawned after it have run: on
+        // the only worker, they run only if its queue was handed to another
+        // thread (else the wait times out and the test fails).
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let heavy =
+            tokio::spawn(
+                async move { run(HEAVY_BYTES, || rx.recv_timeout(std::time::Duration::from_secs(20)).is_ok()) },
+            );
+        tokio::task::yield_now().await;
+        let others = tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            tx.send(()).is_ok()
+        });
+        assert!(others.await.unwrap_or(false));
+        assert!(heavy.await.unwrap_or(false), "the worker's other tasks waited for the heavy one");
+    }
+}

@@ -329,8 +329,10 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
             }
             let wopts = write_options(&query, WriteVerb::Patch, &parts.headers)?;
             let body = read_body(body, res.settings.max_body_bytes).await?;
-            heavy::run_async(body.len(), async {
-                let patch = Patch::parse(body_type, &body)?;
+            // Parsing costs what reading did; what applying costs depends on
+            // the operations too (copies add up to 3 MiB).
+            let patch = Patch::parse(body_type, &body)?;
+            heavy::run_async(body.len() + patch.growth_bytes(), async {
                 write_response(reg.patch(ns, name, part, &patch, &wopts).await?, negotiation::plain_encoding(accept))
             })
             .await

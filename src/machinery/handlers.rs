@@ -269,14 +269,16 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
             let rv = Rv::parse(query.get("resourceVersion"))?;
             let obj = reg.get(ns, name, rv).await?;
             let include = IncludeObject::parse(query.get("includeObject"))?;
-            one_object(&reg, output, encoding, &obj, include)
+            let work = converted_bytes(output, encoding, std::iter::once(&obj));
+            heavy::run_async(work, async { one_object(&reg, output, encoding, &obj, include) }).await
         }
         Verb::List => {
             let (output, encoding) = negotiation::negotiate(accept, Shape::List)?;
             let opts = ListOptions::from_query(&query)?;
             let include = IncludeObject::parse(query.get("includeObject"))?;
             let (meta, items) = reg.list((!all_namespaces).then_some(ns), &opts).await?;
-            list_response(&reg, output, encoding, &meta, items, include)
+            let work = converted_bytes(output, encoding, items.iter());
+            heavy::run_async(work, async { list_response(&reg, output, encoding, &meta, items, include) }).await
         }
         Verb::Watch => {
             let (output, _json) = negotiation::negotiate(accept, Shape::Watch)?;
@@ -434,26 +436,21 @@ fn one_object(
     obj: &StoredObject,
     include: IncludeObject,
 ) -> ApiResult<Response> {
-    if output == Output::Json && encoding == Encoding::Json {
-        return Ok(respond(200, obj.bytes.clone(), "application/json", &[]));
-    }
-    heavy::run(obj.bytes.len(), || {
-        let body = match output {
-            Output::Json => obj.bytes.clone(),
-            Output::Metadata(v) => encode::partial_object(v, obj),
-            Output::Table(v) => encode::table(
-                v,
-                &reg.columns,
-                &ListMeta { resource_version: obj.rv, ..Default::default() },
-                std::slice::from_ref(obj),
-                include,
-                Utc::now(),
-            ),
-        };
-        // kube-apiserver labels a Table or PartialObjectMetadata answer with the
-        // serializer's plain `application/json`, whatever `as=` was asked for.
-        encoded(200, body, "application/json", &[], encoding)
-    })
+    let body = match output {
+        Output::Json => obj.bytes.clone(),
+        Output::Metadata(v) => encode::partial_object(v, obj),
+        Output::Table(v) => encode::table(
+            v,
+            &reg.columns,
+            &ListMeta { resource_version: obj.rv, ..Default::default() },
+            std::slice::from_ref(obj),
+            include,
+            Utc::now(),
+        ),
+    };
+    // kube-apiserver labels a Table or PartialObjectMetadata answer with the
+    // serializer's plain `application/json`, whatever `as=` was asked for.
+    encoded(200, body, "application/json", &[], encoding)
 }
 
 fn list_response(
@@ -471,16 +468,22 @@ fn list_response(
         *resp.body_mut() = Body::new(list);
         return Ok(resp);
     }
-    let stored_bytes = items.iter().map(|o| o.bytes.len()).sum();
-    heavy::run(stored_bytes, || {
-        let body = match output {
-            Output::Json => ObjectListBody::new(reg.kind.names(), meta, items).into_bytes(),
-            Output::Metadata(v) => encode::partial_list(v, meta, &items),
-            Output::Table(v) => encode::table(v, &reg.columns, meta, &items, include, Utc::now()),
-        };
-        // Plain `application/json` whatever the shape, as kube-apiserver labels it.
-        encoded(200, body, "application/json", &[], encoding)
-    })
+    let body = match output {
+        Output::Json => ObjectListBody::new(reg.kind.names(), meta, items).into_bytes(),
+        Output::Metadata(v) => encode::partial_list(v, meta, &items),
+        Output::Table(v) => encode::table(v, &reg.columns, meta, &items, include, Utc::now()),
+    };
+    // Plain `application/json` whatever the shape, as kube-apiserver labels it.
+    encoded(200, body, "application/json", &[], encoding)
+}
+
+/// The bytes an answer converts (to YAML, a Table, PartialObjectMetadata):
+/// none when the stored JSON is sent as it is.
+fn converted_bytes<'a>(output: Output, encoding: Encoding, objects: impl Iterator<Item = &'a StoredObject>) -> usize {
+    if output == Output::Json && encoding == Encoding::Json {
+        return 0;
+    }
+    objects.map(|o| o.bytes.len()).sum()
 }
 
 /// How many chunks of a watch stream may wait for its connection.

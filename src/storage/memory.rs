@@ -547,6 +547,10 @@ impl Store for MemoryStore {
         self.live()
     }
 
+    fn cached_size(&self, key: &ObjectKey) -> Option<usize> {
+        self.current(key).ok().map(|o| o.bytes.len())
+    }
+
     async fn sync_latest(&self) -> Result<u64, StoreError> {
         // One process holds every write: the newest revision is already here.
         Ok(self.revision())

@@ -272,6 +272,9 @@ pub trait Store: Send + Sync {
     async fn sync_latest(&self) -> Result<u64, StoreError>;
     /// Waits until the store has reached `rv`, or fails with `TooLarge` after `timeout`.
     async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> Result<(), StoreError>;
+    /// The encoded size of the object as this replica last saw it, asking
+    /// no one: a hint of how much work a write to it may take.
+    fn cached_size(&self, key: &ObjectKey) -> Option<usize>;
     /// The object in the newest state this store has seen.
     async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError>;
     async fn list(&self, req: ListRequest<'_>) -> Result<ListPage, StoreError>;

@@ -83,6 +83,9 @@ pub struct Target {
 }
 
 /// One generated request.
+/// The server's `--max-body-bytes` as the harness runs it (the default, kube's).
+const SERVER_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
 struct Req {
     method: Method,
     path: String,
@@ -186,6 +189,11 @@ pub struct Report {
     /// than hyper's client reads (100): Warning headers, which the server
     /// bounds as kube-apiserver does, by their text (4 KiB), not their count.
     pub attack_heads_unread: u64,
+    /// Attacking requests over HTTP/1.1 with a body over the server's limit,
+    /// cut while still sending it: the server answers 413 as soon as the
+    /// limit is passed and closes the connection (as Go's server does), and
+    /// hyper's client, still writing, reports the closed connection instead.
+    pub attack_cut_mid_body: u64,
     pub attack_unanswered_examples: Vec<String>,
     /// Attacked Llamas that could not be created before the run.
     pub attack_setup_failures: Vec<String>,
@@ -281,8 +289,9 @@ impl Report {
             let total: u64 = self.attack_statuses.values().flat_map(|m| m.values()).sum();
             let _ = writeln!(
                 s,
-                "attacks:         {total} answered, {} unanswered, {} answered with more headers than hyper's HTTP/1.1 client reads",
-                self.attack_unanswered, self.attack_heads_unread
+                "attacks:         {total} answered, {} unanswered, {} answered with more headers than hyper's HTTP/1.1 client reads, \
+                 {} cut over HTTP/1.1 while sending a body past the limit",
+                self.attack_unanswered, self.attack_heads_unread, self.attack_cut_mid_body
             );
             for (kind, m) in &self.attack_statuses {
                 let (total, max) = self.attack_seconds.get(kind).copied().unwrap_or_default();
@@ -798,9 +807,13 @@ fn record(req: &Req, out: &Outcome, report: &Mutex<Report>, has_cluster: bool, r
         };
         let unread_head =
             !req.http2 && matches!(out, Outcome::Transport(kind) if kind.ends_with("message head is too large"));
+        let cut_mid_body = !req.http2
+            && matches!(out, Outcome::Transport(_))
+            && req.body.as_ref().is_some_and(|b| b.len() > SERVER_MAX_BODY_BYTES);
         match status {
             Some(s) => *r.attack_statuses.entry(req.label.clone()).or_default().entry(s).or_default() += 1,
             None if unread_head => r.attack_heads_unread += 1,
+            None if cut_mid_body => r.attack_cut_mid_body += 1,
             None => {
                 r.attack_unanswered += 1;
                 if r.attack_unanswered_examples.len() < 5 {

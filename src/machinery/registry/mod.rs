@@ -837,7 +837,7 @@ impl Registry {
     ///
     /// `decide` works on the stored object plus up to `growth_bytes` that the
     /// request may add beyond its body (a JSON patch's copies); when that is
-    /// large it runs off the async workers (see [`heavy`]).
+    /// large it runs off the async workers, in turn (see [`heavy`]).
     async fn write_current(
         &self,
         ns: &str,
@@ -851,43 +851,47 @@ impl Registry {
         let mut dry_run_result = None;
         let mut deleted_as = None;
         let mut drop_managed_fields = false;
-        let updated = loop {
-            let written = self
-                .store
-                .guaranteed_update(&self.key(ns, name), &mut |current| match heavy::run(
-                    current.bytes.len() + growth_bytes,
-                    || decide(current),
-                ) {
-                    Err(e) => {
-                        refused = Some(e);
-                        Mutation::Abort
-                    }
-                    Ok(Decision::Unchanged) => Mutation::Keep,
-                    Ok(decision) if wopts.dry_run => {
-                        dry_run_result = Some(decision);
-                        Mutation::Abort
-                    }
-                    Ok(Decision::Write(mut next)) => {
-                        if drop_managed_fields {
-                            if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
-                                meta.remove("managedFields");
-                            }
+        let key = self.key(ns, name);
+        // A large stored object (or a patch that copies) makes the decision
+        // long: the whole read-decide-write then runs off the async workers.
+        let work_bytes = self.store.cached_size(&key).unwrap_or(0) + growth_bytes;
+        let updated = heavy::run_async(work_bytes, async {
+            loop {
+                let written = self
+                    .store
+                    .guaranteed_update(&key, &mut |current| match decide(current) {
+                        Err(e) => {
+                            refused = Some(e);
+                            Mutation::Abort
                         }
-                        Mutation::Put(next)
+                        Ok(Decision::Unchanged) => Mutation::Keep,
+                        Ok(decision) if wopts.dry_run => {
+                            dry_run_result = Some(decision);
+                            Mutation::Abort
+                        }
+                        Ok(Decision::Write(mut next)) => {
+                            if drop_managed_fields {
+                                if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                                    meta.remove("managedFields");
+                                }
+                            }
+                            Mutation::Put(next)
+                        }
+                        Ok(Decision::Delete(next)) => {
+                            deleted_as = Some(next);
+                            Mutation::Delete
+                        }
+                    })
+                    .await;
+                match written {
+                    Err(StoreError::ObjectTooLarge) if managed_fields_droppable && !drop_managed_fields => {
+                        drop_managed_fields = true;
                     }
-                    Ok(Decision::Delete(next)) => {
-                        deleted_as = Some(next);
-                        Mutation::Delete
-                    }
-                })
-                .await;
-            match written {
-                Err(StoreError::ObjectTooLarge) if managed_fields_droppable && !drop_managed_fields => {
-                    drop_managed_fields = true;
+                    other => break other.map_err(|e| self.store_error(name, e)),
                 }
-                other => break other.map_err(|e| self.store_error(name, e))?,
             }
-        };
+        })
+        .await?;
         let body = match updated {
             // The write that removed the last finalizer answers with the
             // object as written (finalizers gone), not as it was stored.

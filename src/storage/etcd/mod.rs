@@ -242,6 +242,10 @@ impl Store for EtcdStore {
         self.cache.live()
     }
 
+    fn cached_size(&self, key: &ObjectKey) -> Option<usize> {
+        self.cache.cached_size(key)
+    }
+
     async fn sync_latest(&self) -> Result<u64, StoreError> {
         if !self.feed.synced() {
             // Nothing to serve yet, not even a stale state: kube's cacher answers 429.

@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use http::{header, HeaderValue, Method, Request};
 use tokio_util::sync::CancellationToken;
+use tower::ServiceBuilder;
 
 use crate::config::{Authentication, ServeArgs};
 use crate::connection::ConnectionLimits;
@@ -139,26 +140,36 @@ impl App {
         }))
     }
 
-    /// The handler inside the filter chain (see [`crate::filters`]). Each
-    /// `layer` wraps everything added before it, so the innermost filter comes first.
+    /// The handler inside the filter chain (see [`crate::filters`]), the
+    /// outermost filter first.
+    ///
+    /// The chain is one service of nested concrete types under one route.
+    /// Added with `Router::layer` instead, each filter would be a boxed route
+    /// of its own, and axum's `from_fn` clones the service inside it on every
+    /// request: each filter cloned every box below it, ~50 allocations per
+    /// request, measured as a fifth of a GET's CPU.
     pub fn router(self: &Arc<Self>) -> Router {
         let f = &self.filters;
-        let mut router = filters::compression::compress(Router::new().fallback(route).with_state(self.clone()));
-        if let Some(authz) = &f.authorization {
-            router = router.layer(from_fn_with_state(authz.clone(), authorization::authorize));
-        }
-        router = router.layer(from_fn_with_state(f.inflight.clone(), inflight::limit));
-        if let (Some(authn), Some(guard)) = (&f.authentication, &self.guard) {
-            router = router
-                .layer(from_fn_with_state(guard.authz.clone(), impersonation::impersonate))
-                .layer(from_fn_with_state(authn.clone(), authentication::authenticate));
-        }
-        router
-            .layer(from_fn_with_state(f.deadline.clone(), deadline::enforce))
-            .layer(from_fn_with_state(self.clone(), observe))
-            .layer(from_fn(filters::request_info))
-            .layer(from_fn(recovery::recover))
+        let endpoint = filters::compression::compress(Router::new().fallback(route).with_state(self.clone()));
+        let (authn, impersonate) = match (&f.authentication, &self.guard) {
+            (Some(authn), Some(guard)) => (
+                Some(from_fn_with_state(authn.clone(), authentication::authenticate)),
+                Some(from_fn_with_state(guard.authz.clone(), impersonation::impersonate)),
+            ),
+            _ => (None, None),
+        };
+        let chain = ServiceBuilder::new()
             .layer(from_fn(handlers::status_in_accepted_encoding))
+            .layer(from_fn(recovery::recover))
+            .layer(from_fn(filters::request_info))
+            .layer(from_fn_with_state(self.clone(), observe))
+            .layer(from_fn_with_state(f.deadline.clone(), deadline::enforce))
+            .option_layer(authn)
+            .option_layer(impersonate)
+            .layer(from_fn_with_state(f.inflight.clone(), inflight::limit))
+            .option_layer(f.authorization.clone().map(|authz| from_fn_with_state(authz, authorization::authorize)))
+            .service(endpoint);
+        Router::new().fallback_service(chain)
     }
 }
 

@@ -710,40 +710,33 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
     }
     let one = |t: &Target| format!("{}/llama-{}", t.collection(LIST_NS), cfg.llamas / 2);
 
-    // The minimal server answers with farm-apiserver's own GET answer.
-    let get_body = {
-        let mut s = connect(&direct).await?;
-        exchange(&mut s, request(&direct, &Op::Get(one(&direct)), 0)?).await?
+    // Minimal servers answering with farm-apiserver's own answers: its GET,
+    // and its LIST (the ceiling of a list's rate here, whatever serves it:
+    // mostly TLS over its bytes).
+    let dir = memory.dir.path().to_path_buf();
+    let minimal_serving = |key: &'static str, path: String| {
+        let (direct, dir) = (direct.clone(), dir.clone());
+        async move {
+            let answer = {
+                let mut s = connect(&direct).await?;
+                exchange(&mut s, request(&direct, &Op::Get(path), 0)?).await?
+            };
+            let body_file = dir.join(format!("{key}-body.json"));
+            std::fs::write(&body_file, &answer)?;
+            let process = Minimal::start(&dir.join("certs/tls.crt"), &dir.join("certs/tls.key"), &body_file)?;
+            let target = Target {
+                key,
+                name: MINIMAL,
+                addr: SocketAddr::from(([127, 0, 0, 1], process.port)),
+                token: None,
+                pid: process.child.id(),
+                ..direct
+            };
+            Ok::<_, anyhow::Error>((target, process))
+        }
     };
-    let body_file = memory.dir.path().join("get-body.json");
-    std::fs::write(&body_file, &get_body)?;
-    let cert_dir = memory.dir.path().join("certs");
-    let minimal_proc = Minimal::start(&cert_dir.join("tls.crt"), &cert_dir.join("tls.key"), &body_file)?;
-    let minimal = Target {
-        key: "minimal",
-        name: MINIMAL,
-        addr: SocketAddr::from(([127, 0, 0, 1], minimal_proc.port)),
-        token: None,
-        pid: minimal_proc.child.id(),
-        ..direct.clone()
-    };
-    // And one answering with farm-apiserver's LIST answer: the ceiling of a
-    // list's rate here, whatever serves it (mostly TLS over its bytes).
-    let list_body = {
-        let mut s = connect(&direct).await?;
-        exchange(&mut s, request(&direct, &Op::Get(direct.collection(LIST_NS)), 0)?).await?
-    };
-    let list_body_file = memory.dir.path().join("list-body.json");
-    std::fs::write(&list_body_file, &list_body)?;
-    let minimal_list_proc = Minimal::start(&cert_dir.join("tls.crt"), &cert_dir.join("tls.key"), &list_body_file)?;
-    let minimal_list = Target {
-        key: "minimal-list",
-        name: MINIMAL,
-        addr: SocketAddr::from(([127, 0, 0, 1], minimal_list_proc.port)),
-        token: None,
-        pid: minimal_list_proc.child.id(),
-        ..direct.clone()
-    };
+    let (minimal, minimal_proc) = minimal_serving("minimal", one(&direct)).await?;
+    let (minimal_list, minimal_list_proc) = minimal_serving("minimal-list", direct.collection(LIST_NS)).await?;
 
     let load_before = common::loadavg();
     let rss_idle = common::rss_mib(memory.pid());

@@ -19,7 +19,8 @@
 //!   http/1.1, TCP_NODELAY, as farm-apiserver's listener), hyper's
 //!   HTTP/1.1 and HTTP/2, an axum `Router` answering every request with the
 //!   bytes of farm-apiserver's own answer to the GET (same size, same
-//!   Content-Type). No authentication, no routing, no storage: the rate a
+//!   Content-Type); a second one with its answer to the LIST, the ceiling
+//!   of any list's rate here. No authentication, no routing, no storage: the rate a
 //!   server on this stack cannot beat on this machine.
 //! * `kube-apiserver (CRD)`: the control plane's kube-apiserver serving the
 //!   Llama CRD (`bench.farm.example.com`, the same schema), on its etcd.

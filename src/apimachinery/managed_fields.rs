@@ -250,11 +250,11 @@ impl ManagedFields {
         if updaters.len() <= MAX_UPDATE_MANAGERS {
             return;
         }
+        // Identities are unique (decode refuses duplicates); buckets are
+        // Update entries, so the updaters are all that is looked up.
+        let mut index: HashMap<String, usize> = updaters.iter().map(|(_, id, i)| (id.clone(), *i)).collect();
         // Oldest first; equal times by identity, as kube sorts them.
         updaters.sort();
-        // Identities are unique (decode refuses duplicates).
-        let mut index: HashMap<String, usize> =
-            self.entries.iter().enumerate().map(|(i, e)| (e.identity(), i)).collect();
         let mut merged_away = vec![false; self.entries.len()];
         let mut first_of_version: HashMap<String, usize> = HashMap::new();
         let mut count = updaters.len();

@@ -829,9 +829,24 @@ pub struct TrackRequests<S> {
 /// The size of an HTTP/1 request's line and header block as sent (give or take optional
 /// whitespace), which Go's `MaxHeaderBytes` bounds.
 fn http1_head_bytes<B>(request: &http::Request<B>) -> usize {
-    let line = request.method().as_str().len() + request.uri().to_string().len() + " HTTP/1.1\r\n ".len();
+    let line = request.method().as_str().len() + displayed_len(request.uri()) + " HTTP/1.1\r\n ".len();
     let fields: usize = request.headers().iter().map(|(name, value)| name.as_str().len() + value.len() + 4).sum();
     line + fields + 2
+}
+
+/// The length of `value` as displayed, counted without building the string
+/// (this runs on every HTTP/1.1 request).
+fn displayed_len(value: &impl std::fmt::Display) -> usize {
+    struct Count(usize);
+    impl std::fmt::Write for Count {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0 += s.len();
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = std::fmt::write(&mut count, format_args!("{value}"));
+    count.0
 }
 
 /// Go's answer to an oversized request head; the connection is closed after it, as Go does.
@@ -873,8 +888,9 @@ where
         let http2 = request.version() == http::Version::HTTP_2;
         self.clock.request_started(http2);
         let in_flight = InFlight(self.clock.clone());
-        if !http2 && http1_head_bytes(&request) > self.max_http1_header_bytes {
-            tracing::debug!(bytes = http1_head_bytes(&request), "request header too large");
+        let head_bytes = if http2 { 0 } else { http1_head_bytes(&request) };
+        if head_bytes > self.max_http1_header_bytes {
+            tracing::debug!(bytes = head_bytes, "request header too large");
             let response = header_too_large::<B>().map(|inner| TrackedBody { inner, _in_flight: in_flight });
             return Box::pin(std::future::ready(Ok(response)));
         }

@@ -86,43 +86,51 @@ impl Class {
     }
 }
 
-/// How many slots each user holds now.
+/// How many slots each user holds now. A user's name is kept once, shared by
+/// the map and the slots it holds: taking a slot allocates only for a user
+/// who holds none yet.
 struct UserCounts {
     share: usize,
-    shards: [Mutex<HashMap<String, usize>>; USER_SHARDS],
+    shards: [Mutex<HashMap<Arc<str>, usize>>; USER_SHARDS],
 }
 
 impl UserCounts {
-    fn shard(&self, user: &str) -> MutexGuard<'_, HashMap<String, usize>> {
-        let index = user.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(b))) % USER_SHARDS;
+    fn shard_of(user: &str) -> usize {
+        user.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(b))) % USER_SHARDS
+    }
+
+    fn lock(&self, shard: usize) -> MutexGuard<'_, HashMap<Arc<str>, usize>> {
         // Counters only: a poisoned lock still holds consistent numbers.
-        self.shards[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.shards[shard].lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn acquire(self: &Arc<Self>, user: &str) -> Option<UserSlot> {
-        let mut shard = self.shard(user);
-        let mine = shard.entry(user.to_string()).or_default();
-        if *mine >= self.share {
-            return None;
-        }
-        *mine += 1;
-        Some(UserSlot { counts: self.clone(), user: user.to_string() })
+        let shard = Self::shard_of(user);
+        let mut counts = self.lock(shard);
+        let name = match counts.get_key_value(user) {
+            Some((_, &held)) if held >= self.share => return None,
+            Some((name, _)) => name.clone(),
+            None => Arc::from(user),
+        };
+        *counts.entry(name.clone()).or_default() += 1;
+        Some(UserSlot { counts: self.clone(), shard, user: name })
     }
 }
 
 /// One request's place in its user's share; freed on drop.
 struct UserSlot {
     counts: Arc<UserCounts>,
-    user: String,
+    shard: usize,
+    user: Arc<str>,
 }
 
 impl Drop for UserSlot {
     fn drop(&mut self) {
-        let mut shard = self.counts.shard(&self.user);
-        if let Some(mine) = shard.get_mut(&self.user) {
+        let mut counts = self.counts.lock(self.shard);
+        if let Some(mine) = counts.get_mut(&*self.user) {
             *mine = mine.saturating_sub(1);
             if *mine == 0 {
-                shard.remove(&self.user);
+                counts.remove(&*self.user);
             }
         }
     }

@@ -101,13 +101,6 @@ const CREATE_NS: &str = "speed-create";
 const SERVICE_ACCOUNT: &str = "speed-bench";
 const MINIMAL_ENV: &str = "SPEED_MINIMAL_SERVER";
 
-fn env_usize(name: &str, default: usize) -> Result<usize> {
-    match std::env::var(name) {
-        Ok(v) => v.trim().parse().with_context(|| format!("{name}={v:?} is not a number")),
-        Err(_) => Ok(default),
-    }
-}
-
 struct Config {
     seconds: f64,
     rounds: usize,
@@ -136,11 +129,11 @@ impl Config {
             Err(_) => Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/bench")),
         };
         Ok(Config {
-            seconds: env_usize("SPEED_SECONDS", 4)?.max(1) as f64,
-            rounds: env_usize("SPEED_ROUNDS", 2)?.max(1),
-            connections: env_usize("SPEED_CONNECTIONS", 16)?.max(1),
-            llamas: env_usize("SPEED_LLAMAS", 1000)?.max(1),
-            watch_writes: env_usize("SPEED_WATCH_WRITES", 200)?.max(1),
+            seconds: report::env_usize("SPEED_SECONDS", 4)?.max(1) as f64,
+            rounds: report::env_usize("SPEED_ROUNDS", 2)?.max(1),
+            connections: report::env_usize("SPEED_CONNECTIONS", 16)?.max(1),
+            llamas: report::env_usize("SPEED_LLAMAS", 1000)?.max(1),
+            watch_writes: report::env_usize("SPEED_WATCH_WRITES", 200)?.max(1),
             charts,
             server_env,
         })

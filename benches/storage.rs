@@ -59,13 +59,6 @@ const WATCH_NS: &str = "bench-watch";
 const FARM_API_VERSION: &str = "farm.example.com/v1alpha";
 const CRD_GROUP: &str = "bench.farm.example.com";
 const CRD_API_VERSION: &str = "bench.farm.example.com/v1alpha";
-fn env_usize(name: &str, default: usize) -> Result<usize> {
-    match std::env::var(name) {
-        Ok(v) => v.trim().parse().with_context(|| format!("{name}={v:?} is not a number")),
-        Err(_) => Ok(default),
-    }
-}
-
 struct Config {
     llamas: usize,
     gets: usize,
@@ -78,12 +71,12 @@ struct Config {
 impl Config {
     fn from_env() -> Result<Config> {
         Ok(Config {
-            llamas: env_usize("FARM_BENCH_LLAMAS", 1000)?.max(1),
-            gets: env_usize("FARM_BENCH_GETS", 1000)?.max(1),
-            lists: env_usize("FARM_BENCH_LISTS", 200)?.max(1),
-            clients: env_usize("FARM_BENCH_CLIENTS", 8)?.max(1),
-            writes: env_usize("FARM_BENCH_WRITES", 2000)?.max(1),
-            watch_writes: env_usize("FARM_BENCH_WATCH_WRITES", 1000)?.max(2),
+            llamas: report::env_usize("FARM_BENCH_LLAMAS", 1000)?.max(1),
+            gets: report::env_usize("FARM_BENCH_GETS", 1000)?.max(1),
+            lists: report::env_usize("FARM_BENCH_LISTS", 200)?.max(1),
+            clients: report::env_usize("FARM_BENCH_CLIENTS", 8)?.max(1),
+            writes: report::env_usize("FARM_BENCH_WRITES", 2000)?.max(1),
+            watch_writes: report::env_usize("FARM_BENCH_WATCH_WRITES", 1000)?.max(2),
         })
     }
 }

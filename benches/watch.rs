@@ -76,13 +76,6 @@ const SLOW_PACE: Duration = Duration::from_millis(50);
 /// How long after the last write the watchers may take to deliver everything.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn env_usize(name: &str, default: usize) -> Result<usize> {
-    match std::env::var(name) {
-        Ok(v) => v.trim().parse().with_context(|| format!("{name}={v:?} is not a number")),
-        Err(_) => Ok(default),
-    }
-}
-
 struct Config {
     watchers: usize,
     rate: usize,
@@ -94,11 +87,11 @@ struct Config {
 impl Config {
     fn from_env() -> Result<Config> {
         Ok(Config {
-            watchers: env_usize("WATCH_BENCH_WATCHERS", 1000)?.max(1),
-            rate: env_usize("WATCH_BENCH_RATE", 200)?.max(1),
-            seconds: env_usize("WATCH_BENCH_SECONDS", 60)?.max(1),
-            connections: env_usize("WATCH_BENCH_CONNECTIONS", 16)?.max(1),
-            watch_buffer: env_usize("WATCH_BENCH_WATCH_BUFFER", 512)?.max(16),
+            watchers: report::env_usize("WATCH_BENCH_WATCHERS", 1000)?.max(1),
+            rate: report::env_usize("WATCH_BENCH_RATE", 200)?.max(1),
+            seconds: report::env_usize("WATCH_BENCH_SECONDS", 60)?.max(1),
+            connections: report::env_usize("WATCH_BENCH_CONNECTIONS", 16)?.max(1),
+            watch_buffer: report::env_usize("WATCH_BENCH_WATCH_BUFFER", 512)?.max(16),
         })
     }
 }

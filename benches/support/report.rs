@@ -5,6 +5,18 @@
 
 use std::io::Write;
 
+use anyhow::Context as _;
+
+/// A count from the environment variable `name`, `default` when it is unset;
+/// an error naming the variable when it is not a number.
+#[allow(dead_code)] // not every benchmark reads counts from its environment
+pub fn env_usize(name: &str, default: usize) -> anyhow::Result<usize> {
+    match std::env::var(name) {
+        Ok(v) => v.trim().parse().with_context(|| format!("{name}={v:?} is not a number")),
+        Err(_) => Ok(default),
+    }
+}
+
 /// Runs `body` with the report buffer it writes to, prints the report, and
 /// returns what `body` returned. Exits with 2 if no runtime can be built.
 pub fn run_and_print<T>(name: &str, body: impl AsyncFnOnce(&mut String) -> T) -> T {

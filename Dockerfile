@@ -6,6 +6,7 @@ COPY Cargo.toml Cargo.lock ./
 COPY .cargo ./.cargo
 COPY scripts/protoc ./scripts/protoc
 COPY src ./src
+COPY aggregated-apiserver ./aggregated-apiserver
 RUN cargo build --release --locked --bin farm-apiserver
 
 FROM gcr.io/distroless/cc-debian12:nonroot

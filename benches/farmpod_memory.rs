@@ -14,10 +14,10 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use farm_apiserver::machinery::encode::KindIndexer;
-use farm_apiserver::resources::farmpod::{farmpod_of, FarmPodKind, PodCache, PodFeed};
-use farm_apiserver::storage::memory::MemoryStore;
-use farm_apiserver::storage::{Indexer, ListRequest};
+use aggregated_apiserver::registry::encode::KindIndexer;
+use aggregated_apiserver::storage::memory::MemoryStore;
+use aggregated_apiserver::storage::{Indexer, ListRequest};
+use farm_apiserver::farmpod::{farmpod_of, FarmPodKind, PodCache, PodFeed};
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::Event;
 
@@ -130,7 +130,7 @@ fn measure(n: usize) -> String {
     let before = heap();
     relist(&mut feed, (0..n).map(pods::cluster_pod));
     let total = heap().since(before);
-    let listed = futures::executor::block_on(farm_apiserver::storage::Store::list(
+    let listed = futures::executor::block_on(aggregated_apiserver::storage::Store::list(
         &*store,
         ListRequest { namespace: None, at: None, start_after: None, offset: None, limit: None, filter: None },
     ))

@@ -206,8 +206,7 @@ async fn direct_list(pods: &Api<Pod>, params: &ListParams) -> Result<(Vec<u8>, D
     let t = Instant::now();
     let list = pods.list(params).await.map_err(|e| e.to_string())?;
     let listed = t.elapsed();
-    let items: Vec<Value> =
-        list.items.iter().filter_map(farm_apiserver::resources::farmpod::farmpod_of).map(|(_, v)| v).collect();
+    let items: Vec<Value> = list.items.iter().filter_map(farm_apiserver::farmpod::farmpod_of).map(|(_, v)| v).collect();
     let out = json!({
         "apiVersion": "farm.example.com/v1alpha",
         "kind": "FarmPodList",

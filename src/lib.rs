@@ -1,22 +1,53 @@
-//! farm-apiserver: a Kubernetes aggregated API server for farm.example.com.
+//! farm-apiserver: a Kubernetes aggregated API server for farm.example.com,
+//! built on the `aggregated-apiserver` library, which knows no kind. This
+//! crate is that library plus two kinds, each one file describing itself:
 //!
-//! The library exposes the kinds' Rust types (for kube-rs clients and tests)
-//! and the server itself; `main.rs` is only the command line.
+//! * [`llama`]: Llamas, objects this server owns and stores;
+//! * [`farmpod`]: FarmPods, a read-only view of the cluster's Pods fed by one
+//!   shared watch.
 //!
-//! [`apimachinery`] holds what a Kubernetes object is (decoding, schemas,
-//! ObjectMeta, names, selectors), with no HTTP; [`machinery`] serves any kind
-//! over HTTP with kube-apiserver's semantics; [`resources`] are the kinds.
+//! The kinds' Rust types are public for kube-rs clients and the tests;
+//! `main.rs` is only the command line. Adding a kind: one file describing it
+//! and one line in [`serve_kinds`].
 
-pub mod apimachinery;
-pub mod auth;
-pub mod config;
-pub mod connection;
-pub mod filters;
-pub mod machinery;
-pub mod ops;
-pub mod resources;
-pub mod server;
-pub mod storage;
-#[cfg(test)]
-mod test_pki;
-pub mod tls;
+pub mod farmpod;
+pub mod llama;
+
+use std::sync::Arc;
+
+use aggregated_apiserver::registry::kind::Kind;
+use aggregated_apiserver::registry::Registry;
+use aggregated_apiserver::server::health::DetailedCheck;
+use aggregated_apiserver::server::setup::{Gauge, Setup};
+
+/// Adds Llamas and FarmPods to what the server serves; starts the Pod watch
+/// when a cluster is configured.
+pub async fn serve_kinds(setup: &mut Setup) -> anyhow::Result<()> {
+    setup.stored(Arc::new(llama::LlamaKind));
+
+    let (pod_cache, client) = match &setup.cluster {
+        Ok(client) => (Arc::new(farmpod::PodCache::default()), Some(client.clone())),
+        Err(e) => {
+            tracing::warn!(error = format!("{e:#}"), "FarmPods disabled: no cluster to read Pods from");
+            (farmpod::PodCache::disabled(format!("{e:#}")), None)
+        }
+    };
+    let farmpod: Arc<dyn Kind> = Arc::new(farmpod::FarmPodKind { cache: pod_cache.clone() });
+    let pod_store = setup.memory_store(&farmpod);
+    if let Some(client) = client {
+        farmpod::spawn_pod_watch(client, setup.args.pod_namespaces.clone(), pod_store.clone(), pod_cache.clone());
+    }
+    setup.serve(Arc::new(Registry::new(farmpod, pod_store)));
+    let (cache, detail) = (pod_cache.clone(), pod_cache.clone());
+    setup.ready_check(Arc::new(DetailedCheck(
+        "farmpod-cache",
+        move || cache.readiness(),
+        move || detail.readiness_detail(),
+    )));
+    setup.gauge(Gauge {
+        name: "pod_cache_staleness_seconds",
+        help: "How far the FarmPod view may lag the cluster: 0 while the Pod watch is healthy, else seconds since it last delivered",
+        value: Box::new(move || pod_cache.staleness_seconds()),
+    });
+    Ok(())
+}

@@ -1,8 +1,8 @@
 //! The farm-apiserver command line: `serve` (default) and `certs`.
 
+use aggregated_apiserver::options::{Cli, Command, LogFormat};
 use anyhow::Context as _;
 use clap::Parser;
-use farm_apiserver::config::{Cli, Command, LogFormat};
 use tracing_subscriber::EnvFilter;
 
 fn init_logging(format: LogFormat, filter: &str) {
@@ -19,7 +19,7 @@ fn init_logging(format: LogFormat, filter: &str) {
 
 fn main() -> anyhow::Result<()> {
     // Before the runtime starts its threads (see the module).
-    farm_apiserver::ops::allocator::configure();
+    aggregated_apiserver::server::allocator::configure();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -34,7 +34,11 @@ async fn run() -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Certs(args)) => {
             init_logging(LogFormat::Text, "info");
-            let paths = farm_apiserver::tls::write_cert_bundle(&args.out, &args.service_name, &args.service_namespace)?;
+            let paths = aggregated_apiserver::server::tls::write_cert_bundle(
+                &args.out,
+                &args.service_name,
+                &args.service_namespace,
+            )?;
             println!(
                 "wrote {} (CA), {} and {} (serving pair for {}.{}.svc) and cabundle.b64 (the APIService caBundle) in {}",
                 paths.ca_cert.display(),
@@ -48,11 +52,11 @@ async fn run() -> anyhow::Result<()> {
         }
         Some(Command::Serve(args)) => {
             init_logging(args.log_format, &args.log);
-            farm_apiserver::server::run(args).await
+            aggregated_apiserver::server::run(args, farm_apiserver::serve_kinds).await
         }
         None => {
             init_logging(cli.serve.log_format, &cli.serve.log);
-            farm_apiserver::server::run(cli.serve).await
+            aggregated_apiserver::server::run(cli.serve, farm_apiserver::serve_kinds).await
         }
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::cluster::{self, eventually, namespace};
 use common::{kubectl_stdin, KubectlStream};
-use farm_apiserver::resources::llama::{Llama, LlamaSpec};
+use farm_apiserver::llama::{Llama, LlamaSpec};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::cluster::{self, namespace};
 use common::kubectl_stdin;
-use farm_apiserver::resources::llama::Llama;
+use farm_apiserver::llama::Llama;
 use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{Backend, Server};
-use farm_apiserver::resources::llama::{Llama, LlamaSpec, LlamaStatus};
+use farm_apiserver::llama::{Llama, LlamaSpec, LlamaStatus};
 use futures::StreamExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};

@@ -9,12 +9,12 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::Backend;
-use farm_apiserver::storage::etcd::{EtcdStore, KeyCodec};
-use farm_apiserver::storage::memory::MemoryStore;
-use farm_apiserver::storage::{
+use aggregated_apiserver::storage::etcd::{EtcdStore, KeyCodec};
+use aggregated_apiserver::storage::memory::MemoryStore;
+use aggregated_apiserver::storage::{
     EventType, Indexer, ListRequest, Mutation, ObjectIndex, ObjectKey, Store, StoreError, StoredObject, Updated,
 };
+use common::Backend;
 use futures::StreamExt;
 use serde_json::{json, Value};
 
@@ -161,7 +161,8 @@ async fn lists_read_one_revision_and_page(backend: Backend) {
     a.create(&ObjectKey::new("other", "z"), json!({"metadata": {"name": "z", "namespace": "other"}})).await.unwrap();
     b.sync_latest().await.unwrap();
     let p1 = b.list(ListRequest { namespace: Some("ns"), limit: Some(2), ..all() }).await.unwrap();
-    let names = |p: &farm_apiserver::storage::ListPage| p.items.iter().map(|o| o.key.name.clone()).collect::<Vec<_>>();
+    let names =
+        |p: &aggregated_apiserver::storage::ListPage| p.items.iter().map(|o| o.key.name.clone()).collect::<Vec<_>>();
     assert_eq!(names(&p1), ["a", "b"]);
     assert_eq!(p1.remaining, Some(2));
     // Writes after the first page do not show in the next one.

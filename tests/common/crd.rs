@@ -21,7 +21,7 @@ pub fn llama_crd(group: &str) -> String {
                 "served": true,
                 "storage": true,
                 "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": farm_apiserver::resources::llama::llama_schema()},
+                "schema": {"openAPIV3Schema": farm_apiserver::llama::llama_schema()},
             }],
         },
     })

@@ -1,0 +1,43 @@
+//! What a Kubernetes object is, with no HTTP in it: the rules kube-apiserver
+//! applies to an object's bytes and fields, one concern per module, the way
+//! k8s.io/apimachinery (and apiextensions-apiserver's schema package) holds
+//! them apart from the server.
+//!
+//! * [`gojson`]: Go-compatible JSON decoding (duplicate keys, Go's scanner
+//!   and error wording, strict-decoding texts);
+//! * [`schema`]: structural schemas (pruning, validation);
+//! * [`objectmeta`]: TypeMeta and ObjectMeta rules, on create and update;
+//! * [`names`]: DNS-1123 labels and subdomains, qualified names, label values;
+//! * [`labels`], [`fields`]: label and field selectors;
+//! * [`field_error`]: `field.Error`, what a failed check reports;
+//! * [`errors`]: the API's errors as `metav1.Status` (k8s.io/apimachinery's
+//!   `api/errors`);
+//! * [`options`]: the options of a request (list, write, delete), decoded
+//!   from its query and body with kube's rules and wording;
+//! * [`serializer`]: request bodies in JSON and YAML, read into JSON;
+//! * [`gofmt`]: how Go prints and parses values, for kube's exact wording;
+//! * [`fieldpath`], [`typed`], [`managed_fields`]: server-side apply and
+//!   managedFields (structured-merge-diff's field sets, schema-driven merge
+//!   and comparison, and k8s.io/apiserver's field manager).
+//!
+//! [`crate::endpoints`] puts these behind HTTP.
+
+pub mod errors;
+pub mod field_error;
+pub mod fieldpath;
+pub mod fields;
+pub mod gofmt;
+pub mod gojson;
+pub mod labels;
+pub mod managed_fields;
+pub mod names;
+pub mod objectmeta;
+pub mod options;
+pub mod schema;
+pub mod serializer;
+pub mod typed;
+
+#[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
+mod test_fixtures;

@@ -1,0 +1,623 @@
+//! The HTTP face of the registries: turns a classified request into a registry
+//! call and encodes the answer in the negotiated representation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use chrono::Utc;
+use http::{header, HeaderMap, HeaderValue, StatusCode};
+use rand::Rng;
+use tokio_util::sync::CancellationToken;
+
+use crate::apimachinery::errors::{ApiError, ApiResult, Target};
+use crate::apimachinery::gojson;
+use crate::apimachinery::managed_fields::Writer;
+use crate::apimachinery::options::{
+    decode_delete_options, DeleteOptions, ListOptions, Query, Rv, WriteOptions, WriteVerb,
+};
+use crate::apimachinery::serializer::{self, BodyError};
+use crate::endpoints::list_body::ObjectListBody;
+use crate::endpoints::negotiation::{self, BodyType, Encoding, Output, Shape};
+use crate::endpoints::request_info::RequestInfo;
+use crate::endpoints::watch::{self, WatchJob};
+use crate::heavy;
+use crate::registry::encode::{self, IncludeObject, ListMeta};
+use crate::registry::kind::Verb;
+use crate::registry::patch::Patch;
+use crate::registry::{DeleteOutcome, Part, Registry, WatchStart, WriteOutcome};
+use crate::storage::StoredObject;
+
+/// Server-wide knobs of the resource handlers.
+#[derive(Debug, Clone)]
+pub struct ApiSettings {
+    pub bookmark_interval: Duration,
+    pub max_body_bytes: usize,
+    /// Watches without timeoutSeconds end after a random time in [t, 2t), like
+    /// kube-apiserver's --min-request-timeout, so clients spread their re-watches.
+    pub min_request_timeout: Duration,
+}
+
+impl Default for ApiSettings {
+    fn default() -> Self {
+        Self {
+            bookmark_interval: Duration::from_secs(60),
+            max_body_bytes: 3 * 1024 * 1024,
+            min_request_timeout: Duration::from_secs(1800),
+        }
+    }
+}
+
+/// Counts open watches per resource (implemented by the metrics module).
+pub trait WatchGauge: Send + Sync {
+    fn opened(&self, resource: &'static str);
+    fn closed(&self, resource: &'static str);
+}
+
+/// The served kinds and what their handlers share.
+pub struct Resources {
+    pub registries: Vec<Arc<Registry>>,
+    pub settings: ApiSettings,
+    pub shutdown: CancellationToken,
+    pub watches: Arc<dyn WatchGauge>,
+}
+
+impl Resources {
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<Registry>> {
+        self.registries.iter().find(|r| {
+            let n = r.kind.names();
+            n.group == group && n.version == version && n.plural == plural
+        })
+    }
+
+    pub fn serves_group_version(&self, group: &str, version: &str) -> bool {
+        self.registries.iter().any(|r| r.kind.names().group == group && r.kind.names().version == version)
+    }
+}
+
+/// A `Warning` header value (RFC 7234 form, as kube-apiserver sends).
+fn warning_header(text: &str) -> Option<HeaderValue> {
+    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+    HeaderValue::from_str(&format!("299 - \"{escaped}\"")).ok()
+}
+
+/// The characters of warning text one response carries before its warnings
+/// are cut, and what each is cut to: kube-apiserver's warning recorder
+/// (k8s.io/apiserver `pkg/endpoints/filters/warning.go`). Without a bound, a
+/// body of 60,000 unknown fields was answered with 60,000 Warning headers
+/// (~2.4 MB): 50 bytes of response header per 10 bytes of body, more than
+/// HTTP clients accept (hyper's refuses the response, and over HTTP/2 the
+/// whole connection with it).
+const WARNING_TOTAL_CHARS: usize = 4 * 1024;
+const WARNING_ITEM_CHARS: usize = 256;
+
+/// The Warning headers of a response, as kube's recorder adds them: each
+/// text once; while the texts fit in [`WARNING_TOTAL_CHARS`] all of them
+/// whole; once one does not, every warning so far and after is cut to
+/// [`WARNING_ITEM_CHARS`], and none is added after the total is reached again.
+fn warning_headers(warnings: &[String]) -> Vec<HeaderValue> {
+    fn cut(text: &str) -> (&str, usize) {
+        match text.char_indices().nth(WARNING_ITEM_CHARS) {
+            Some((end, _)) => (&text[..end], WARNING_ITEM_CHARS),
+            None => (text, text.chars().count()),
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut recorded: Vec<&str> = Vec::new();
+    let mut headers = Vec::new();
+    let (mut written, mut truncating) = (0, false);
+    for text in warnings {
+        if text.is_empty() || !seen.insert(text.as_str()) {
+            continue;
+        }
+        if truncating && written >= WARNING_TOTAL_CHARS {
+            break;
+        }
+        recorded.push(text);
+        let (text, len) = if truncating { cut(text) } else { (text.as_str(), text.chars().count()) };
+        let Some(header) = warning_header(text) else { continue };
+        if truncating || written + len <= WARNING_TOTAL_CHARS {
+            written += len;
+            headers.push(header);
+            continue;
+        }
+        // This one does not fit: start again with every warning cut.
+        truncating = true;
+        written = 0;
+        headers.clear();
+        for text in &recorded {
+            let (text, len) = cut(text);
+            if let Some(header) = warning_header(text) {
+                written += len;
+                headers.push(header);
+            }
+        }
+    }
+    headers
+}
+
+fn respond(code: u16, body: Bytes, content_type: &str, warnings: &[String]) -> Response {
+    let mut resp = Response::new(Body::from(body));
+    *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(content_type).unwrap_or(HeaderValue::from_static("application/json")),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    for v in warning_headers(warnings) {
+        h.append(header::WARNING, v);
+    }
+    resp
+}
+
+/// The Content-Type of a watch stream in this output.
+fn content_type(output: Output) -> String {
+    match output {
+        Output::Json => "application/json".into(),
+        Output::Table(v) => format!("application/json;as=Table;v={v};g=meta.k8s.io"),
+        Output::Metadata(v) => format!("application/json;as=PartialObjectMetadata;v={v};g=meta.k8s.io"),
+    }
+}
+
+fn write_response(out: WriteOutcome, encoding: Encoding) -> ApiResult<Response> {
+    encoded(out.code, out.body, "application/json", &out.warnings, encoding)
+}
+
+/// An answer in the negotiated encoding: JSON as built, or the same document
+/// as YAML with kube's `application/yaml` Content-Type.
+fn encoded(code: u16, json: Bytes, content_type: &str, warnings: &[String], encoding: Encoding) -> ApiResult<Response> {
+    match encoding {
+        Encoding::Json => Ok(respond(code, json, content_type, warnings)),
+        Encoding::Yaml => {
+            let yaml = serializer::json_to_yaml(&json).map_err(ApiError::internal_error)?;
+            Ok(respond(code, Bytes::from(yaml), negotiation::YAML_CONTENT_TYPE, warnings))
+        }
+    }
+}
+
+/// Reads the body up to the size limit: 413 beyond it.
+async fn read_body(body: Body, limit: usize) -> ApiResult<Bytes> {
+    match axum::body::to_bytes(body, limit).await {
+        Ok(b) => Ok(b),
+        Err(e) => {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&e);
+            while let Some(s) = source {
+                if s.is::<http_body_util::LengthLimitError>() {
+                    return Err(ApiError::too_large(format_args!("limit is {limit}")));
+                }
+                source = s.source();
+            }
+            Err(ApiError::bad_request(format!("error reading request body: {e}")))
+        }
+    }
+}
+
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Serves a request already classified as a resource request.
+pub async fn serve(res: Arc<Resources>, info: RequestInfo, req: http::Request<Body>) -> Response {
+    match dispatch(res, info, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Body>) -> ApiResult<Response> {
+    // What kube-apiserver's CRD handler does not route at all gets its plain
+    // "404 page not found": an unknown resource, and (for a namespaced kind)
+    // anything but a list or watch across all namespaces.
+    let Some(reg) = res.find(&info.api_group, &info.api_version, &info.resource).cloned() else {
+        return Ok(page_not_found());
+    };
+    let kind = reg.kind.clone();
+    let names = kind.names();
+    if !kind.namespaced() && !info.namespace.is_empty() {
+        return Ok(page_not_found());
+    }
+    let all_namespaces = kind.namespaced() && info.namespace.is_empty();
+    if all_namespaces && !matches!(info.verb.as_str(), "list" | "watch") {
+        return Ok(page_not_found());
+    }
+    let target = Target { group: names.group, kind: names.kind, resource: names.plural, name: &info.name };
+    // Segments after the subresource are ignored, as kube's request info does.
+    let part = match info.subresource.as_str() {
+        "" => Part::Main,
+        "status" if kind.has_status_subresource() => Part::Status,
+        // An unknown subresource: kube's CRD handler answers NotFound for the named object.
+        _ => return Err(ApiError::not_found(target)),
+    };
+    // Which verb serves which request, as kube-apiserver's CRD handler
+    // dispatches them: a POST on an object's path is a create of the body
+    // (the name in the path is not used), a PUT or PATCH on the collection
+    // fails for want of a name, and the status subresource has get, update
+    // and patch only.
+    let named = !info.name.is_empty();
+    let verb = match info.verb.as_str() {
+        "get" => Verb::Get,
+        "list" => Verb::List,
+        "watch" => Verb::Watch,
+        "create" if part == Part::Main => Verb::Create,
+        "update" | "patch" if !named => return Err(ApiError::bad_request("name must be provided")),
+        "update" => Verb::Update,
+        "patch" => Verb::Patch,
+        "delete" if part == Part::Main => Verb::Delete,
+        "deletecollection" => Verb::DeleteCollection,
+        "create" | "delete" => return Err(ApiError::method_not_allowed(target.without_name(), &info.verb)),
+        // kube's request info has no verb for other methods (OPTIONS...).
+        _ => return Err(ApiError::method_not_allowed(target.without_name(), "")),
+    };
+    if part == Part::Status && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
+        return Err(ApiError::method_not_allowed(target.without_name(), verb.as_str()));
+    }
+    if !kind.supports(verb) {
+        return Err(ApiError::method_not_allowed(target, verb.as_str()));
+    }
+    if let Some(why) = kind.unavailable() {
+        return Err(ApiError::service_unavailable(why));
+    }
+    let query = Query::parse(req.uri().query())?;
+    let ns = info.namespace.as_str();
+    let name = info.name.as_str();
+    let (parts, body) = req.into_parts();
+    let accept = header_str(&parts.headers, header::ACCEPT);
+    match verb {
+        Verb::Get => {
+            let (output, encoding) = negotiation::negotiate(accept, Shape::Object)?;
+            let rv = Rv::parse(query.get("resourceVersion"))?;
+            let obj = reg.get(ns, name, rv).await?;
+            let include = IncludeObject::parse(query.get("includeObject"))?;
+            let work = converted_bytes(output, encoding, std::iter::once(&obj));
+            heavy::run_async(work, async { one_object(&reg, output, encoding, &obj, include) }).await
+        }
+        Verb::List => {
+            let (output, encoding) = negotiation::negotiate(accept, Shape::List)?;
+            let opts = ListOptions::from_query(&query)?;
+            let include = IncludeObject::parse(query.get("includeObject"))?;
+            let (meta, items) = reg.list((!all_namespaces).then_some(ns), &opts).await?;
+            let work = converted_bytes(output, encoding, items.iter());
+            heavy::run_async(work, async { list_response(&reg, output, encoding, &meta, items, include) }).await
+        }
+        Verb::Watch => {
+            let (output, _json) = negotiation::negotiate(accept, Shape::Watch)?;
+            let mut opts = ListOptions::from_query(&query)?;
+            opts.watch = true;
+            if !name.is_empty() {
+                // A watch on a single object is a watch with metadata.name=<name>.
+                opts.field_selector = match opts.field_selector.as_str() {
+                    "" => format!("metadata.name={name}"),
+                    other => format!("{other},metadata.name={name}"),
+                };
+            }
+            start_watch(&res, reg, (!all_namespaces).then_some(ns), opts, output).await
+        }
+        Verb::Create => {
+            let wopts = write_options(&query, WriteVerb::Create, &parts.headers)?;
+            let encoding = negotiation::plain_encoding(accept);
+            let content_type = header_str(&parts.headers, header::CONTENT_TYPE);
+            object_body_format(content_type)?;
+            let raw = read_body(body, res.settings.max_body_bytes).await?;
+            heavy::run_async(raw.len(), async {
+                let object = object_body(&reg, content_type, &raw)?;
+                write_response(reg.create(ns, &raw, &object, &wopts).await?, encoding)
+            })
+            .await
+        }
+        Verb::Update => {
+            let wopts = write_options(&query, WriteVerb::Update, &parts.headers)?;
+            let encoding = negotiation::plain_encoding(accept);
+            let content_type = header_str(&parts.headers, header::CONTENT_TYPE);
+            object_body_format(content_type)?;
+            let raw = read_body(body, res.settings.max_body_bytes).await?;
+            heavy::run_async(raw.len(), async {
+                let object = object_body(&reg, content_type, &raw)?;
+                write_response(reg.update(ns, name, part, &raw, &object, &wopts).await?, encoding)
+            })
+            .await
+        }
+        Verb::Patch => {
+            let body_type = negotiation::body_type(header_str(&parts.headers, header::CONTENT_TYPE));
+            if body_type == Some(BodyType::ApplyPatchYaml) {
+                let wopts = write_options(&query, WriteVerb::Apply, &parts.headers)?;
+                let raw = read_body(body, res.settings.max_body_bytes).await?;
+                return heavy::run_async(raw.len(), async {
+                    let config = object_body(&reg, header_str(&parts.headers, header::CONTENT_TYPE), &raw)?;
+                    let out = reg.apply(ns, name, part, &raw, &config, &wopts).await?;
+                    write_response(out, negotiation::plain_encoding(accept))
+                })
+                .await;
+            }
+            let wopts = write_options(&query, WriteVerb::Patch, &parts.headers)?;
+            let body = read_body(body, res.settings.max_body_bytes).await?;
+            // Parsing costs what reading did; what applying costs depends on
+            // the operations too (copies add up to 3 MiB).
+            let patch = Patch::parse(body_type, &body)?;
+            heavy::run_async(body.len() + patch.growth_bytes(), async {
+                write_response(reg.patch(ns, name, part, &patch, &wopts).await?, negotiation::plain_encoding(accept))
+            })
+            .await
+        }
+        Verb::Delete => {
+            let body = read_body(body, res.settings.max_body_bytes).await?;
+            let opts = delete_options(&parts.headers, &body, &query)?;
+            let encoding = negotiation::plain_encoding(accept);
+            let answer = match reg.delete(ns, name, &opts).await? {
+                DeleteOutcome::Deleted(status) => {
+                    Bytes::from(serde_json::to_vec(&status).map_err(ApiError::internal_error)?)
+                }
+                DeleteOutcome::Pending(obj) => obj,
+            };
+            encoded(200, answer, "application/json", &[], encoding)
+        }
+        Verb::DeleteCollection => {
+            // kube decodes and validates the ListOptions before it reads the body.
+            let list = ListOptions::from_query(&query)?;
+            let body = read_body(body, res.settings.max_body_bytes).await?;
+            let opts = delete_options(&parts.headers, &body, &query)?;
+            let (meta, items) = reg.delete_collection(ns, &list, &opts).await?;
+            let meta = ListMeta { continue_token: None, ..meta };
+            let list = ObjectListBody::new(reg.kind.names(), &meta, items);
+            encoded(200, list.into_bytes(), "application/json", &[], negotiation::plain_encoding(accept))
+        }
+    }
+}
+
+/// The options of a write, with its manager settled: `fieldManager`, else
+/// derived from the User-Agent as kube does.
+fn write_options(query: &Query, verb: WriteVerb, headers: &HeaderMap) -> ApiResult<WriteOptions> {
+    let mut wopts = WriteOptions::from_query(query, verb)?;
+    let user_agent = header_str(headers, header::USER_AGENT).unwrap_or("");
+    wopts.field_manager = Writer::manager_name(&wopts.field_manager, user_agent);
+    Ok(wopts)
+}
+
+/// Go's `http.NotFound`, which kube-apiserver answers for paths nothing serves.
+fn page_not_found() -> Response {
+    let mut resp = Response::new(Body::from("404 page not found\n"));
+    *resp.status_mut() = StatusCode::NOT_FOUND;
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    resp
+}
+
+/// The Content-Type of a create or update must be one a whole object can come
+/// in (checked before the body is read, as kube does).
+fn object_body_format(content_type: Option<&str>) -> ApiResult<()> {
+    match serializer::BodyFormat::of(content_type) {
+        Some(_) => Ok(()),
+        None => Err(unknown_object_format()),
+    }
+}
+
+fn unknown_object_format() -> ApiError {
+    // The words of kube-apiserver serving a CRD, which lists protobuf too.
+    ApiError::unsupported_media_type(
+        "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+    )
+}
+
+/// A create or update body as the JSON the registry decodes; a YAML body that
+/// cannot be converted is an unrecognized object, in kube's words.
+fn object_body<'a>(reg: &Registry, content_type: Option<&str>, raw: &'a [u8]) -> ApiResult<serializer::JsonBody<'a>> {
+    serializer::request_body_to_json(content_type, raw).map_err(|e| match e {
+        BodyError::UnsupportedMediaType => unknown_object_format(),
+        BodyError::Yaml(why) => {
+            ApiError::bad_request(gojson::unrecognized_object_message(&why, raw, reg.kind.names().kind))
+        }
+    })
+}
+
+fn require_json_body(headers: &HeaderMap) -> ApiResult<()> {
+    match negotiation::body_type(header_str(headers, header::CONTENT_TYPE)) {
+        Some(BodyType::Json) => Ok(()),
+        _ => Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json (got {})",
+            header_str(headers, header::CONTENT_TYPE).unwrap_or("")
+        ))),
+    }
+}
+
+/// The DeleteOptions of a delete: a body must be JSON (as for a create); an
+/// empty one means the options are in the query.
+fn delete_options(headers: &HeaderMap, body: &[u8], query: &Query) -> ApiResult<DeleteOptions> {
+    if !body.is_empty() {
+        require_json_body(headers)?;
+    }
+    decode_delete_options(body, query)
+}
+
+fn one_object(
+    reg: &Registry,
+    output: Output,
+    encoding: Encoding,
+    obj: &StoredObject,
+    include: IncludeObject,
+) -> ApiResult<Response> {
+    let body = match output {
+        Output::Json => obj.bytes.clone(),
+        Output::Metadata(v) => encode::partial_object(v, obj),
+        Output::Table(v) => encode::table(
+            v,
+            &reg.columns,
+            &ListMeta { resource_version: obj.rv, ..Default::default() },
+            std::slice::from_ref(obj),
+            include,
+            Utc::now(),
+        ),
+    };
+    // kube-apiserver labels a Table or PartialObjectMetadata answer with the
+    // serializer's plain `application/json`, whatever `as=` was asked for.
+    encoded(200, body, "application/json", &[], encoding)
+}
+
+fn list_response(
+    reg: &Registry,
+    output: Output,
+    encoding: Encoding,
+    meta: &ListMeta,
+    items: Vec<StoredObject>,
+    include: IncludeObject,
+) -> ApiResult<Response> {
+    if output == Output::Json && encoding == Encoding::Json {
+        // Sent as it is written: no second buffer of a large list.
+        let list = ObjectListBody::new(reg.kind.names(), meta, items);
+        let mut resp = respond(200, Bytes::new(), "application/json", &[]);
+        *resp.body_mut() = Body::new(list);
+        return Ok(resp);
+    }
+    let body = match output {
+        Output::Json => ObjectListBody::new(reg.kind.names(), meta, items).into_bytes(),
+        Output::Metadata(v) => encode::partial_list(v, meta, &items),
+        Output::Table(v) => encode::table(v, &reg.columns, meta, &items, include, Utc::now()),
+    };
+    // Plain `application/json` whatever the shape, as kube-apiserver labels it.
+    encoded(200, body, "application/json", &[], encoding)
+}
+
+/// The bytes an answer converts (to YAML, a Table, PartialObjectMetadata):
+/// none when the stored JSON is sent as it is.
+fn converted_bytes<'a>(output: Output, encoding: Encoding, objects: impl Iterator<Item = &'a StoredObject>) -> usize {
+    if output == Output::Json && encoding == Encoding::Json {
+        return 0;
+    }
+    objects.map(|o| o.bytes.len()).sum()
+}
+
+/// How many chunks of a watch stream may wait for its connection.
+const WATCH_CHUNKS_IN_FLIGHT: usize = 16;
+
+async fn start_watch(
+    res: &Arc<Resources>,
+    reg: Arc<Registry>,
+    ns: Option<&str>,
+    opts: ListOptions,
+    output: Output,
+) -> ApiResult<Response> {
+    let filter = reg.filter(&opts)?;
+    let timeout = match opts.timeout_seconds {
+        Some(s) => Duration::from_secs(s),
+        None => {
+            let base = res.settings.min_request_timeout.as_secs_f64();
+            Duration::from_secs_f64(base * rand::rng().random_range(1.0..2.0))
+        }
+    };
+    let ct = match output {
+        Output::Json => "application/json".to_string(),
+        other => content_type(other),
+    };
+    // Chunks between the watch task and the connection: at most
+    // WATCH_CHUNKS_IN_FLIGHT x watch::BATCH_BYTES (or one large object each)
+    // per watcher; a client that stops reading is then bounded by the
+    // store's watcher buffer, which closes it.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(WATCH_CHUNKS_IN_FLIGHT);
+    match reg.watch(ns, &opts).await? {
+        WatchStart::Expired(err) => {
+            // kube-apiserver answers 200 and sends the 410 as an ERROR event, so
+            // clients re-list rather than retry the same resourceVersion.
+            let _ = tx.send(watch::error_line(&err)).await;
+            drop(tx);
+        }
+        WatchStart::Stream(plan) => {
+            let resource = reg.kind.names().plural;
+            res.watches.opened(resource);
+            let gauge = res.watches.clone();
+            let job = WatchJob {
+                registry: reg.clone(),
+                plan: *plan,
+                filter,
+                output,
+                bookmarks: opts.allow_bookmarks,
+                bookmark_interval: res.settings.bookmark_interval,
+                timeout,
+                shutdown: res.shutdown.clone(),
+                on_end: Some(Box::new(move || gauge.closed(resource))),
+            };
+            tokio::spawn(watch::run(job, tx));
+        }
+    }
+    let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>);
+    let mut resp = respond(200, Bytes::new(), &ct, &[]);
+    *resp.body_mut() = Body::from_stream(stream);
+    Ok(resp)
+}
+
+use futures::StreamExt as _;
+
+/// Largest Status body re-encoded as YAML (Status errors are small; anything
+/// larger is not one of ours and passes unchanged).
+const MAX_STATUS_BYTES: usize = 1 << 20;
+
+/// Every Status error of the server (the filters' refusals included) in the
+/// encoding the client accepts, as kube-apiserver's ErrorNegotiated writes
+/// them: errors are built as JSON, and turned into YAML here when the client
+/// prefers `application/yaml`.
+pub async fn status_in_accepted_encoding(req: http::Request<Body>, next: axum::middleware::Next) -> Response {
+    let encoding = negotiation::plain_encoding(header_str(req.headers(), header::ACCEPT));
+    let resp = next.run(req).await;
+    let is_json_status = resp.status().as_u16() >= 400
+        && resp.headers().get(header::CONTENT_TYPE).is_some_and(|ct| ct.as_bytes() == b"application/json");
+    if encoding == Encoding::Json || !is_json_status {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let json = match axum::body::to_bytes(body, MAX_STATUS_BYTES).await {
+        Ok(json) => json,
+        Err(e) => return ApiError::internal_error(format!("reading an error body: {e}")).into_response(),
+    };
+    match serializer::json_to_yaml(&json) {
+        Ok(yaml) => {
+            parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(negotiation::YAML_CONTENT_TYPE));
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(yaml))
+        }
+        // Not a JSON document after all: sent as it was.
+        Err(_) => Response::from_parts(parts, Body::from(json)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(headers: &[HeaderValue]) -> Vec<String> {
+        headers.iter().map(|h| h.to_str().unwrap_or_default().to_string()).collect()
+    }
+
+    #[test]
+    fn warnings_that_fit_are_sent_whole_and_once() {
+        let w = vec!["unknown field \"spec.a\"".to_string(), String::new(), "unknown field \"spec.a\"".to_string()];
+        assert_eq!(texts(&warning_headers(&w)), vec![r#"299 - "unknown field \"spec.a\"""#]);
+    }
+
+    #[test]
+    fn warnings_past_four_kib_are_cut_as_kube_cuts_them() {
+        // 60,000 unknown fields: kube-apiserver sends what fits in 4 KiB of text.
+        let many: Vec<String> = (0..60_000).map(|i| format!("unknown field \"spec.u{i}\"")).collect();
+        let sent = warning_headers(&many);
+        let chars: usize = sent.len() * "unknown field \"spec.u0\"".len();
+        assert!(sent.len() < 200 && chars < WARNING_TOTAL_CHARS + WARNING_ITEM_CHARS, "{} warnings", sent.len());
+        assert_eq!(texts(&sent[..1]), vec![r#"299 - "unknown field \"spec.u0\"""#]);
+
+        // A long warning that does not fit cuts every warning to 256 characters, earlier ones too.
+        let long = vec!["a".repeat(300), "b".repeat(4000), "c".repeat(10)];
+        let sent = texts(&warning_headers(&long));
+        assert_eq!(
+            sent,
+            vec![
+                format!("299 - \"{}\"", "a".repeat(256)),
+                format!("299 - \"{}\"", "b".repeat(256)),
+                "299 - \"cccccccccc\"".to_string()
+            ]
+        );
+
+        // Once the cut warnings reach the total, later ones are dropped.
+        let long: Vec<String> = (0..40).map(|i| format!("{i:02}{}", "x".repeat(298))).collect();
+        let sent = warning_headers(&long);
+        assert_eq!(sent.len(), WARNING_TOTAL_CHARS.div_ceil(WARNING_ITEM_CHARS));
+    }
+}

@@ -1,0 +1,16 @@
+//! The HTTP face of the API, as k8s.io/apiserver's `pkg/endpoints`: what a
+//! request is ([`request_info`]), what it asks for and gets back
+//! ([`negotiation`]), the resource handlers that turn it into a registry call
+//! ([`handlers`], [`watch`], [`list_body`]), and the documents that describe
+//! what is served ([`discovery`], [`openapi`], [`static_doc`]), and how an error is
+//! answered ([`status`]).
+
+pub mod discovery;
+pub mod handlers;
+pub mod list_body;
+pub mod negotiation;
+pub mod openapi;
+pub mod request_info;
+pub mod static_doc;
+pub mod status;
+pub mod watch;

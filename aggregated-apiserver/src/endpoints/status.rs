@@ -1,0 +1,21 @@
+//! An [`ApiError`] written as kube-apiserver writes a failure: its code, a
+//! `metav1.Status` body, and Retry-After when it asks the client to wait.
+
+use axum::response::{IntoResponse, Response};
+use http::{header, HeaderValue, StatusCode};
+
+use crate::apimachinery::errors::ApiError;
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = serde_json::to_vec(&self.status_body()).unwrap_or_default();
+        let mut resp = (code, body).into_response();
+        let headers = resp.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(secs) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        resp
+    }
+}

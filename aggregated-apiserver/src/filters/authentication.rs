@@ -1,0 +1,59 @@
+//! Authentication (k8s.io/apiserver `WithAuthentication`): establishes who is
+//! asking and puts the [`UserInfo`] into the request's extensions. A request
+//! with no credentials at all is `system:anonymous` in `system:unauthenticated`
+//! (then authorized like anyone else); credentials that are presented and
+//! refused are a 401, anonymous or not. Once a request is authenticated its
+//! `Authorization` and front-proxy (`X-Remote-*`) headers are removed.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::header::AUTHORIZATION;
+
+use crate::apimachinery::errors::ApiError;
+use crate::auth::authn::{Authenticator, AuthnOutcome, UserInfo, ANONYMOUS_USER, UNAUTHENTICATED_GROUP};
+use crate::server::tls::PeerCertificates;
+
+use super::authorization::AlwaysAllowPaths;
+
+/// The authentication filter's state.
+pub struct Authentication {
+    pub authenticator: Arc<Authenticator>,
+    /// `--anonymous-auth`: serve requests without credentials as `system:anonymous`.
+    pub anonymous: bool,
+    /// With anonymous requests turned off, these (the probe paths) still accept
+    /// them, as kube's anonymous-authentication conditions are commonly set:
+    /// the kubelet probes without credentials.
+    pub anonymous_paths: AlwaysAllowPaths,
+}
+
+/// kube's anonymous user.
+pub fn anonymous_user() -> UserInfo {
+    UserInfo { name: ANONYMOUS_USER.to_string(), groups: vec![UNAUTHENTICATED_GROUP.to_string()], ..Default::default() }
+}
+
+pub async fn authenticate(State(authn): State<Arc<Authentication>>, mut req: Request, next: Next) -> Response {
+    let peer = req.extensions().get::<PeerCertificates>().cloned().unwrap_or_default();
+    let user = match authn.authenticator.authenticate(req.headers(), &peer).await {
+        AuthnOutcome::Authenticated(user) => {
+            req.headers_mut().remove(AUTHORIZATION);
+            user
+        }
+        AuthnOutcome::NoCredentials if authn.anonymous || authn.anonymous_paths.allows(req.uri().path()) => {
+            anonymous_user()
+        }
+        AuthnOutcome::NoCredentials => {
+            tracing::debug!(path = %req.uri().path(), "anonymous request refused (--anonymous-auth=false)");
+            return ApiError::unauthorized("Unauthorized").into_response();
+        }
+        AuthnOutcome::Unauthenticated { reason } => {
+            tracing::debug!(path = %req.uri().path(), %reason, "unauthenticated request");
+            return ApiError::unauthorized("Unauthorized").into_response();
+        }
+    };
+    authn.authenticator.clear_request_headers(req.headers_mut());
+    req.extensions_mut().insert(user);
+    next.run(req).await
+}

@@ -1,0 +1,103 @@
+//! Authorization (k8s.io/apiserver `WithAuthorization`): every request but the
+//! always-allowed paths is decided with a SubjectAccessReview for the user the
+//! filters before established. A denial is kube's 403; a review that could not
+//! be made is kube's 500, never a 403 that hides the failure.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::apimachinery::errors::ApiError;
+use crate::auth::authn::UserInfo;
+use crate::auth::authz::{self, Attributes, Authorizer, Decision};
+use crate::endpoints::handlers::Resources;
+use crate::endpoints::request_info::RequestInfo;
+
+/// `--authorization-always-allow-paths` (kube's delegating default: `/healthz`,
+/// `/readyz`, `/livez`): exact paths, or prefixes when they end in `*`.
+#[derive(Debug, Clone, Default)]
+pub struct AlwaysAllowPaths {
+    exact: Vec<String>,
+    prefixes: Vec<String>,
+}
+
+impl AlwaysAllowPaths {
+    pub fn new(paths: &[String]) -> Self {
+        let mut allowed = Self::default();
+        for path in paths.iter().map(|p| p.trim()).filter(|p| !p.is_empty()) {
+            match path.strip_suffix('*') {
+                Some(prefix) => allowed.prefixes.push(prefix.to_string()),
+                None => allowed.exact.push(path.to_string()),
+            }
+        }
+        allowed
+    }
+
+    pub fn allows(&self, path: &str) -> bool {
+        self.exact.iter().any(|p| p == path) || self.prefixes.iter().any(|p| path.starts_with(p.as_str()))
+    }
+}
+
+/// Put into a request's extensions when its caller was authorized for it by a
+/// review (or is a `system:masters` member), not merely let through on an
+/// always-allowed path: health checks show their failure reasons only then.
+#[derive(Debug, Clone, Copy)]
+pub struct Authorized;
+
+/// The authorization filter's state.
+pub struct Authorization {
+    pub authorizer: Arc<Authorizer>,
+    pub always_allow: AlwaysAllowPaths,
+    /// To find what else a kind requires (a FarmPod read is also a Pod read).
+    pub resources: Arc<Resources>,
+}
+
+pub async fn authorize(State(authz): State<Arc<Authorization>>, mut req: Request, next: Next) -> Response {
+    let Some(info) = req.extensions().get::<RequestInfo>() else {
+        return ApiError::internal_error("no request info found: the filter chain is wrong").into_response();
+    };
+    if !info.is_resource_request && authz.always_allow.allows(&info.path) {
+        return next.run(req).await;
+    }
+    let Some(user) = req.extensions().get::<UserInfo>() else {
+        return ApiError::internal_error("no user found for request").into_response();
+    };
+    let attrs = Attributes::from_request(info);
+    let also_requires = authz
+        .resources
+        .find(&info.api_group, &info.api_version, &info.resource)
+        .filter(|_| info.is_resource_request)
+        .map(|r| r.kind.also_requires())
+        .unwrap_or(&[]);
+    let wanted = std::iter::once(attrs.clone())
+        .chain(also_requires.iter().map(|(group, resource)| attrs.for_resource(group, resource)));
+    let uri = req.uri().path_and_query().map_or_else(|| req.uri().path(), |pq| pq.as_str());
+    for attrs in wanted {
+        match authz.authorizer.authorize(user, &attrs).await {
+            Decision::Allow => {}
+            Decision::Deny { reason } => return authz::forbidden(user, &attrs, &reason).into_response(),
+            Decision::Error { message } => return authz::internal_error(uri, &message).into_response(),
+        }
+    }
+    req.extensions_mut().insert(Authorized);
+    next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn always_allowed_paths_are_exact_unless_they_end_in_a_star() {
+        let paths = AlwaysAllowPaths::new(&["/healthz".into(), "/readyz".into(), "/livez".into(), "/debug/*".into()]);
+        for allowed in ["/healthz", "/readyz", "/livez", "/debug/", "/debug/pprof"] {
+            assert!(paths.allows(allowed), "{allowed}");
+        }
+        for refused in ["/healthz/", "/readyz/etcd", "/livez/ping", "/healthzx", "/debug", "/metrics", "/", "/apis"] {
+            assert!(!paths.allows(refused), "{refused}");
+        }
+        assert!(!AlwaysAllowPaths::new(&[]).allows("/healthz"), "an empty list allows nothing");
+    }
+}

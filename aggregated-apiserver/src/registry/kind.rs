@@ -1,0 +1,157 @@
+//! How a kind plugs into the library: it describes itself (names, scope,
+//! verbs, schema, table columns, selectable fields, validation) and the
+//! registry and endpoints do the rest. Nothing in this crate knows any
+//! particular kind.
+
+use serde_json::Value;
+
+use crate::apimachinery::field_error::FieldError;
+
+/// The names under which a kind is served.
+#[derive(Debug, Clone, Copy)]
+pub struct Names {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub list_kind: &'static str,
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub short_names: &'static [&'static str],
+    pub categories: &'static [&'static str],
+}
+
+impl Names {
+    pub fn api_version(&self) -> String {
+        format!("{}/{}", self.group, self.version)
+    }
+}
+
+/// The verbs a kind supports, in kube-apiserver's discovery spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Get,
+    List,
+    Watch,
+    Create,
+    Update,
+    Patch,
+    Delete,
+    DeleteCollection,
+}
+
+impl Verb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Get => "get",
+            Self::List => "list",
+            Self::Watch => "watch",
+            Self::Create => "create",
+            Self::Update => "update",
+            Self::Patch => "patch",
+            Self::Delete => "delete",
+            Self::DeleteCollection => "deletecollection",
+        }
+    }
+
+    pub const ALL: &'static [Verb] = &[
+        Verb::Create,
+        Verb::Delete,
+        Verb::DeleteCollection,
+        Verb::Get,
+        Verb::List,
+        Verb::Patch,
+        Verb::Update,
+        Verb::Watch,
+    ];
+    pub const READ_ONLY: &'static [Verb] = &[Verb::Get, Verb::List, Verb::Watch];
+}
+
+/// A column of the kind's Table view, between the Name and Age columns every
+/// kind gets. `cell` reads the value from the object when it is written, so
+/// tables are assembled from stored cells.
+#[derive(Clone, Copy)]
+pub struct Column {
+    pub name: &'static str,
+    /// OpenAPI type: string, integer, number, boolean, date.
+    pub type_: &'static str,
+    pub format: &'static str,
+    pub description: &'static str,
+    /// 0 = shown by default, 1 = only with `-o wide`.
+    pub priority: i32,
+    pub cell: fn(&Value) -> Value,
+}
+
+/// A kind served by this server.
+pub trait Kind: Send + Sync + 'static {
+    fn names(&self) -> &'static Names;
+
+    fn namespaced(&self) -> bool {
+        true
+    }
+
+    fn verbs(&self) -> &'static [Verb] {
+        Verb::ALL
+    }
+
+    /// Whether the kind has a `/status` subresource: then the main resource
+    /// ignores status changes and `/status` changes only status.
+    fn has_status_subresource(&self) -> bool {
+        false
+    }
+
+    /// The OpenAPI v3 schema of the whole object (structural, as a CRD's).
+    fn schema(&self) -> Value;
+
+    fn columns(&self) -> &'static [Column] {
+        &[]
+    }
+
+    /// Field paths usable in field selectors besides metadata.name and
+    /// metadata.namespace, e.g. `spec.nodeName`.
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Checks beyond what the schema expresses (the schema is checked first).
+    fn validate(&self, _obj: &Value) -> Vec<FieldError> {
+        Vec::new()
+    }
+
+    /// Resources, as (API group, resource), that a caller must also be allowed
+    /// to read, with the same verb and namespace, for a read of this kind: a
+    /// view of other objects must not become a way around their RBAC (the
+    /// server reads them with its own credentials). For delegated authorization
+    /// to check alongside the kind itself (declared now, enforced by it).
+    fn also_requires(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
+
+    /// Why the kind cannot be served right now (answered with 503), e.g. a
+    /// cache that has not synced or a missing upstream.
+    fn unavailable(&self) -> Option<String> {
+        None
+    }
+
+    fn supports(&self, verb: Verb) -> bool {
+        self.verbs().contains(&verb)
+    }
+}
+
+/// Reads a dotted field path (`spec.nodeName`) of an object as a field selector
+/// sees it: strings as they are, numbers and booleans as their JSON text,
+/// anything missing as "".
+pub fn field_value(obj: &Value, path: &str) -> String {
+    let mut cur = obj;
+    for part in path.split('.') {
+        match cur.get(part) {
+            Some(v) => cur = v,
+            None => return String::new(),
+        }
+    }
+    match cur {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        Value::Number(_) | Value::Bool(_) => cur.to_string(),
+        _ => String::new(),
+    }
+}

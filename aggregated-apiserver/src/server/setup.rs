@@ -1,0 +1,156 @@
+//! What an application gives the server to serve: its kinds, each with the
+//! store the options choose, and the readiness checks and gauges they add.
+//! [`crate::server::run`] hands a [`Setup`] to the application's own function,
+//! which calls [`Setup::stored`] for each kind the server owns and
+//! [`Setup::serve`] for views it feeds itself.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+
+use crate::admission::namespace_lifecycle::NamespaceLifecycle;
+use crate::options::{ServeArgs, StorageBackend};
+use crate::registry::encode::KindIndexer;
+use crate::registry::kind::Kind;
+use crate::registry::Registry;
+use crate::server::health::{Check, FnCheck};
+use crate::storage::etcd::{EtcdStore, KeyCodec};
+use crate::storage::memory::MemoryStore;
+use crate::storage::Store;
+
+/// A value the metrics endpoint reads when it is scraped.
+pub struct Gauge {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub value: Box<dyn Fn() -> f64 + Send + Sync>,
+}
+
+/// Where the kinds this server owns keep their objects.
+enum Storage {
+    Memory,
+    Etcd { client: Box<etcd_client::Client>, prefix: String },
+}
+
+/// What the application's serving function is given, and fills.
+pub struct Setup {
+    pub args: ServeArgs,
+    /// The cluster this server belongs to (from --kubeconfig or the usual
+    /// inference), or why there is none.
+    pub cluster: anyhow::Result<kube::Client>,
+    storage: Storage,
+    /// Started with the first stored kind, shared by every one.
+    namespaces: Option<Arc<NamespaceLifecycle>>,
+    pub(crate) registries: Vec<Arc<Registry>>,
+    pub(crate) ready_checks: Vec<Arc<dyn Check>>,
+    pub(crate) gauges: Vec<Gauge>,
+}
+
+impl Setup {
+    pub(crate) async fn new(args: &ServeArgs, cluster: anyhow::Result<kube::Client>) -> anyhow::Result<Self> {
+        let storage = match args.storage {
+            StorageBackend::Memory => Storage::Memory,
+            StorageBackend::Etcd => {
+                let options = args.etcd_options();
+                let prefix = options.checked_prefix()?;
+                let client = options.connect().await?;
+                tracing::info!(servers = ?options.servers, prefix, "storing in etcd");
+                Storage::Etcd { client: Box::new(client), prefix }
+            }
+        };
+        Ok(Self {
+            args: args.clone(),
+            cluster,
+            storage,
+            namespaces: None,
+            registries: Vec::new(),
+            ready_checks: Vec::new(),
+            gauges: Vec::new(),
+        })
+    }
+
+    /// A store in memory for `kind`, with the watch history the options set:
+    /// for a view the application fills itself.
+    pub fn memory_store(&self, kind: &Arc<dyn Kind>) -> Arc<MemoryStore> {
+        let args = &self.args;
+        Arc::new(
+            MemoryStore::new(Arc::new(KindIndexer(kind.clone())), args.watch_history, args.watch_buffer)
+                .with_history_bytes(args.watch_history_bytes)
+                .with_max_object_bytes(args.max_object_bytes),
+        )
+    }
+
+    /// Serves `kind` as one this server owns and stores (in memory or in
+    /// etcd, as the options say). Creates in a namespace the cluster does not
+    /// have, or is terminating, are refused as kube's NamespaceLifecycle
+    /// refuses them; without a cluster there is no source of namespaces, and
+    /// every namespace is taken to exist.
+    pub fn stored(&mut self, kind: Arc<dyn Kind>) -> Arc<Registry> {
+        let store: Arc<dyn Store> = match &self.storage {
+            Storage::Memory => self.memory_store(&kind),
+            Storage::Etcd { client, prefix } => {
+                let codec = KeyCodec::new(prefix, kind.names().plural, kind.namespaced());
+                let store = EtcdStore::start(
+                    (**client).clone(),
+                    codec,
+                    self.memory_store(&kind),
+                    self.args.etcd_request_timeout,
+                );
+                let feed = store.feed();
+                self.ready_checks.push(Arc::new(FnCheck("etcd", move || feed.readiness())));
+                Arc::new(store)
+            }
+        };
+        let mut registry = Registry::new(kind, store);
+        if let Some(lifecycle) = self.namespace_lifecycle() {
+            registry = registry.with_namespace_admission(lifecycle);
+        }
+        let registry = Arc::new(registry);
+        self.registries.push(registry.clone());
+        registry
+    }
+
+    /// Serves a registry the application built itself (a read-only view over
+    /// a store it fills, for example).
+    pub fn serve(&mut self, registry: Arc<Registry>) {
+        self.registries.push(registry);
+    }
+
+    /// Readiness waits for `check` too.
+    pub fn ready_check(&mut self, check: Arc<dyn Check>) {
+        self.ready_checks.push(check);
+    }
+
+    /// `/metrics` shows `gauge` too.
+    pub fn gauge(&mut self, gauge: Gauge) {
+        self.gauges.push(gauge);
+    }
+
+    fn namespace_lifecycle(&mut self) -> Option<Arc<NamespaceLifecycle>> {
+        if self.namespaces.is_none() {
+            let client = self.cluster.as_ref().ok()?;
+            let lifecycle = NamespaceLifecycle::start(client.clone());
+            let readiness = lifecycle.clone();
+            self.ready_checks.push(Arc::new(FnCheck("namespace-cache", move || readiness.readiness())));
+            self.namespaces = Some(lifecycle);
+        }
+        self.namespaces.clone()
+    }
+}
+
+/// The one client for the cluster (from --kubeconfig or the usual inference),
+/// shared by every watch of the cluster, TokenReviews and
+/// SubjectAccessReviews. kube-rs' own retry layer is off: watches retry with
+/// their backoff, and reviews with kube's webhook backoff under their deadline
+/// (`auth::review`), so nothing is retried twice.
+pub async fn cluster_client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
+    let mut config = match &args.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?
+        }
+        None => kube::Config::infer().await.context("no kubeconfig and not running in a cluster")?,
+    };
+    config.default_retry = false;
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}

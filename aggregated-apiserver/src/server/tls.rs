@@ -1,0 +1,1409 @@
+//! TLS for the aggregated API server.
+//!
+//! * Development certificates: a self-signed CA plus a serving certificate signed by it
+//!   ([`ensure_dev_certs`], [`write_cert_bundle`]).
+//! * A certificate resolver that follows the serving cert/key files on disk ([`ReloadingCert`]).
+//! * An optional client-certificate verifier that requests, but does not require or chain-verify,
+//!   client certificates ([`DeferredClientCertVerifier`]); chain verification is done later by the
+//!   authenticator, which needs to know *which* CA signed the certificate.
+//! * An axum-server acceptor that hands the peer's certificate chain to every request of the
+//!   connection as the [`PeerCertificates`] extension ([`PeerCertAcceptor`], [`serve_tls`]).
+//!
+//! Everything here uses rustls' `ring` provider explicitly, so nothing depends on the process-wide
+//! default provider.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::fs;
+use std::future::Future;
+use std::io::{self, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, RwLock, Weak};
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context as _};
+use axum_server::accept::{Accept, DefaultAcceptor, NoDelayAcceptor};
+use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
+use base64::Engine as _;
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, DnValue, ExtendedKeyUsagePurpose, IsCa, Issuer,
+    KeyIdMethod, KeyPair, KeyUsagePurpose, PublicKeyData as _,
+};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerifier as _};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::{ClientHello, ParsedCertificate, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls::{DigitallySignedStruct, DistinguishedName as TlsDistinguishedName, ServerConfig, SignatureScheme};
+use sha2::{Digest as _, Sha256};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::server::TlsStream;
+use x509_parser::certificate::X509Certificate;
+use x509_parser::extensions::{GeneralName, ParsedExtension};
+use x509_parser::time::ASN1Time;
+use x509_parser::x509::X509Name;
+
+use crate::server::connection::{ConnectionLimits, HasPeerCertificates, IdleConnections};
+
+/// Common name of the development CA.
+pub const DEV_CA_COMMON_NAME: &str = "farm-apiserver-ca";
+/// File name of the CA bundle written by [`write_cert_bundle`].
+pub const CA_BUNDLE_FILE: &str = "cabundle.b64";
+
+const CA_CERT_FILE: &str = "ca.crt";
+const CA_KEY_FILE: &str = "ca.key";
+const SERVING_CERT_FILE: &str = "tls.crt";
+const SERVING_KEY_FILE: &str = "tls.key";
+
+const DAY: Duration = Duration::from_secs(24 * 60 * 60);
+const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
+const SERVING_VALIDITY: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+/// Certificates expiring within this window are regenerated.
+const RENEW_BEFORE: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+/// Backdating of `notBefore`, to tolerate clock skew between machines.
+const BACKDATE: Duration = Duration::from_secs(60 * 60);
+
+fn ring_provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Development certificates
+// ---------------------------------------------------------------------------------------------
+
+/// Where the serving certificate material lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServingCertPaths {
+    /// The CA certificate (PEM) that signed `cert`; clients trust this.
+    pub ca_cert: PathBuf,
+    /// The serving certificate (PEM).
+    pub cert: PathBuf,
+    /// The serving private key (PEM, PKCS#8).
+    pub key: PathBuf,
+}
+
+/// The names the development serving certificate is valid for.
+fn serving_names(service: &str, namespace: &str) -> Vec<String> {
+    vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+        service.to_string(),
+        format!("{service}.{namespace}"),
+        format!("{service}.{namespace}.svc"),
+        format!("{service}.{namespace}.svc.cluster.local"),
+    ]
+}
+
+/// Makes sure `dir` holds ca.crt, ca.key, tls.crt, tls.key: a self-signed CA ("farm-apiserver-ca")
+/// and a serving cert signed by it with SANs localhost, 127.0.0.1, ::1, `<service>`,
+/// `<service>.<namespace>`, `<service>.<namespace>.svc`, `<service>.<namespace>.svc.cluster.local`.
+///
+/// Existing files are reused. The serving certificate alone is regenerated when it is unreadable,
+/// does not match its key, does not cover the requested names, is not signed by the CA, or expires
+/// within 30 days (the CA is reused when its files are valid). Everything is regenerated when the
+/// CA is missing, unreadable, not a CA, mismatched with its key, or expires within 30 days. Key
+/// files are written with mode 0600. The directory is created if needed.
+pub fn ensure_dev_certs(dir: &Path, service: &str, namespace: &str) -> anyhow::Result<ServingCertPaths> {
+    ensure!(!service.is_empty(), "service name must not be empty");
+    ensure!(!namespace.is_empty(), "namespace must not be empty");
+    fs::create_dir_all(dir).with_context(|| format!("creating certificate directory {}", dir.display()))?;
+
+    let paths = ServingCertPaths {
+        ca_cert: dir.join(CA_CERT_FILE),
+        cert: dir.join(SERVING_CERT_FILE),
+        key: dir.join(SERVING_KEY_FILE),
+    };
+    let ca_key_path = dir.join(CA_KEY_FILE);
+    let names = serving_names(service, namespace);
+    let common_name = format!("{service}.{namespace}.svc");
+    let provider = ring_provider();
+
+    match load_ca(&paths.ca_cert, &ca_key_path) {
+        Ok(ca) => {
+            match check_serving(&paths, &ca, &names, &provider) {
+                Ok(()) => {
+                    tracing::debug!(dir = %dir.display(), "reusing existing development certificates");
+                    return Ok(paths);
+                }
+                Err(reason) => {
+                    tracing::info!(dir = %dir.display(), reason = format!("{reason:#}"), "regenerating serving certificate")
+                }
+            }
+            match issue_serving(&ca, &names, &common_name, &provider) {
+                Ok(serving) => {
+                    write_serving(&paths, &serving)?;
+                    tracing::info!(cert = %paths.cert.display(), "wrote new serving certificate (reused CA)");
+                    return Ok(paths);
+                }
+                Err(err) => tracing::warn!(
+                    dir = %dir.display(),
+                    error = format!("{err:#}"),
+                    "existing CA cannot issue a verifiable serving certificate; regenerating the CA"
+                ),
+            }
+        }
+        Err(reason) => {
+            tracing::info!(dir = %dir.display(), reason = format!("{reason:#}"), "generating a new development CA")
+        }
+    }
+
+    let (ca, ca_key_pem) = generate_ca()?;
+    let serving =
+        issue_serving(&ca, &names, &common_name, &provider).context("issuing serving certificate from the new CA")?;
+    write_file(&ca_key_path, ca_key_pem.as_bytes(), true)?;
+    write_file(&paths.ca_cert, ca.cert_pem.as_bytes(), false)?;
+    write_serving(&paths, &serving)?;
+    tracing::info!(dir = %dir.display(), "wrote new development CA and serving certificate");
+    Ok(paths)
+}
+
+/// For `farm-apiserver certs --out DIR`: same as [`ensure_dev_certs`], and also writes
+/// `cabundle.b64` (base64 of ca.crt's PEM bytes, no trailing newline, as an APIService
+/// `spec.caBundle` wants).
+pub fn write_cert_bundle(out: &Path, service: &str, namespace: &str) -> anyhow::Result<ServingCertPaths> {
+    let paths = ensure_dev_certs(out, service, namespace)?;
+    let ca_pem = fs::read(&paths.ca_cert).with_context(|| format!("reading {}", paths.ca_cert.display()))?;
+    let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    write_file(&out.join(CA_BUNDLE_FILE), bundle.as_bytes(), false)?;
+    Ok(paths)
+}
+
+/// A CA able to sign serving certificates.
+struct LoadedCa {
+    cert_der: CertificateDer<'static>,
+    cert_pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+struct ServingPair {
+    cert_pem: String,
+    key_pem: String,
+}
+
+fn write_serving(paths: &ServingCertPaths, serving: &ServingPair) -> anyhow::Result<()> {
+    // Key first: a watcher that reads in between sees a mismatched pair and keeps the old one.
+    write_file(&paths.key, serving.key_pem.as_bytes(), true)?;
+    write_file(&paths.cert, serving.cert_pem.as_bytes(), false)
+}
+
+fn unix_now() -> i64 {
+    ASN1Time::now().timestamp()
+}
+
+fn generate_ca() -> anyhow::Result<(LoadedCa, String)> {
+    let key = KeyPair::generate().context("generating CA key")?;
+    // x509-parser hands us rcgen's `time::OffsetDateTime` (avoids a direct `time` dependency).
+    let now = ASN1Time::now().to_datetime();
+    let mut params = CertificateParams::default();
+    params.distinguished_name = DistinguishedName::new();
+    params.distinguished_name.push(DnType::CommonName, DEV_CA_COMMON_NAME);
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    params.not_before = now - BACKDATE;
+    params.not_after = now + CA_VALIDITY;
+    let cert = params.self_signed(&key).context("self-signing CA certificate")?;
+    let key_pem = key.serialize_pem();
+    let ca = LoadedCa { cert_der: cert.der().clone(), cert_pem: cert.pem(), issuer: Issuer::new(params, key) };
+    Ok((ca, key_pem))
+}
+
+fn issue_serving(
+    ca: &LoadedCa,
+    names: &[String],
+    common_name: &str,
+    provider: &Arc<CryptoProvider>,
+) -> anyhow::Result<ServingPair> {
+    let key = KeyPair::generate().context("generating serving key")?;
+    // x509-parser hands us rcgen's `time::OffsetDateTime` (avoids a direct `time` dependency).
+    let now = ASN1Time::now().to_datetime();
+    let mut params = CertificateParams::new(names.to_vec()).context("building serving certificate parameters")?;
+    params.distinguished_name = DistinguishedName::new();
+    params.distinguished_name.push(DnType::CommonName, common_name);
+    params.is_ca = IsCa::ExplicitNoCa;
+    // ECDSA key: signatures only (KeyEncipherment is for RSA key transport).
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.use_authority_key_identifier_extension = true;
+    params.not_before = now - BACKDATE;
+    params.not_after = now + SERVING_VALIDITY;
+    let cert = params.signed_by(&key, &ca.issuer).context("signing serving certificate")?;
+    verify_chain(&ca.cert_der, cert.der(), provider).context("verifying the freshly issued serving certificate")?;
+    Ok(ServingPair { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+}
+
+/// Loads and validates the CA from disk.
+fn load_ca(cert_path: &Path, key_path: &Path) -> anyhow::Result<LoadedCa> {
+    let cert_pem = fs::read_to_string(cert_path).with_context(|| format!("reading {}", cert_path.display()))?;
+    let key_pem = fs::read_to_string(key_path).with_context(|| format!("reading {}", key_path.display()))?;
+    let cert_der = CertificateDer::from_pem_slice(cert_pem.as_bytes())
+        .with_context(|| format!("parsing PEM in {}", cert_path.display()))?;
+    let x509 = parse_x509(&cert_der).with_context(|| format!("parsing {}", cert_path.display()))?;
+    ensure!(x509.is_ca(), "{} is not a CA certificate", cert_path.display());
+    ensure_not_expiring(&x509).with_context(|| format!("checking validity of {}", cert_path.display()))?;
+    let key = KeyPair::from_pem(&key_pem).with_context(|| format!("parsing {}", key_path.display()))?;
+    ensure!(
+        key.subject_public_key_info() == x509.public_key().raw,
+        "{} does not match {}",
+        key_path.display(),
+        cert_path.display()
+    );
+
+    let mut params = CertificateParams::default();
+    params.distinguished_name = distinguished_name_of(x509.subject()).context("reading the CA subject")?;
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    if let Some(ski) = subject_key_identifier(&x509) {
+        params.key_identifier_method = KeyIdMethod::PreSpecified(ski);
+    }
+    Ok(LoadedCa { cert_der, cert_pem, issuer: Issuer::new(params, key) })
+}
+
+/// Checks that the serving cert/key on disk are usable as they are.
+fn check_serving(
+    paths: &ServingCertPaths,
+    ca: &LoadedCa,
+    names: &[String],
+    provider: &Arc<CryptoProvider>,
+) -> anyhow::Result<()> {
+    let cert_pem = fs::read(&paths.cert).with_context(|| format!("reading {}", paths.cert.display()))?;
+    let key_pem = fs::read(&paths.key).with_context(|| format!("reading {}", paths.key.display()))?;
+    let certified = certified_key_from_pem(&cert_pem, &key_pem, provider)?;
+    let leaf = certified.end_entity_cert().context("empty certificate chain")?;
+    let x509 = parse_x509(leaf)?;
+    ensure_not_expiring(&x509)?;
+    let missing = missing_names(&x509, names)?;
+    ensure!(missing.is_empty(), "serving certificate does not cover {}", missing.join(", "));
+    verify_chain(&ca.cert_der, leaf, provider).context("serving certificate is not signed by the CA")?;
+    Ok(())
+}
+
+/// Verifies `leaf` as a TLS server certificate for "localhost" chaining to `ca`, as a client would.
+fn verify_chain(
+    ca: &CertificateDer<'static>,
+    leaf: &CertificateDer<'_>,
+    provider: &Arc<CryptoProvider>,
+) -> anyhow::Result<()> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.clone()).context("using the CA as a trust anchor")?;
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .context("building verifier")?;
+    let name = ServerName::try_from("localhost").context("server name")?;
+    verifier.verify_server_cert(leaf, &[], &name, &[], UnixTime::now()).context("verifying certificate chain")?;
+    Ok(())
+}
+
+fn parse_x509<'a>(der: &'a CertificateDer<'_>) -> anyhow::Result<X509Certificate<'a>> {
+    let (rest, cert) = x509_parser::parse_x509_certificate(der.as_ref()).context("parsing X.509 certificate")?;
+    ensure!(rest.is_empty(), "trailing data after X.509 certificate");
+    Ok(cert)
+}
+
+fn ensure_not_expiring(cert: &X509Certificate<'_>) -> anyhow::Result<()> {
+    let not_after = cert.validity().not_after.timestamp();
+    let deadline = unix_now().saturating_add(RENEW_BEFORE.as_secs() as i64);
+    ensure!(
+        not_after > deadline,
+        "certificate expires at {} (within {} days)",
+        cert.validity().not_after,
+        RENEW_BEFORE.as_secs() / DAY.as_secs()
+    );
+    Ok(())
+}
+
+/// Names from `wanted` that the certificate's subjectAltName does not cover.
+fn missing_names(cert: &X509Certificate<'_>, wanted: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut dns = HashSet::new();
+    let mut ips = HashSet::new();
+    if let Some(san) = cert.subject_alternative_name().context("parsing subjectAltName")? {
+        for name in &san.value.general_names {
+            match name {
+                GeneralName::DNSName(d) => {
+                    dns.insert(d.to_ascii_lowercase());
+                }
+                GeneralName::IPAddress(raw) => {
+                    if let Ok(octets) = <[u8; 4]>::try_from(*raw) {
+                        ips.insert(IpAddr::from(octets));
+                    } else if let Ok(octets) = <[u8; 16]>::try_from(*raw) {
+                        ips.insert(IpAddr::from(octets));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(wanted
+        .iter()
+        .filter(|name| match name.parse::<IpAddr>() {
+            Ok(ip) => !ips.contains(&ip),
+            Err(_) => !dns.contains(&name.to_ascii_lowercase()),
+        })
+        .cloned()
+        .collect())
+}
+
+fn subject_key_identifier(cert: &X509Certificate<'_>) -> Option<Vec<u8>> {
+    cert.iter_extensions().find_map(|ext| match ext.parsed_extension() {
+        ParsedExtension::SubjectKeyIdentifier(kid) => Some(kid.0.to_vec()),
+        _ => None,
+    })
+}
+
+/// Rebuilds an rcgen distinguished name from a parsed one, keeping the string types so that the
+/// issuer name of certificates we sign matches the CA's subject byte for byte. (Anything odd is
+/// caught afterwards by verifying the issued certificate against the CA.)
+fn distinguished_name_of(name: &X509Name<'_>) -> anyhow::Result<DistinguishedName> {
+    use x509_parser::der_parser::asn1_rs::Tag;
+    let mut dn = DistinguishedName::new();
+    for attr in name.iter_attributes() {
+        let oid: Vec<u64> = attr.attr_type().iter().context("attribute OID component out of range")?.collect();
+        let text = attr.as_str().context("attribute value is not a string")?;
+        let value = match attr.attr_value().header.tag() {
+            Tag::Utf8String => DnValue::Utf8String(text.to_string()),
+            Tag::PrintableString => DnValue::PrintableString(text.try_into().context("PrintableString")?),
+            Tag::Ia5String => DnValue::Ia5String(text.try_into().context("IA5String")?),
+            other => bail!("unsupported string type {other} in distinguished name"),
+        };
+        dn.push(DnType::from_oid(&oid), value);
+    }
+    Ok(dn)
+}
+
+/// Writes `contents` to `path` atomically (temporary file + rename); `private` files get mode 0600.
+fn write_file(path: &Path, contents: &[u8], private: bool) -> anyhow::Result<()> {
+    let file_name =
+        path.file_name().and_then(|n| n.to_str()).with_context(|| format!("bad path {}", path.display()))?;
+    let tmp = path.with_file_name(format!(".{file_name}.tmp"));
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    let mode = if private { 0o600 } else { 0o644 };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(mode);
+    }
+    #[cfg(not(unix))]
+    let _ = private;
+    let result = (|| -> io::Result<()> {
+        let mut file = options.open(&tmp)?;
+        #[cfg(unix)]
+        {
+            // The mode above only applies when the file is created.
+            use std::os::unix::fs::PermissionsExt as _;
+            file.set_permissions(fs::Permissions::from_mode(mode))?;
+        }
+        file.write_all(contents)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.with_context(|| format!("writing {}", path.display()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Serving certificate with reload
+// ---------------------------------------------------------------------------------------------
+
+/// Parses a PEM certificate chain and PEM private key into a [`CertifiedKey`], refusing a key that
+/// does not belong to the (first) certificate.
+fn certified_key_from_pem(cert_pem: &[u8], key_pem: &[u8], provider: &CryptoProvider) -> anyhow::Result<CertifiedKey> {
+    let chain =
+        CertificateDer::pem_slice_iter(cert_pem).collect::<Result<Vec<_>, _>>().context("parsing certificate PEM")?;
+    ensure!(!chain.is_empty(), "no certificate found in PEM");
+    let key = PrivateKeyDer::from_pem_slice(key_pem).context("parsing private key PEM")?;
+    let signing_key = provider.key_provider.load_private_key(key).context("loading private key")?;
+    let certified = CertifiedKey::new(chain, signing_key);
+    // Also rejects an unparseable end-entity certificate and keys whose public half is unknown.
+    certified.keys_match().context("private key does not match the certificate")?;
+    Ok(certified)
+}
+
+fn content_digest(cert: &[u8], key: &[u8]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update((cert.len() as u64).to_le_bytes());
+    hasher.update(cert);
+    hasher.update(key);
+    hasher.finalize().into()
+}
+
+fn describe(certified: &CertifiedKey) -> String {
+    let Ok(leaf) = certified.end_entity_cert() else { return "<no certificate>".to_string() };
+    match parse_x509(leaf) {
+        Ok(x) => format!(
+            "subject={} issuer={} serial={} not_after={}",
+            x.subject(),
+            x.issuer(),
+            x.raw_serial_as_string(),
+            x.validity().not_after
+        ),
+        Err(_) => "<unparseable certificate>".to_string(),
+    }
+}
+
+struct Loaded {
+    certified: Arc<CertifiedKey>,
+    digest: [u8; 32],
+}
+
+/// A rustls [`ResolvesServerCert`] serving the cert/key pair from two PEM files, re-read when their
+/// contents change.
+///
+/// Kubernetes Secret volumes update by swapping a symlink, which inotify-style watching misses, so
+/// [`spawn_reloader`](Self::spawn_reloader) polls and compares a hash of both files' bytes. A new
+/// pair replaces the current one only once both parse and the key matches the certificate; until
+/// then (e.g. a new certificate with the old key, half-way through an update) the previous pair
+/// keeps being served.
+pub struct ReloadingCert {
+    cert_path: PathBuf,
+    key_path: PathBuf,
+    provider: Arc<CryptoProvider>,
+    current: RwLock<Loaded>,
+}
+
+impl fmt::Debug for ReloadingCert {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReloadingCert").field("cert", &self.cert_path).field("key", &self.key_path).finish()
+    }
+}
+
+/// What one look at the files found.
+#[derive(Debug)]
+enum ReloadOutcome {
+    Unchanged,
+    Reloaded,
+    Rejected([u8; 32], anyhow::Error),
+}
+
+impl ReloadingCert {
+    /// Loads the pair once; fails if the files are unreadable, unparseable or mismatched.
+    pub fn load(cert: &Path, key: &Path) -> anyhow::Result<Arc<Self>> {
+        let provider = ring_provider();
+        let cert_pem = fs::read(cert).with_context(|| format!("reading TLS certificate {}", cert.display()))?;
+        let key_pem = fs::read(key).with_context(|| format!("reading TLS key {}", key.display()))?;
+        let certified = certified_key_from_pem(&cert_pem, &key_pem, &provider)
+            .with_context(|| format!("loading TLS certificate {} and key {}", cert.display(), key.display()))?;
+        tracing::info!(cert = %cert.display(), key = %key.display(), certificate = describe(&certified), "loaded serving certificate");
+        Ok(Arc::new(Self {
+            cert_path: cert.to_path_buf(),
+            key_path: key.to_path_buf(),
+            provider,
+            current: RwLock::new(Loaded {
+                certified: Arc::new(certified),
+                digest: content_digest(&cert_pem, &key_pem),
+            }),
+        }))
+    }
+
+    /// The pair currently served.
+    pub fn current(&self) -> Arc<CertifiedKey> {
+        // A poisoned lock still holds a valid, fully written pair.
+        self.current.read().unwrap_or_else(|e| e.into_inner()).certified.clone()
+    }
+
+    fn current_digest(&self) -> [u8; 32] {
+        self.current.read().unwrap_or_else(|e| e.into_inner()).digest
+    }
+
+    /// Compares the files' contents with the served pair and swaps in a new valid pair.
+    fn reload_from(&self, cert_pem: &[u8], key_pem: &[u8]) -> ReloadOutcome {
+        let digest = content_digest(cert_pem, key_pem);
+        if digest == self.current_digest() {
+            return ReloadOutcome::Unchanged;
+        }
+        match certified_key_from_pem(cert_pem, key_pem, &self.provider) {
+            Ok(certified) => {
+                tracing::info!(
+                    cert = %self.cert_path.display(),
+                    certificate = describe(&certified),
+                    "reloaded serving certificate"
+                );
+                *self.current.write().unwrap_or_else(|e| e.into_inner()) =
+                    Loaded { certified: Arc::new(certified), digest };
+                ReloadOutcome::Reloaded
+            }
+            Err(err) => ReloadOutcome::Rejected(digest, err),
+        }
+    }
+
+    /// Starts a task (on the current Tokio runtime) polling the files every `interval` (at least
+    /// 10 ms). The task ends when the `ReloadingCert` is dropped (it only holds a weak reference)
+    /// or when aborted through the returned handle.
+    pub fn spawn_reloader(self: &Arc<Self>, interval: Duration) -> tokio::task::JoinHandle<()> {
+        let interval = interval.max(Duration::from_millis(10));
+        let weak: Weak<Self> = Arc::downgrade(self);
+        let cert_path = self.cert_path.clone();
+        let key_path = self.key_path.clone();
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(interval);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // The first tick is immediate; the files were just loaded.
+            ticker.tick().await;
+            // Failures are logged once per distinct content (or once per streak of read errors)
+            // rather than on every tick.
+            let mut rejected: Option<[u8; 32]> = None;
+            let mut read_failing = false;
+            loop {
+                ticker.tick().await;
+                let Some(this) = weak.upgrade() else { break };
+                let read = async {
+                    let cert = tokio::fs::read(&cert_path)
+                        .await
+                        .with_context(|| format!("reading {}", cert_path.display()))?;
+                    let key =
+                        tokio::fs::read(&key_path).await.with_context(|| format!("reading {}", key_path.display()))?;
+                    anyhow::Ok((cert, key))
+                };
+                let (cert, key) = match read.await {
+                    Ok(files) => {
+                        read_failing = false;
+                        files
+                    }
+                    Err(err) => {
+                        if !read_failing {
+                            tracing::warn!(
+                                error = format!("{err:#}"),
+                                "cannot read serving certificate files; keeping the current certificate"
+                            );
+                            read_failing = true;
+                        }
+                        continue;
+                    }
+                };
+                match this.reload_from(&cert, &key) {
+                    ReloadOutcome::Unchanged | ReloadOutcome::Reloaded => rejected = None,
+                    ReloadOutcome::Rejected(digest, err) => {
+                        if rejected != Some(digest) {
+                            tracing::warn!(
+                                cert = %cert_path.display(),
+                                key = %key_path.display(),
+                                error = format!("{err:#}"),
+                                "rejected changed serving certificate/key; keeping the current certificate"
+                            );
+                            rejected = Some(digest);
+                        }
+                    }
+                }
+            }
+        })
+    }
+}
+
+impl ResolvesServerCert for ReloadingCert {
+    fn resolve(&self, _client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Client certificates
+// ---------------------------------------------------------------------------------------------
+
+/// Requests a client certificate without requiring one and without verifying its chain.
+///
+/// Why chain verification is deferred: like kube-apiserver, this server trusts two CAs for client
+/// certificates with different meanings. A certificate signed by the request-header CA
+/// (`requestheader-client-ca-file`) identifies the front proxy (the kube-apiserver aggregator),
+/// which may then assert the user through `X-Remote-User`/`X-Remote-Group` headers; a certificate
+/// signed by the client CA (`client-ca-file`) authenticates the user named in its subject. A
+/// rustls verifier can only say "valid" or "invalid", and failing the handshake for an unknown
+/// issuer would also lock out clients that authenticate by bearer token while happening to
+/// present a certificate. So the handshake only checks that the certificate is well formed and
+/// that the client holds its private key (the CertificateVerify signature, verified below); the
+/// authenticator later verifies the chain in [`PeerCertificates`] against each CA and learns which
+/// one signed it. A connection whose certificate matches neither CA is simply unauthenticated.
+///
+/// No acceptable-CA names are sent (`root_hint_subjects` is empty), so clients offer whatever
+/// certificate they are configured with.
+#[derive(Debug)]
+pub struct DeferredClientCertVerifier {
+    provider: Arc<CryptoProvider>,
+}
+
+impl DeferredClientCertVerifier {
+    /// A verifier checking handshake signatures with `provider`'s algorithms.
+    pub fn new(provider: Arc<CryptoProvider>) -> Self {
+        Self { provider }
+    }
+}
+
+fn bad_encoding() -> rustls::Error {
+    rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding)
+}
+
+impl ClientCertVerifier for DeferredClientCertVerifier {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[TlsDistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        // Syntax only; see the type's documentation for why the chain is not verified here.
+        // webpki's parse is what the signature checks below and the authenticator will use.
+        ParsedCertificate::try_from(end_entity)?;
+        if !std::iter::once(end_entity).chain(intermediates).all(|cert| parse_x509(cert).is_ok()) {
+            return Err(bad_encoding());
+        }
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server config, acceptor and serving
+// ---------------------------------------------------------------------------------------------
+
+/// The client's certificate chain (end-entity first) as presented in the TLS handshake, not
+/// verified beyond syntax and proof of key possession; `None` when the client sent none. Added as
+/// a request extension to every request of the connection by [`PeerCertAcceptor`].
+#[derive(Clone, Debug, Default)]
+pub struct PeerCertificates(pub Option<Arc<Vec<CertificateDer<'static>>>>);
+
+impl PeerCertificates {
+    /// The client's end-entity certificate, if any.
+    pub fn end_entity(&self) -> Option<&CertificateDer<'static>> {
+        self.0.as_ref().and_then(|chain| chain.first())
+    }
+
+    /// The certificates after the end-entity one (possibly empty).
+    pub fn intermediates(&self) -> &[CertificateDer<'static>] {
+        self.0.as_ref().and_then(|chain| chain.get(1..)).unwrap_or(&[])
+    }
+}
+
+/// Builds the server TLS configuration: ring provider, TLS 1.2 and 1.3, ALPN `h2` then
+/// `http/1.1`, the serving certificate from `cert`, and an optional, unverified-chain client
+/// certificate ([`DeferredClientCertVerifier`]).
+pub fn server_config(cert: Arc<ReloadingCert>) -> anyhow::Result<Arc<ServerConfig>> {
+    let provider = ring_provider();
+    let verifier = Arc::new(DeferredClientCertVerifier::new(provider.clone()));
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .context("configuring TLS protocol versions")?
+        .with_client_cert_verifier(verifier)
+        .with_cert_resolver(cert);
+    // RustlsConfig::from_config does not set ALPN; without it clients fall back to HTTP/1.1.
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// An axum-server acceptor: the rustls handshake of [`RustlsAcceptor`], then the peer's
+/// certificates attached to every request of the connection as [`PeerCertificates`].
+#[derive(Clone, Debug)]
+pub struct PeerCertAcceptor<A = DefaultAcceptor> {
+    inner: RustlsAcceptor<A>,
+}
+
+impl PeerCertAcceptor {
+    /// An acceptor using `config` (which should come from [`server_config`]).
+    pub fn new(config: Arc<ServerConfig>) -> Self {
+        Self::from_rustls_config(RustlsConfig::from_config(config))
+    }
+
+    /// An acceptor using an axum-server [`RustlsConfig`] (which can be swapped at run time).
+    pub fn from_rustls_config(config: RustlsConfig) -> Self {
+        Self { inner: RustlsAcceptor::new(config) }
+    }
+
+    /// Overrides the TLS handshake timeout (axum-server's default is 10 seconds). Call before
+    /// [`acceptor`](Self::acceptor).
+    pub fn handshake_timeout(self, timeout: Duration) -> Self {
+        Self { inner: self.inner.handshake_timeout(timeout) }
+    }
+}
+
+impl<A> PeerCertAcceptor<A> {
+    /// Replaces the acceptor run before the TLS handshake (e.g. [`NoDelayAcceptor`]).
+    pub fn acceptor<B>(self, acceptor: B) -> PeerCertAcceptor<B> {
+        PeerCertAcceptor { inner: self.inner.acceptor(acceptor) }
+    }
+}
+
+type AcceptFuture<St, Sv> = Pin<Box<dyn Future<Output = io::Result<(St, Sv)>> + Send>>;
+
+impl<A, I, S> Accept<I, S> for PeerCertAcceptor<A>
+where
+    A: Accept<I, S>,
+    A::Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    A::Service: Send + 'static,
+    A::Future: Send + 'static,
+{
+    type Stream = TlsStream<A::Stream>;
+    type Service = WithPeerCertificates<A::Service>;
+    type Future = AcceptFuture<Self::Stream, Self::Service>;
+
+    fn accept(&self, stream: I, service: S) -> Self::Future {
+        let handshake = self.inner.accept(stream, service);
+        Box::pin(async move {
+            let (stream, service) = handshake.await.inspect_err(|err| {
+                // axum-server drops failed connections silently.
+                tracing::debug!(error = %err, "TLS handshake failed");
+            })?;
+            let chain = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .filter(|chain| !chain.is_empty())
+                .map(|chain| Arc::new(chain.iter().map(|c| c.clone().into_owned()).collect::<Vec<_>>()));
+            Ok((stream, WithPeerCertificates { inner: service, peer: PeerCertificates(chain) }))
+        })
+    }
+}
+
+/// A service adding the connection's [`PeerCertificates`] to each request's extensions.
+#[derive(Clone, Debug)]
+pub struct WithPeerCertificates<S> {
+    inner: S,
+    peer: PeerCertificates,
+}
+
+impl<S> HasPeerCertificates for WithPeerCertificates<S> {
+    fn peer_certificates(&self) -> &PeerCertificates {
+        &self.peer
+    }
+}
+
+impl<S, B> tower::Service<http::Request<B>> for WithPeerCertificates<S>
+where
+    S: tower::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        request.extensions_mut().insert(self.peer.clone());
+        self.inner.call(request)
+    }
+}
+
+/// Binds `addr` and serves `app` over TLS (HTTP/1.1 and HTTP/2 by ALPN) until `handle` shuts down
+/// (`handle.graceful_shutdown(..)` / `handle.shutdown()`); `handle.listening()` reports the bound
+/// address. Handlers can extract `Extension<PeerCertificates>` and `ConnectInfo<SocketAddr>`.
+/// `limits` (header timeouts, idle timeout, header size) and the connection cap `cap` (from
+/// [`ConnectionLimits::idle_connections`]; None: no cap) are applied around the TLS layer by
+/// [`crate::server::connection`].
+pub async fn serve_tls(
+    addr: SocketAddr,
+    app: axum::Router,
+    config: Arc<ServerConfig>,
+    handle: axum_server::Handle<SocketAddr>,
+    limits: &ConnectionLimits,
+    cap: Option<Arc<IdleConnections>>,
+) -> anyhow::Result<()> {
+    let mut acceptor = PeerCertAcceptor::new(config);
+    if let Some(timeout) = limits.handshake_timeout() {
+        acceptor = acceptor.handshake_timeout(timeout);
+    }
+    let acceptor = limits.acceptor(acceptor.acceptor(NoDelayAcceptor::new()), cap);
+    let mut server = axum_server::bind(addr).acceptor(acceptor).handle(handle);
+    limits.configure_http(&mut server);
+    server
+        .serve(app.into_make_service_with_connect_info::<SocketAddr>())
+        .await
+        .with_context(|| format!("serving HTTPS on {addr}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::extract::ConnectInfo;
+    use axum::routing::get;
+    use axum::{Extension, Router};
+    use rustls::client::ResolvesClientCert;
+    use rustls::{ClientConfig, RootCertStore};
+    use std::os::unix::fs::PermissionsExt as _;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::net::TcpStream;
+    use tokio_rustls::client::TlsStream as ClientTlsStream;
+    use tokio_rustls::TlsConnector;
+
+    const SERVICE: &str = "farm-apiserver";
+    const NAMESPACE: &str = "farm-system";
+
+    fn init_tracing() {
+        // Shown for failing tests only; this module's own logs at debug level.
+        let filter = format!("{}=debug", module_path!().trim_end_matches("::tests"));
+        let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(filter).try_init();
+    }
+
+    fn read(path: &Path) -> Vec<u8> {
+        fs::read(path).unwrap()
+    }
+
+    fn snapshot(dir: &Path) -> Vec<Vec<u8>> {
+        [CA_CERT_FILE, CA_KEY_FILE, SERVING_CERT_FILE, SERVING_KEY_FILE].iter().map(|f| read(&dir.join(f))).collect()
+    }
+
+    fn pem_to_der(pem: &[u8]) -> CertificateDer<'static> {
+        CertificateDer::from_pem_slice(pem).unwrap()
+    }
+
+    fn common_name(der: &CertificateDer<'_>) -> String {
+        let cert = parse_x509(der).unwrap();
+        let cn = cert.subject().iter_common_name().next().unwrap().as_str().unwrap().to_string();
+        cn
+    }
+
+    fn issuer_common_name(der: &CertificateDer<'_>) -> String {
+        let cert = parse_x509(der).unwrap();
+        let cn = cert.issuer().iter_common_name().next().unwrap().as_str().unwrap().to_string();
+        cn
+    }
+
+    /// A throwaway CA: (issuer, certificate PEM).
+    fn test_ca(cn: &str) -> (Issuer<'static, KeyPair>, String) {
+        let ca = crate::test_pki::ca(cn);
+        (ca.issuer, ca.pem)
+    }
+
+    /// A leaf signed by `ca`: (certificate PEM, key PEM).
+    fn test_leaf(
+        ca: &Issuer<'static, KeyPair>,
+        cn: &str,
+        sans: &[&str],
+        eku: ExtendedKeyUsagePurpose,
+        validity: Duration,
+    ) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        params.distinguished_name = DistinguishedName::new();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params.extended_key_usages = vec![eku];
+        let now = ASN1Time::now().to_datetime();
+        params.not_before = now - BACKDATE;
+        params.not_after = now + validity;
+        let cert = params.signed_by(&key, ca).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    // ---- development certificates -------------------------------------------------------------
+
+    #[test]
+    fn ensure_dev_certs_creates_then_reuses() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("nested/certs");
+        let paths = ensure_dev_certs(&dir, SERVICE, NAMESPACE).unwrap();
+        assert_eq!(paths.ca_cert, dir.join("ca.crt"));
+        assert_eq!(paths.cert, dir.join("tls.crt"));
+        assert_eq!(paths.key, dir.join("tls.key"));
+        for key in [dir.join("ca.key"), dir.join("tls.key")] {
+            assert_eq!(fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600, "{}", key.display());
+        }
+
+        let ca = pem_to_der(&read(&paths.ca_cert));
+        assert_eq!(common_name(&ca), DEV_CA_COMMON_NAME);
+        let ca_x509 = parse_x509(&ca).unwrap();
+        assert!(ca_x509.is_ca());
+        let ca_days = (ca_x509.validity().not_after.timestamp() - unix_now()) / 86400;
+        assert!((3649..=3650).contains(&ca_days), "CA valid for 10 years, not {ca_days} days");
+
+        let leaf = pem_to_der(&read(&paths.cert));
+        assert_eq!(issuer_common_name(&leaf), DEV_CA_COMMON_NAME);
+        let leaf_x509 = parse_x509(&leaf).unwrap();
+        assert!(missing_names(&leaf_x509, &serving_names(SERVICE, NAMESPACE)).unwrap().is_empty());
+        let leaf_days = (leaf_x509.validity().not_after.timestamp() - unix_now()) / 86400;
+        assert!((364..=365).contains(&leaf_days), "{leaf_days}");
+        verify_chain(&ca, &leaf, &ring_provider()).unwrap();
+        certified_key_from_pem(&read(&paths.cert), &read(&paths.key), &ring_provider()).unwrap();
+
+        let before = snapshot(&dir);
+        let again = ensure_dev_certs(&dir, SERVICE, NAMESPACE).unwrap();
+        assert_eq!(again, paths);
+        assert_eq!(snapshot(&dir), before, "second call must reuse every file byte for byte");
+    }
+
+    #[test]
+    fn ensure_dev_certs_regenerates_serving_cert_for_new_service_and_keeps_ca() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        ensure_dev_certs(dir, SERVICE, NAMESPACE).unwrap();
+        let before = snapshot(dir);
+
+        let paths = ensure_dev_certs(dir, "other-svc", NAMESPACE).unwrap();
+        let after = snapshot(dir);
+        assert_eq!(after[0], before[0], "ca.crt kept");
+        assert_eq!(after[1], before[1], "ca.key kept");
+        assert_ne!(after[2], before[2], "tls.crt regenerated");
+        assert_ne!(after[3], before[3], "tls.key regenerated");
+
+        let leaf = pem_to_der(&after[2]);
+        let leaf_x509 = parse_x509(&leaf).unwrap();
+        assert!(missing_names(&leaf_x509, &serving_names("other-svc", NAMESPACE)).unwrap().is_empty());
+        assert!(!missing_names(&leaf_x509, &serving_names(SERVICE, NAMESPACE)).unwrap().is_empty());
+        verify_chain(&pem_to_der(&after[0]), &leaf, &ring_provider()).unwrap();
+        certified_key_from_pem(&read(&paths.cert), &read(&paths.key), &ring_provider()).unwrap();
+    }
+
+    #[test]
+    fn ensure_dev_certs_repairs_bad_serving_pair_and_expiring_cert_but_keeps_ca() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let paths = ensure_dev_certs(dir, SERVICE, NAMESPACE).unwrap();
+        let original = snapshot(dir);
+
+        // A key that does not match tls.crt.
+        fs::write(&paths.key, KeyPair::generate().unwrap().serialize_pem()).unwrap();
+        ensure_dev_certs(dir, SERVICE, NAMESPACE).unwrap();
+        let repaired = snapshot(dir);
+        assert_eq!(repaired[..2], original[..2], "CA kept");
+        assert_ne!(repaired[2], original[2]);
+        certified_key_from_pem(&repaired[2], &repaired[3], &ring_provider()).unwrap();
+
+        // A valid pair from the same CA that expires in 10 days.
+        let ca = load_ca(&paths.ca_cert, &dir.join(CA_KEY_FILE)).unwrap();
+        let all_names = serving_names(SERVICE, NAMESPACE);
+        let names: Vec<&str> = all_names.iter().map(String::as_str).collect();
+        let (cert, key) = test_leaf(&ca.issuer, SERVICE, &names, ExtendedKeyUsagePurpose::ServerAuth, DAY * 10);
+        fs::write(&paths.cert, &cert).unwrap();
+        fs::write(&paths.key, &key).unwrap();
+        assert!(check_serving(&paths, &ca, &serving_names(SERVICE, NAMESPACE), &ring_provider())
+            .unwrap_err()
+            .to_string()
+            .contains("expires"));
+        ensure_dev_certs(dir, SERVICE, NAMESPACE).unwrap();
+        let renewed = snapshot(dir);
+        assert_eq!(renewed[..2], original[..2], "CA kept");
+        assert_ne!(renewed[2], cert.as_bytes());
+        let days =
+            (parse_x509(&pem_to_der(&renewed[2])).unwrap().validity().not_after.timestamp() - unix_now()) / 86400;
+        assert!(days >= 364, "{days}");
+
+        // A valid pair signed by some other CA is replaced too.
+        let (other_ca, _) = test_ca("someone-else");
+        let (cert, key) = test_leaf(&other_ca, SERVICE, &names, ExtendedKeyUsagePurpose::ServerAuth, DAY * 365);
+        fs::write(&paths.cert, &cert).unwrap();
+        fs::write(&paths.key, &key).unwrap();
+        ensure_dev_certs(dir, SERVICE, NAMESPACE).unwrap();
+        let resigned = snapshot(dir);
+        assert_eq!(resigned[..2], original[..2], "CA kept");
+        assert_eq!(issuer_common_name(&pem_to_der(&resigned[2])), DEV_CA_COMMON_NAME);
+    }
+
+    #[test]
+    fn ensure_dev_certs_regenerates_everything_when_ca_is_missing_or_garbage() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        ensure_dev_certs(dir, SERVICE, NAMESPACE).unwrap();
+        let first = snapshot(dir);
+
+        fs::remove_file(dir.join(CA_KEY_FILE)).unwrap();
+        ensure_dev_certs(dir, SERVICE, NAMESPACE).unwrap();
+        let second = snapshot(dir);
+        for (i, (a, b)) in first.iter().zip(&second).enumerate() {
+            assert_ne!(a, b, "file {i} regenerated");
+        }
+
+        fs::write(dir.join(CA_CERT_FILE), b"not a certificate").unwrap();
+        let paths = ensure_dev_certs(dir, SERVICE, NAMESPACE).unwrap();
+        let third = snapshot(dir);
+        assert_ne!(third[1], second[1]);
+        let ca = pem_to_der(&third[0]);
+        verify_chain(&ca, &pem_to_der(&read(&paths.cert)), &ring_provider()).unwrap();
+        for key in [dir.join("ca.key"), dir.join("tls.key")] {
+            assert_eq!(fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);
+        }
+    }
+
+    #[test]
+    fn ensure_dev_certs_reuses_a_ca_with_printable_string_subject() {
+        // A CA not made by us (PrintableString attributes, several RDNs): the issuer name of the
+        // serving certificate must still match it byte for byte.
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params.distinguished_name = DistinguishedName::new();
+        params.distinguished_name.push(DnType::CountryName, DnValue::PrintableString("DE".try_into().unwrap()));
+        params.distinguished_name.push(DnType::OrganizationName, DnValue::PrintableString("Farm".try_into().unwrap()));
+        params.distinguished_name.push(DnType::CommonName, "custom-ca");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+        let now = ASN1Time::now().to_datetime();
+        params.not_before = now - BACKDATE;
+        params.not_after = now + DAY * 400;
+        let ca = params.self_signed(&key).unwrap();
+        fs::write(dir.join(CA_CERT_FILE), ca.pem()).unwrap();
+        fs::write(dir.join(CA_KEY_FILE), key.serialize_pem()).unwrap();
+
+        let paths = ensure_dev_certs(dir, SERVICE, NAMESPACE).unwrap();
+        assert_eq!(read(&paths.ca_cert), ca.pem().as_bytes(), "CA reused");
+        let leaf = pem_to_der(&read(&paths.cert));
+        assert_eq!(issuer_common_name(&leaf), "custom-ca");
+        verify_chain(ca.der(), &leaf, &ring_provider()).unwrap();
+    }
+
+    #[test]
+    fn write_cert_bundle_writes_base64_ca_without_newline() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out");
+        let paths = write_cert_bundle(&out, SERVICE, NAMESPACE).unwrap();
+        let bundle = fs::read_to_string(out.join(CA_BUNDLE_FILE)).unwrap();
+        assert!(!bundle.ends_with('\n') && !bundle.contains('\n'));
+        let decoded = base64::engine::general_purpose::STANDARD.decode(bundle.as_bytes()).unwrap();
+        assert_eq!(decoded, read(&paths.ca_cert));
+        assert!(decoded.starts_with(b"-----BEGIN CERTIFICATE-----"));
+        // Idempotent like ensure_dev_certs.
+        let before = snapshot(&out);
+        write_cert_bundle(&out, SERVICE, NAMESPACE).unwrap();
+        assert_eq!(snapshot(&out), before);
+    }
+
+    // ---- client certificate verifier ------------------------------------------------------------
+
+    #[test]
+    fn client_cert_verifier_is_optional_and_checks_syntax_only() {
+        let verifier = DeferredClientCertVerifier::new(ring_provider());
+        assert!(verifier.offer_client_auth());
+        assert!(!verifier.client_auth_mandatory());
+        assert!(verifier.root_hint_subjects().is_empty());
+        assert!(!verifier.supported_verify_schemes().is_empty());
+
+        let (ca, ca_pem) = test_ca("unknown-ca");
+        let (cert, _) = test_leaf(&ca, "alice", &["alice"], ExtendedKeyUsagePurpose::ClientAuth, DAY);
+        let cert = pem_to_der(cert.as_bytes());
+        let now = UnixTime::now();
+        verifier.verify_client_cert(&cert, &[], now).unwrap();
+        verifier.verify_client_cert(&cert, &[pem_to_der(ca_pem.as_bytes())], now).unwrap();
+
+        let garbage = CertificateDer::from(b"definitely not DER".to_vec());
+        assert!(verifier.verify_client_cert(&garbage, &[], now).is_err());
+        let mut truncated = cert.to_vec();
+        truncated.truncate(truncated.len() - 10);
+        assert!(verifier.verify_client_cert(&CertificateDer::from(truncated), &[], now).is_err());
+        let mut trailing = cert.to_vec();
+        trailing.extend_from_slice(b"junk");
+        assert!(verifier.verify_client_cert(&CertificateDer::from(trailing), &[], now).is_err());
+        assert!(verifier.verify_client_cert(&cert, &[garbage], now).is_err());
+    }
+
+    // ---- reloading ----------------------------------------------------------------------------
+
+    async fn wait_for(mut condition: impl FnMut() -> bool) -> bool {
+        for _ in 0..200 {
+            if condition() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn reloading_cert_never_serves_a_mismatched_pair() {
+        init_tracing();
+        let tmp = tempfile::tempdir().unwrap();
+        let paths = ensure_dev_certs(tmp.path(), SERVICE, NAMESPACE).unwrap();
+        assert!(ReloadingCert::load(&paths.cert, tmp.path().join("missing.key").as_path()).is_err());
+        let reloading = ReloadingCert::load(&paths.cert, &paths.key).unwrap();
+        let original = reloading.current().cert[0].clone();
+        let task = reloading.spawn_reloader(Duration::from_millis(20));
+
+        let (ca, _) = test_ca("new-ca");
+        let (new_cert, new_key) = test_leaf(&ca, "new", &["localhost"], ExtendedKeyUsagePurpose::ServerAuth, DAY);
+
+        // New certificate, old key: must keep serving the old pair.
+        fs::write(&paths.cert, &new_cert).unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(reloading.current().cert[0], original);
+        // Garbage and a missing file: still the old pair.
+        fs::write(&paths.key, b"garbage").unwrap();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        fs::remove_file(&paths.key).unwrap();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(reloading.current().cert[0], original);
+
+        // The matching key arrives: switch.
+        fs::write(&paths.key, &new_key).unwrap();
+        let expected = pem_to_der(new_cert.as_bytes());
+        assert!(wait_for(|| reloading.current().cert[0] == expected).await, "new pair not picked up");
+        reloading.current().keys_match().unwrap();
+
+        // The task stops once the resolver is gone.
+        drop(reloading);
+        tokio::time::timeout(Duration::from_secs(5), task).await.unwrap().unwrap();
+    }
+
+    // ---- a real TLS server ----------------------------------------------------------------------
+
+    async fn whoami(
+        Extension(peer): Extension<PeerCertificates>,
+        ConnectInfo(remote): ConnectInfo<SocketAddr>,
+    ) -> String {
+        assert!(remote.ip().is_loopback());
+        match peer.end_entity() {
+            None => "none".to_string(),
+            Some(cert) => format!("some {} chain={}", common_name(cert), 1 + peer.intermediates().len()),
+        }
+    }
+
+    struct TestServer {
+        addr: SocketAddr,
+        paths: ServingCertPaths,
+        handle: axum_server::Handle<SocketAddr>,
+        task: tokio::task::JoinHandle<anyhow::Result<()>>,
+        _reloader: tokio::task::JoinHandle<()>,
+        _dir: tempfile::TempDir,
+    }
+
+    async fn start_server() -> TestServer {
+        init_tracing();
+        let dir = tempfile::tempdir().unwrap();
+        let paths = ensure_dev_certs(dir.path(), SERVICE, NAMESPACE).unwrap();
+        let reloading = ReloadingCert::load(&paths.cert, &paths.key).unwrap();
+        let reloader = reloading.spawn_reloader(Duration::from_millis(50));
+        let config = server_config(reloading).unwrap();
+        let handle = axum_server::Handle::new();
+        let app = Router::new().route("/whoami", get(whoami));
+        let serving = handle.clone();
+        let task = tokio::spawn(async move {
+            serve_tls("127.0.0.1:0".parse().unwrap(), app, config, serving, &ConnectionLimits::default(), None).await
+        });
+        let addr = handle.listening().await.expect("server failed to bind");
+        TestServer { addr, paths, handle, task, _reloader: reloader, _dir: dir }
+    }
+
+    fn roots(pems: &[&[u8]]) -> Arc<RootCertStore> {
+        let mut roots = RootCertStore::empty();
+        for pem in pems {
+            roots.add(pem_to_der(pem)).unwrap();
+        }
+        Arc::new(roots)
+    }
+
+    fn client_config(
+        roots: Arc<RootCertStore>,
+        versions: &[&'static rustls::SupportedProtocolVersion],
+        alpn: &[&[u8]],
+        client_cert: Option<Arc<dyn ResolvesClientCert>>,
+    ) -> Arc<ClientConfig> {
+        let builder = ClientConfig::builder_with_provider(ring_provider())
+            .with_protocol_versions(versions)
+            .unwrap()
+            .with_root_certificates(roots);
+        let mut config = match client_cert {
+            Some(resolver) => builder.with_client_cert_resolver(resolver),
+            None => builder.with_no_client_auth(),
+        };
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Arc::new(config)
+    }
+
+    async fn connect(addr: SocketAddr, config: Arc<ClientConfig>) -> io::Result<ClientTlsStream<TcpStream>> {
+        let tcp = TcpStream::connect(addr).await?;
+        TlsConnector::from(config).connect(ServerName::try_from("localhost").unwrap(), tcp).await
+    }
+
+    /// One HTTP/1.1 request over an established TLS stream; returns the whole response.
+    async fn http1_get(mut stream: ClientTlsStream<TcpStream>) -> io::Result<String> {
+        stream.write_all(b"GET /whoami HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await?;
+        Ok(String::from_utf8_lossy(&response).into_owned())
+    }
+
+    #[derive(Debug)]
+    struct FixedClientCert(Arc<CertifiedKey>);
+
+    impl ResolvesClientCert for FixedClientCert {
+        fn resolve(&self, _hints: &[&[u8]], _schemes: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
+            Some(self.0.clone())
+        }
+        fn has_certs(&self) -> bool {
+            true
+        }
+    }
+
+    fn client_identity(cert_pem: &str, key_pem: &str) -> Arc<dyn ResolvesClientCert> {
+        let certified = certified_key_from_pem(cert_pem.as_bytes(), key_pem.as_bytes(), &ring_provider()).unwrap();
+        Arc::new(FixedClientCert(Arc::new(certified)))
+    }
+
+    #[tokio::test]
+    async fn tls_server_exposes_optional_peer_certificates() {
+        let server = start_server().await;
+        let ca_pem = read(&server.paths.ca_cert);
+        let url = format!("https://localhost:{}/whoami", server.addr.port());
+
+        // (a) no client certificate, over HTTP/2 negotiated by ALPN.
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(reqwest::Certificate::from_pem(&ca_pem).unwrap())
+            .resolve("localhost", server.addr)
+            .build()
+            .unwrap();
+        let response = client.get(&url).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.version(), http::Version::HTTP_2);
+        assert_eq!(response.text().await.unwrap(), "none");
+
+        // (b) a client certificate signed by a CA the server has never heard of: handshake succeeds
+        // and the handler sees the chain.
+        let (client_ca, client_ca_pem) = test_ca("some-client-ca");
+        let (alice_cert, alice_key) =
+            test_leaf(&client_ca, "alice", &["alice.example"], ExtendedKeyUsagePurpose::ClientAuth, DAY);
+        let identity =
+            reqwest::Identity::from_pem(format!("{alice_cert}{client_ca_pem}{alice_key}").as_bytes()).unwrap();
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(reqwest::Certificate::from_pem(&ca_pem).unwrap())
+            .identity(identity)
+            .resolve("localhost", server.addr)
+            .build()
+            .unwrap();
+        let response = client.get(&url).send().await.unwrap();
+        assert_eq!(response.version(), http::Version::HTTP_2);
+        assert_eq!(response.text().await.unwrap(), "some alice chain=2");
+        // Several requests on the same (HTTP/2) connection all carry the extension.
+        for _ in 0..3 {
+            assert_eq!(client.get(&url).send().await.unwrap().text().await.unwrap(), "some alice chain=2");
+        }
+
+        // (c) ALPN: h2 preferred, http/1.1 still available; TLS 1.2 with a client certificate works
+        // (exercises verify_tls12_signature).
+        let roots_ca = roots(&[&ca_pem]);
+        let stream = connect(
+            server.addr,
+            client_config(roots_ca.clone(), &[&rustls::version::TLS13], &[b"h2", b"http/1.1"], None),
+        )
+        .await
+        .unwrap();
+        assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+        let (bob_cert, bob_key) =
+            test_leaf(&client_ca, "bob", &["bob.example"], ExtendedKeyUsagePurpose::ClientAuth, DAY);
+        let stream = connect(
+            server.addr,
+            client_config(
+                roots_ca.clone(),
+                &[&rustls::version::TLS12],
+                &[b"http/1.1"],
+                Some(client_identity(&bob_cert, &bob_key)),
+            ),
+        )
+        .await
+        .unwrap();
+        assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+        assert_eq!(stream.get_ref().1.protocol_version(), Some(rustls::ProtocolVersion::TLSv1_2));
+        let response = http1_get(stream).await.unwrap();
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        assert!(response.ends_with("some bob chain=1"), "{response}");
+
+        // A client presenting a certificate without holding its key is refused (TLS 1.3 and 1.2).
+        let (mallory_cert, _) =
+            test_leaf(&client_ca, "mallory", &["m.example"], ExtendedKeyUsagePurpose::ClientAuth, DAY);
+        let wrong_key = KeyPair::generate().unwrap().serialize_pem();
+        for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+            let provider = ring_provider();
+            let signing_key = provider
+                .key_provider
+                .load_private_key(PrivateKeyDer::from_pem_slice(wrong_key.as_bytes()).unwrap())
+                .unwrap();
+            let forged = CertifiedKey::new(vec![pem_to_der(mallory_cert.as_bytes())], signing_key);
+            let config = client_config(
+                roots_ca.clone(),
+                &[version],
+                &[b"http/1.1"],
+                Some(Arc::new(FixedClientCert(Arc::new(forged)))),
+            );
+            let outcome = match connect(server.addr, config).await {
+                Ok(stream) => http1_get(stream).await,
+                Err(err) => Err(err),
+            };
+            // The server rejects the CertificateVerify signature with a decrypt_error alert.
+            let err = outcome.expect_err("forged client certificate accepted");
+            assert!(err.to_string().contains("DecryptError"), "{version:?}: {err}");
+        }
+
+        server.handle.graceful_shutdown(Some(Duration::from_secs(1)));
+        tokio::time::timeout(Duration::from_secs(5), server.task).await.unwrap().unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn tls_server_picks_up_replaced_certificate_files() {
+        let server = start_server().await;
+        let ca_pem = read(&server.paths.ca_cert);
+        let (new_ca, new_ca_pem) = test_ca("replacement-ca");
+        let both = roots(&[&ca_pem, new_ca_pem.as_bytes()]);
+        let config = client_config(both, &[&rustls::version::TLS13, &rustls::version::TLS12], &[b"h2"], None);
+        let served_issuer = |stream: &ClientTlsStream<TcpStream>| {
+            let chain = stream.get_ref().1.peer_certificates().unwrap();
+            issuer_common_name(&chain[0])
+        };
+
+        let stream = connect(server.addr, config.clone()).await.unwrap();
+        assert_eq!(served_issuer(&stream), DEV_CA_COMMON_NAME);
+
+        let (cert, key) = test_leaf(&new_ca, SERVICE, &["localhost"], ExtendedKeyUsagePurpose::ServerAuth, DAY * 30);
+        fs::write(&server.paths.key, &key).unwrap();
+        fs::write(&server.paths.cert, &cert).unwrap();
+
+        let expected = pem_to_der(cert.as_bytes());
+        let mut switched = false;
+        for _ in 0..100 {
+            let stream = connect(server.addr, config.clone()).await.unwrap();
+            let served = stream.get_ref().1.peer_certificates().unwrap()[0].clone();
+            if served == expected {
+                assert_eq!(served_issuer(&stream), "replacement-ca");
+                switched = true;
+                break;
+            }
+            assert_eq!(served_issuer(&stream), DEV_CA_COMMON_NAME);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(switched, "new certificate never served");
+
+        // Only the new CA is needed now.
+        let only_new = client_config(roots(&[new_ca_pem.as_bytes()]), &[&rustls::version::TLS13], &[b"http/1.1"], None);
+        let response = http1_get(connect(server.addr, only_new).await.unwrap()).await.unwrap();
+        assert!(response.ends_with("none"), "{response}");
+
+        server.handle.shutdown();
+        tokio::time::timeout(Duration::from_secs(5), server.task).await.unwrap().unwrap().unwrap();
+    }
+}

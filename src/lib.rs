@@ -12,6 +12,7 @@
 
 pub mod farmpod;
 pub mod llama;
+pub mod options;
 
 use std::sync::Arc;
 
@@ -22,7 +23,7 @@ use aggregated_apiserver::server::setup::{Gauge, Setup};
 
 /// Adds Llamas and FarmPods to what the server serves; starts the Pod watch
 /// when a cluster is configured.
-pub async fn serve_kinds(setup: &mut Setup) -> anyhow::Result<()> {
+pub async fn serve_kinds(setup: &mut Setup, pod_namespaces: Vec<String>) -> anyhow::Result<()> {
     setup.stored(Arc::new(llama::LlamaKind));
 
     let (pod_cache, client) = match &setup.cluster {
@@ -35,7 +36,7 @@ pub async fn serve_kinds(setup: &mut Setup) -> anyhow::Result<()> {
     let farmpod: Arc<dyn Kind> = Arc::new(farmpod::FarmPodKind { cache: pod_cache.clone() });
     let pod_store = setup.memory_store(&farmpod);
     if let Some(client) = client {
-        farmpod::spawn_pod_watch(client, setup.args.pod_namespaces.clone(), pod_store.clone(), pod_cache.clone());
+        farmpod::spawn_pod_watch(client, pod_namespaces, pod_store.clone(), pod_cache.clone());
     }
     setup.serve(Arc::new(Registry::new(farmpod, pod_store)));
     let (cache, detail) = (pod_cache.clone(), pod_cache.clone());

@@ -1,21 +1,17 @@
 //! The farm-apiserver command line: `serve` (default) and `certs`.
 
-use aggregated_apiserver::options::{Cli, Command, LogFormat};
+use aggregated_apiserver::server::Identity;
 use anyhow::Context as _;
-use clap::Parser;
-use tracing_subscriber::EnvFilter;
+use farm_apiserver::options::{Cli, Command, ServeArgs};
 
-fn init_logging(format: LogFormat, filter: &str) {
-    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
-    // Colour only for a person at a terminal: escape codes in a log file or
-    // a container log are noise to every reader after.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-    }
-}
+const IDENTITY: Identity = Identity {
+    name: "farm-apiserver",
+    version: env!("CARGO_PKG_VERSION"),
+    git_commit: match option_env!("FARM_GIT_COMMIT") {
+        Some(commit) => commit,
+        None => "",
+    },
+};
 
 fn main() -> anyhow::Result<()> {
     // Before the runtime starts its threads (see the module).
@@ -30,10 +26,10 @@ fn main() -> anyhow::Result<()> {
 async fn run() -> anyhow::Result<()> {
     // One crypto provider for the whole process (kube and rustls both use ring).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cli = Cli::parse();
+    let cli = Cli::parse_args();
     match cli.command {
         Some(Command::Certs(args)) => {
-            init_logging(LogFormat::Text, "info");
+            aggregated_apiserver::server::options::LoggingOptions::default().init();
             let paths = aggregated_apiserver::server::tls::write_cert_bundle(
                 &args.out,
                 &args.service_name,
@@ -50,13 +46,16 @@ async fn run() -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Some(Command::Serve(args)) => {
-            init_logging(args.log_format, &args.log);
-            aggregated_apiserver::server::run(args, farm_apiserver::serve_kinds).await
-        }
-        None => {
-            init_logging(cli.serve.log_format, &cli.serve.log);
-            aggregated_apiserver::server::run(cli.serve, farm_apiserver::serve_kinds).await
-        }
+        Some(Command::Serve(args)) => serve(args).await,
+        None => serve(cli.serve).await,
     }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    args.server.logging.init();
+    let pod_namespaces = args.pod_namespaces;
+    aggregated_apiserver::server::run(args.server, IDENTITY, async move |setup| {
+        farm_apiserver::serve_kinds(setup, pod_namespaces).await
+    })
+    .await
 }

@@ -192,7 +192,7 @@ impl Server {
             .arg("--cert-dir")
             .arg(&cert_dir)
             .arg("--log")
-            .arg(opts.log.as_deref().unwrap_or("info,farm_apiserver=debug"))
+            .arg(opts.log.as_deref().unwrap_or("info,farm_apiserver=debug,aggregated_apiserver=debug"))
             .args(&opts.args)
             .stdin(if opts.tie_to_test_process { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::null())

@@ -7,12 +7,13 @@
 pub mod authn;
 pub mod authz;
 pub mod cache;
+pub mod options;
 pub mod review;
 
 use std::sync::Arc;
 
-use crate::options::ServeArgs;
 use anyhow::Context;
+use options::{AuthenticationOptions, AuthorizationOptions, ReviewOptions};
 
 /// The delegated authenticator and authorizer, used by the request path's
 /// filters (`crate::filters`).
@@ -24,7 +25,12 @@ pub struct Guard {
 /// The delegated guard: authentication configured from the cluster's
 /// extension-apiserver-authentication ConfigMap (watched) with flag overrides,
 /// tokens checked by TokenReview, authorization by SubjectAccessReview.
-pub async fn delegated(args: &ServeArgs, client: kube::Client) -> anyhow::Result<Guard> {
+pub async fn delegated(
+    args: &AuthenticationOptions,
+    authorization: &AuthorizationOptions,
+    reviews: &ReviewOptions,
+    client: kube::Client,
+) -> anyhow::Result<Guard> {
     let read = |p: &std::path::Path| std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()));
     let mut overrides = authn::AuthnConfig::default();
     if let Some(ca) = &args.client_ca_file {
@@ -53,7 +59,8 @@ pub async fn delegated(args: &ServeArgs, client: kube::Client) -> anyhow::Result
     // TokenReviews and SubjectAccessReviews each get their own rate limiter with the same flags,
     // as kube's delegating authenticator and authorizer each have their own client at QPS 200 /
     // burst 400: a flood of bogus tokens then cannot starve the authorization of real users.
-    let limits = review::ReviewLimits { qps: args.review_qps, burst: args.review_burst, queue: args.review_queue };
+    let limits =
+        review::ReviewLimits { qps: reviews.review_qps, burst: reviews.review_burst, queue: reviews.review_queue };
     let policy = review::ReviewPolicy { limits, ..Default::default() };
     let tokens: Arc<dyn authn::TokenReviewer> = Arc::new(authn::KubeTokenReviewer::new(client.clone()));
     let token_options = authn::TokenOptions { cache_ttl: args.token_cache_ttl, review: policy, ..Default::default() };
@@ -67,8 +74,8 @@ pub async fn delegated(args: &ServeArgs, client: kube::Client) -> anyhow::Result
     );
     let reviewer: Arc<dyn authz::AccessReviewer> = Arc::new(authz::KubeAccessReviewer::new(client));
     let authz_options = authz::AuthzOptions {
-        allow_ttl: args.authorization_allow_ttl,
-        deny_ttl: args.authorization_deny_ttl,
+        allow_ttl: authorization.authorization_allow_ttl,
+        deny_ttl: authorization.authorization_deny_ttl,
         review: policy,
         ..Default::default()
     };

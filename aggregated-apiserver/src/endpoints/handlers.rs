@@ -24,19 +24,28 @@ use crate::endpoints::negotiation::{self, BodyType, Encoding, Output, Shape};
 use crate::endpoints::request_info::RequestInfo;
 use crate::endpoints::watch::{self, WatchJob};
 use crate::heavy;
+use crate::options::parse_seconds;
 use crate::registry::encode::{self, IncludeObject, ListMeta};
 use crate::registry::kind::Verb;
 use crate::registry::patch::Patch;
 use crate::registry::{DeleteOutcome, Part, Registry, WatchStart, WriteOutcome};
 use crate::storage::StoredObject;
 
-/// Server-wide knobs of the resource handlers.
-#[derive(Debug, Clone)]
+/// Server-wide knobs of the resource handlers, as flags.
+#[derive(clap::Args, Debug, Clone)]
 pub struct ApiSettings {
+    /// Seconds between BOOKMARK events on watches that allow them.
+    #[arg(long, default_value = "60", value_parser = parse_seconds)]
     pub bookmark_interval: Duration,
+
+    /// Largest accepted request body in bytes (413 beyond).
+    #[arg(long, default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
-    /// Watches without timeoutSeconds end after a random time in [t, 2t), like
-    /// kube-apiserver's --min-request-timeout, so clients spread their re-watches.
+
+    /// Watches without timeoutSeconds end after a random time between this and
+    /// twice this (kube-apiserver's --min-request-timeout), so clients spread
+    /// their re-watches.
+    #[arg(long, default_value = "1800", value_parser = parse_seconds)]
     pub min_request_timeout: Duration,
 }
 

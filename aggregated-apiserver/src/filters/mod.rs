@@ -23,6 +23,7 @@ pub mod compression;
 pub mod deadline;
 pub mod impersonation;
 pub mod inflight;
+pub mod options;
 pub mod recovery;
 
 /// Whether a request is long-running (kube's `LongRunningRequestCheck`): only

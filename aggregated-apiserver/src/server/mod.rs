@@ -7,6 +7,7 @@ pub mod connection;
 pub mod health;
 pub mod metrics;
 pub mod open_files;
+pub mod options;
 pub mod setup;
 pub mod tls;
 
@@ -24,19 +25,29 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 
 use crate::apimachinery::errors::{ApiError, Reason};
+use crate::auth::options::Authentication;
 use crate::endpoints::discovery::Discovery;
 use crate::endpoints::handlers::{self, ApiSettings, Resources};
 use crate::endpoints::openapi::OpenApi;
 use crate::endpoints::request_info::RequestInfo;
 use crate::filters::authorization::AlwaysAllowPaths;
 use crate::filters::{self, authentication, authorization, deadline, impersonation, inflight, recovery};
-use crate::options::{Authentication, ServeArgs};
-use crate::server::connection::ConnectionLimits;
+use crate::options::ServerOptions;
 use crate::server::health::{FnCheck, Health};
 use crate::server::metrics::Metrics;
+use options::ServingOptions;
 use setup::Setup;
 
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// Who the server is: named in its logs, `/version` and its OpenAPI documents.
+#[derive(Debug, Clone, Copy)]
+pub struct Identity {
+    /// The program's name, e.g. `farm-apiserver`.
+    pub name: &'static str,
+    /// Its version (semver, without a leading `v`).
+    pub version: &'static str,
+    /// The source revision it was built from, or "".
+    pub git_commit: &'static str,
+}
 
 /// Everything a request may need.
 pub struct App {
@@ -64,37 +75,42 @@ impl App {
     /// The application's state: `serve` is given a [`Setup`] and adds the
     /// kinds to serve to it.
     pub async fn new(
-        args: &ServeArgs,
+        options: &ServerOptions,
+        identity: Identity,
         shutdown: CancellationToken,
         serve: impl AsyncFnOnce(&mut Setup) -> anyhow::Result<()>,
     ) -> anyhow::Result<Arc<Self>> {
         // One client for everything that talks to the cluster: the
         // application's watches, the authentication ConfigMap, TokenReviews
         // and SubjectAccessReviews.
-        let cluster = setup::cluster_client(args).await;
-        let guard = match args.authentication_mode() {
+        let cluster = setup::cluster_client(&options.cluster).await;
+        let guard = match options.authentication.mode(options.serving.bind) {
             Authentication::None => None,
             Authentication::Delegated => {
                 let client = cluster.as_ref().map_err(|e| anyhow::anyhow!("{e:#}")).context(
                     "--authentication delegated needs the cluster (in-cluster service account or --kubeconfig)",
                 )?;
-                Some(crate::auth::delegated(args, client.clone()).await?)
+                Some(
+                    crate::auth::delegated(
+                        &options.authentication,
+                        &options.authorization,
+                        &options.reviews,
+                        client.clone(),
+                    )
+                    .await?,
+                )
             }
         };
-        let mut served = Setup::new(args, cluster).await?;
+        let mut served = Setup::new(&options.storage, cluster).await?;
         serve(&mut served).await?;
         let registries = served.registries;
         let metrics = Arc::new(Metrics::new());
         for gauge in served.gauges {
             metrics.gauge_fn(gauge.name, gauge.help, gauge.value);
         }
-        let settings = ApiSettings {
-            bookmark_interval: args.bookmark_interval,
-            max_body_bytes: args.max_body_bytes,
-            min_request_timeout: args.min_request_timeout,
-        };
+        let settings: ApiSettings = options.api.clone();
         let discovery = Discovery::new(&registries);
-        let openapi = OpenApi::new(&registries, VERSION);
+        let openapi = OpenApi::new(&registries, identity.version);
         let draining = shutdown.clone();
         let mut ready: Vec<Arc<dyn crate::server::health::Check>> = vec![Arc::new(FnCheck("shutdown", move || {
             if draining.is_cancelled() {
@@ -106,10 +122,10 @@ impl App {
         ready.extend(served.ready_checks);
         let health = Health { live: Vec::new(), ready };
         let version = serde_json::json!({
-            "major": VERSION.split('.').next().unwrap_or("0"),
-            "minor": VERSION.split('.').nth(1).unwrap_or("0"),
-            "gitVersion": format!("v{VERSION}"),
-            "gitCommit": option_env!("FARM_GIT_COMMIT").unwrap_or(""),
+            "major": identity.version.split('.').next().unwrap_or("0"),
+            "minor": identity.version.split('.').nth(1).unwrap_or("0"),
+            "gitVersion": format!("v{}", identity.version),
+            "gitCommit": identity.git_commit,
             "gitTreeState": "",
             "buildDate": "",
             "goVersion": "",
@@ -117,19 +133,19 @@ impl App {
             "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
         });
         let resources = Arc::new(Resources { registries, settings, shutdown, watches: metrics.clone() });
-        let always_allow = AlwaysAllowPaths::new(&args.authorization_always_allow_paths);
+        let always_allow = AlwaysAllowPaths::new(&options.authorization.authorization_always_allow_paths);
         let filters = Filters {
-            deadline: Arc::new(deadline::Deadline { maximum: args.request_timeout }),
+            deadline: Arc::new(deadline::Deadline { maximum: options.limits.request_timeout }),
             inflight: Arc::new(inflight::InFlight::new(inflight::Limits {
-                max_read: args.max_requests_inflight,
-                max_mutating: args.max_mutating_requests_inflight,
-                max_watches: args.max_watches,
-                max_watches_per_user: args.max_watches_per_user,
+                max_read: options.limits.max_requests_inflight,
+                max_mutating: options.limits.max_mutating_requests_inflight,
+                max_watches: options.limits.max_watches,
+                max_watches_per_user: options.limits.max_watches_per_user,
             })),
             authentication: guard.as_ref().map(|guard| {
                 Arc::new(authentication::Authentication {
                     authenticator: guard.authn.clone(),
-                    anonymous: args.anonymous_auth,
+                    anonymous: options.authentication.anonymous_auth,
                     anonymous_paths: always_allow.clone(),
                 })
             }),
@@ -286,7 +302,7 @@ async fn route(State(app): State<Arc<App>>, req: Request<Body>) -> Response {
 
 /// Resolves to the serving certificate files: the given ones, or development
 /// certificates made (or reused) in the cert dir.
-fn serving_cert_files(args: &ServeArgs) -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
+fn serving_cert_files(args: &ServingOptions) -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
     match (&args.tls_cert_file, &args.tls_private_key_file) {
         (Some(c), Some(k)) => Ok((c.clone(), k.clone())),
         _ => {
@@ -300,18 +316,24 @@ fn serving_cert_files(args: &ServeArgs) -> anyhow::Result<(std::path::PathBuf, s
 
 /// Runs the server until SIGTERM or Ctrl-C, serving what `serve` adds to its
 /// [`Setup`].
-pub async fn run(args: ServeArgs, serve: impl AsyncFnOnce(&mut Setup) -> anyhow::Result<()>) -> anyhow::Result<()> {
-    if args.authentication_mode() == Authentication::None && !args.bind.ip().is_loopback() {
+pub async fn run(
+    options: ServerOptions,
+    identity: Identity,
+    serve: impl AsyncFnOnce(&mut Setup) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let args = &options.serving;
+    let authentication = options.authentication.mode(args.bind);
+    if authentication == Authentication::None && !args.bind.ip().is_loopback() {
         bail!("--authentication none trusts every caller and is only allowed on a loopback address, not {}", args.bind);
     }
-    let (cert, key) = serving_cert_files(&args)?;
+    let (cert, key) = serving_cert_files(args)?;
     let reloading = tls::ReloadingCert::load(&cert, &key)
         .with_context(|| format!("loading serving certificate {} and key {}", cert.display(), key.display()))?;
     let _reloader = reloading.spawn_reloader(args.cert_reload_interval);
     let tls_config = tls::server_config(reloading)?;
 
     let shutdown = CancellationToken::new();
-    let app = App::new(&args, shutdown.clone(), serve).await?;
+    let app = App::new(&options, identity, shutdown.clone(), serve).await?;
     let handle = axum_server::Handle::new();
     {
         let handle = handle.clone();
@@ -327,15 +349,14 @@ pub async fn run(args: ServeArgs, serve: impl AsyncFnOnce(&mut Setup) -> anyhow:
         // The address actually bound: with `--bind 127.0.0.1:0` the port is
         // chosen by the system, and this line is where a person finds it.
         let handle = handle.clone();
-        let authentication = args.authentication_mode();
         tokio::spawn(async move {
             if let Some(address) = handle.listening().await {
-                tracing::info!(%address, version = VERSION, ?authentication, "farm-apiserver serving");
+                tracing::info!(%address, version = identity.version, ?authentication, "{} serving", identity.name);
             }
         });
     }
-    let limits = ConnectionLimits::from(&args);
-    crate::server::open_files::raise_limit(&limits, &args);
+    let limits = &options.connections;
+    open_files::raise_limit(limits, &options.limits, &options.reviews);
     // The aggregator's connections are never closed by the connection cap: it is recognised
     // by the same front-proxy certificate test authentication makes (see crate::server::connection).
     let exempt: Option<crate::server::connection::Exempt> = app.guard.as_ref().map(|guard| {
@@ -357,7 +378,7 @@ pub async fn run(args: ServeArgs, serve: impl AsyncFnOnce(&mut Setup) -> anyhow:
             move || closed.closed_total() as f64,
         );
     }
-    tls::serve_tls(args.bind, app.router(), tls_config, handle, &limits, cap).await
+    tls::serve_tls(args.bind, app.router(), tls_config, handle, limits, cap).await
 }
 
 async fn wait_for_signal() {

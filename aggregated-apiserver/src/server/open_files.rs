@@ -14,7 +14,8 @@
 //! Should descriptors run out anyway, axum-server's accept loop waits 50 ms and tries again;
 //! it never ends the server.
 
-use crate::options::ServeArgs;
+use crate::auth::options::ReviewOptions;
+use crate::filters::options::RequestLimits;
 use crate::server::connection::ConnectionLimits;
 
 /// Descriptors kept for everything but the bounded connections.
@@ -23,7 +24,7 @@ const MARGIN: u64 = 256;
 /// Raises the soft open-files limit to the hard limit and warns when the connections the
 /// flags allow could need more. Failures are logged, never fatal: the server still runs
 /// within the limit it has.
-pub fn raise_limit(limits: &ConnectionLimits, args: &ServeArgs) {
+pub fn raise_limit(connections: &ConnectionLimits, requests: &RequestLimits, reviews: &ReviewOptions) {
     let limit = match raise_soft_to_hard() {
         Ok(Some((before, after))) => {
             if after > before {
@@ -41,9 +42,13 @@ pub fn raise_limit(limits: &ConnectionLimits, args: &ServeArgs) {
             return;
         }
     };
-    let bounds =
-        [limits.max_connections, args.max_requests_inflight, args.max_mutating_requests_inflight, args.max_watches];
-    if let Some(needed) = descriptors_needed(&bounds, args.review_queue) {
+    let bounds = [
+        connections.max_connections,
+        requests.max_requests_inflight,
+        requests.max_mutating_requests_inflight,
+        requests.max_watches,
+    ];
+    if let Some(needed) = descriptors_needed(&bounds, reviews.review_queue) {
         if needed > limit {
             tracing::warn!(
                 limit,

@@ -9,13 +9,14 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
-use crate::options::{ServeArgs, StorageBackend};
 use crate::registry::encode::KindIndexer;
 use crate::registry::kind::Kind;
 use crate::registry::Registry;
 use crate::server::health::{Check, FnCheck};
+use crate::server::options::ClusterOptions;
 use crate::storage::etcd::{EtcdStore, KeyCodec};
 use crate::storage::memory::MemoryStore;
+use crate::storage::options::{StorageBackend, StorageOptions};
 use crate::storage::Store;
 
 /// A value the metrics endpoint reads when it is scraped.
@@ -33,7 +34,7 @@ enum Storage {
 
 /// What the application's serving function is given, and fills.
 pub struct Setup {
-    pub args: ServeArgs,
+    options: StorageOptions,
     /// The cluster this server belongs to (from --kubeconfig or the usual
     /// inference), or why there is none.
     pub cluster: anyhow::Result<kube::Client>,
@@ -46,11 +47,11 @@ pub struct Setup {
 }
 
 impl Setup {
-    pub(crate) async fn new(args: &ServeArgs, cluster: anyhow::Result<kube::Client>) -> anyhow::Result<Self> {
-        let storage = match args.storage {
+    pub(crate) async fn new(options: &StorageOptions, cluster: anyhow::Result<kube::Client>) -> anyhow::Result<Self> {
+        let storage = match options.storage {
             StorageBackend::Memory => Storage::Memory,
             StorageBackend::Etcd => {
-                let options = args.etcd_options();
+                let options = options.etcd_options();
                 let prefix = options.checked_prefix()?;
                 let client = options.connect().await?;
                 tracing::info!(servers = ?options.servers, prefix, "storing in etcd");
@@ -58,7 +59,7 @@ impl Setup {
             }
         };
         Ok(Self {
-            args: args.clone(),
+            options: options.clone(),
             cluster,
             storage,
             namespaces: None,
@@ -71,11 +72,11 @@ impl Setup {
     /// A store in memory for `kind`, with the watch history the options set:
     /// for a view the application fills itself.
     pub fn memory_store(&self, kind: &Arc<dyn Kind>) -> Arc<MemoryStore> {
-        let args = &self.args;
+        let options = &self.options;
         Arc::new(
-            MemoryStore::new(Arc::new(KindIndexer(kind.clone())), args.watch_history, args.watch_buffer)
-                .with_history_bytes(args.watch_history_bytes)
-                .with_max_object_bytes(args.max_object_bytes),
+            MemoryStore::new(Arc::new(KindIndexer(kind.clone())), options.watch_history, options.watch_buffer)
+                .with_history_bytes(options.watch_history_bytes)
+                .with_max_object_bytes(options.max_object_bytes),
         )
     }
 
@@ -93,7 +94,7 @@ impl Setup {
                     (**client).clone(),
                     codec,
                     self.memory_store(&kind),
-                    self.args.etcd_request_timeout,
+                    self.options.etcd_request_timeout,
                 );
                 let feed = store.feed();
                 self.ready_checks.push(Arc::new(FnCheck("etcd", move || feed.readiness())));
@@ -142,8 +143,8 @@ impl Setup {
 /// SubjectAccessReviews. kube-rs' own retry layer is off: watches retry with
 /// their backoff, and reviews with kube's webhook backoff under their deadline
 /// (`auth::review`), so nothing is retried twice.
-pub async fn cluster_client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
-    let mut config = match &args.kubeconfig {
+pub async fn cluster_client(options: &ClusterOptions) -> anyhow::Result<kube::Client> {
+    let mut config = match &options.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;

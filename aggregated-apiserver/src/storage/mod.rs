@@ -10,6 +10,7 @@ pub mod etcd;
 pub mod framed;
 pub mod index;
 pub mod memory;
+pub mod options;
 
 pub use index::{Indexer, LabelSet, ObjectIndex};
 

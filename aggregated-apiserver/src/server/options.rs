@@ -1,0 +1,98 @@
+//! The server's own options: where and how it serves, the cluster it
+//! belongs to, and its logs.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use tracing_subscriber::EnvFilter;
+
+use crate::options::parse_seconds;
+
+/// Where the server listens, with which certificate, and how it stops.
+#[derive(Args, Debug, Clone)]
+pub struct ServingOptions {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8443")]
+    pub bind: SocketAddr,
+
+    /// Serving certificate (PEM). Without it, a development CA and certificate are made in --cert-dir.
+    #[arg(long, requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// Private key of the serving certificate (PEM).
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+
+    /// Where development certificates are made and reused (ca.crt is the CA to trust).
+    #[arg(long, default_value = "certs")]
+    pub cert_dir: PathBuf,
+
+    /// Service name the serving certificate is valid for (<service>.<namespace>.svc).
+    #[arg(long, default_value = "apiserver")]
+    pub service_name: String,
+
+    /// Namespace of that Service.
+    #[arg(long, default_value = "default")]
+    pub service_namespace: String,
+
+    /// How often certificate files are checked for changes.
+    #[arg(long, default_value = "10", value_parser = parse_seconds)]
+    pub cert_reload_interval: Duration,
+
+    /// On SIGTERM, how long in-flight requests may take to finish.
+    #[arg(long, default_value = "30", value_parser = parse_seconds)]
+    pub shutdown_grace: Duration,
+}
+
+/// The cluster this server belongs to: its reviews, its watches, and the
+/// application's own.
+#[derive(Args, Debug, Clone)]
+pub struct ClusterOptions {
+    /// Kubeconfig of the cluster this server belongs to. Default: $KUBECONFIG
+    /// or ~/.kube/config, else the in-cluster service account. Without any,
+    /// the server still serves what needs no cluster (stored kinds, with every
+    /// namespace taken to exist).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LoggingOptions {
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Log filter (tracing-subscriber EnvFilter syntax).
+    #[arg(long, default_value = "info")]
+    pub log: String,
+}
+
+impl Default for LoggingOptions {
+    /// Text at level info.
+    fn default() -> Self {
+        Self { log_format: LogFormat::Text, log: "info".into() }
+    }
+}
+
+impl LoggingOptions {
+    /// Installs the process's log subscriber.
+    pub fn init(&self) {
+        let filter = EnvFilter::try_new(&self.log).unwrap_or_else(|_| EnvFilter::new("info"));
+        // Colour only for a person at a terminal: escape codes in a log file or
+        // a container log are noise to every reader after.
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+        match self.log_format {
+            LogFormat::Text => builder.init(),
+            LogFormat::Json => builder.json().flatten_event(true).init(),
+        }
+    }
+}

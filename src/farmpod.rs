@@ -437,9 +437,6 @@ pub fn spawn_pod_watch(client: Client, namespaces: Vec<String>, store: Arc<Memor
     }
 }
 
-/// How long the staleness gauge waits between updates.
-pub const STALENESS_REFRESH: Duration = Duration::from_secs(1);
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -80,10 +80,6 @@ impl Resources {
             n.group == group && n.version == version && n.plural == plural
         })
     }
-
-    pub fn serves_group_version(&self, group: &str, version: &str) -> bool {
-        self.registries.iter().any(|r| r.kind.names().group == group && r.kind.names().version == version)
-    }
 }
 
 /// A `Warning` header value (RFC 7234 form, as kube-apiserver sends).

@@ -254,25 +254,6 @@ impl Patch {
             _ => None,
         }
     }
-
-    /// Whether the patch itself sets metadata.resourceVersion: then a conflict
-    /// is the client's to resolve and is not retried.
-    pub fn pins_resource_version(&self) -> bool {
-        match self {
-            Patch::Json(p) => p.0.iter().any(|op| {
-                let path = match op {
-                    json_patch::PatchOperation::Add(o) => o.path.to_string(),
-                    json_patch::PatchOperation::Replace(o) => o.path.to_string(),
-                    json_patch::PatchOperation::Test(o) => o.path.to_string(),
-                    _ => String::new(),
-                };
-                path == "/metadata/resourceVersion"
-            }),
-            Patch::Merge { patch, .. } => {
-                patch.pointer("/metadata/resourceVersion").is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty()))
-            }
-        }
-    }
 }
 
 #[cfg(test)]

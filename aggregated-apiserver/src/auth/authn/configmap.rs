@@ -14,11 +14,6 @@ use kube::runtime::WatchStreamExt as _;
 
 use super::{Authenticator, AuthnConfig, RequestHeaderConfig};
 
-/// Namespace of the ConfigMap kube-apiserver publishes for extension API servers.
-pub const AUTHENTICATION_CONFIGMAP_NAMESPACE: &str = "kube-system";
-/// Name of the ConfigMap kube-apiserver publishes for extension API servers.
-pub const AUTHENTICATION_CONFIGMAP_NAME: &str = "extension-apiserver-authentication";
-
 /// ConfigMap key: PEM bundle of the CA for client-certificate users.
 pub const KEY_CLIENT_CA: &str = "client-ca-file";
 /// ConfigMap key: PEM bundle of the front-proxy (request-header) CA.

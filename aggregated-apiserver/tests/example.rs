@@ -1,0 +1,120 @@
+//! The library's example (`examples/greetings.rs`) built by `cargo test` and
+//! run as a user would run it: a new kind served over HTTPS with discovery,
+//! validation, writes, reads and Table output, from one short file.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+/// `cargo test` builds the examples beside the test binaries:
+/// target/<profile>/examples/greetings next to target/<profile>/deps/<this test>.
+fn example_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let profile_dir = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>");
+    let bin = profile_dir.join("examples").join("greetings");
+    assert!(bin.exists(), "{} not built: cargo test builds the examples", bin.display());
+    bin
+}
+
+struct Server {
+    child: Child,
+    base: String,
+    client: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the example on a free loopback port with development certificates
+/// in a fresh directory, and waits until it says where it serves.
+fn start() -> Server {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("free port").local_addr().expect("addr").port();
+    let mut child = Command::new(example_binary())
+        .args(["--bind", &format!("127.0.0.1:{port}")])
+        .arg("--cert-dir")
+        .arg(dir.path())
+        // No cluster: every namespace is taken to exist.
+        .args(["--kubeconfig", "/nonexistent/kubeconfig", "--log", "info"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the greetings example");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let serving = lines.by_ref().map_while(Result::ok).any(|line| line.contains("greetings serving"));
+    assert!(serving, "the example ended before serving");
+    // Keep draining its log so it never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    let ca = std::fs::read(dir.path().join("ca.crt")).expect("development CA");
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("CA PEM"))
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    Server { child, base: format!("https://localhost:{port}"), client, _dir: dir }
+}
+
+async fn send(server: &Server, request: reqwest::RequestBuilder) -> (u16, Value) {
+    let _ = server;
+    let response = request.send().await.expect("request");
+    let code = response.status().as_u16();
+    (code, response.json().await.expect("JSON body"))
+}
+
+#[tokio::test]
+async fn a_kind_of_ones_own_is_served_from_one_file() {
+    let server = start();
+    let group = format!("{}/apis/example.com/v1", server.base);
+
+    let (code, discovery) = send(&server, server.client.get(&group)).await;
+    assert_eq!(code, 200, "{discovery}");
+    let resource = &discovery["resources"][0];
+    assert_eq!((resource["name"].as_str(), resource["kind"].as_str()), (Some("greetings"), Some("Greeting")));
+    assert_eq!(resource["shortNames"], json!(["gr"]));
+    assert!(resource["verbs"].as_array().is_some_and(|v| v.contains(&json!("patch"))), "{resource}");
+
+    let greetings = format!("{group}/namespaces/default/greetings");
+    let greeting = |name: &str, times: i64| {
+        json!({"apiVersion": "example.com/v1", "kind": "Greeting", "metadata": {"name": name},
+               "spec": {"message": "hello", "times": times}})
+    };
+    // The kind's own rule, worded as kube words a field error.
+    let (code, refused) = send(&server, server.client.post(&greetings).json(&greeting("never", 0))).await;
+    assert_eq!(code, 422, "{refused}");
+    assert_eq!(refused["details"]["causes"][0]["field"], "spec.times");
+    assert_eq!(
+        refused["message"],
+        "Greeting.example.com \"never\" is invalid: spec.times: Invalid value: 0: must be at least 1"
+    );
+    // The schema's rule.
+    let no_message =
+        json!({"apiVersion": "example.com/v1", "kind": "Greeting", "metadata": {"name": "mute"}, "spec": {}});
+    let (code, refused) = send(&server, server.client.post(&greetings).json(&no_message)).await;
+    assert_eq!((code, refused["details"]["causes"][0]["field"].as_str()), (422, Some("spec.message")), "{refused}");
+
+    let (code, created) = send(&server, server.client.post(&greetings).json(&greeting("hi", 2))).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert!(created["metadata"]["uid"].is_string() && created["metadata"]["resourceVersion"].is_string());
+
+    let (code, read) = send(&server, server.client.get(format!("{greetings}/hi"))).await;
+    assert_eq!((code, &read["spec"]), (200, &json!({"message": "hello", "times": 2})));
+
+    let table =
+        server.client.get(&greetings).header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json");
+    let (code, table) = send(&server, table).await;
+    assert_eq!(code, 200, "{table}");
+    let columns: Vec<&str> =
+        table["columnDefinitions"].as_array().expect("columns").iter().filter_map(|c| c["name"].as_str()).collect();
+    assert_eq!(columns, ["Name", "Message", "Age"]);
+    assert_eq!(table["rows"][0]["cells"][0..2], [json!("hi"), json!("hello")]);
+}

@@ -70,6 +70,13 @@ impl Kind for Greeting {
         }]
     }
 
+    /// A default, set before validation as a CRD's schema default would be.
+    fn prepare_for_create(&self, greeting: &mut Value) {
+        if let Some(spec) = greeting.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.entry("times").or_insert(json!(1));
+        }
+    }
+
     /// Rules beyond the schema, reported as kube reports field errors (422).
     fn validate(&self, greeting: &Value) -> Vec<FieldError> {
         match greeting["spec"]["times"].as_i64() {

@@ -63,8 +63,7 @@ fn start() -> Server {
     Server { child, base: format!("https://localhost:{port}"), client, _dir: dir }
 }
 
-async fn send(server: &Server, request: reqwest::RequestBuilder) -> (u16, Value) {
-    let _ = server;
+async fn send(request: reqwest::RequestBuilder) -> (u16, Value) {
     let response = request.send().await.expect("request");
     let code = response.status().as_u16();
     (code, response.json().await.expect("JSON body"))
@@ -75,7 +74,7 @@ async fn a_kind_of_ones_own_is_served_from_one_file() {
     let server = start();
     let group = format!("{}/apis/example.com/v1", server.base);
 
-    let (code, discovery) = send(&server, server.client.get(&group)).await;
+    let (code, discovery) = send(server.client.get(&group)).await;
     assert_eq!(code, 200, "{discovery}");
     let resource = &discovery["resources"][0];
     assert_eq!((resource["name"].as_str(), resource["kind"].as_str()), (Some("greetings"), Some("Greeting")));
@@ -88,7 +87,7 @@ async fn a_kind_of_ones_own_is_served_from_one_file() {
                "spec": {"message": "hello", "times": times}})
     };
     // The kind's own rule, worded as kube words a field error.
-    let (code, refused) = send(&server, server.client.post(&greetings).json(&greeting("never", 0))).await;
+    let (code, refused) = send(server.client.post(&greetings).json(&greeting("never", 0))).await;
     assert_eq!(code, 422, "{refused}");
     assert_eq!(refused["details"]["causes"][0]["field"], "spec.times");
     assert_eq!(
@@ -98,23 +97,30 @@ async fn a_kind_of_ones_own_is_served_from_one_file() {
     // The schema's rule.
     let no_message =
         json!({"apiVersion": "example.com/v1", "kind": "Greeting", "metadata": {"name": "mute"}, "spec": {}});
-    let (code, refused) = send(&server, server.client.post(&greetings).json(&no_message)).await;
+    let (code, refused) = send(server.client.post(&greetings).json(&no_message)).await;
     assert_eq!((code, refused["details"]["causes"][0]["field"].as_str()), (422, Some("spec.message")), "{refused}");
 
-    let (code, created) = send(&server, server.client.post(&greetings).json(&greeting("hi", 2))).await;
+    let (code, created) = send(server.client.post(&greetings).json(&greeting("hi", 2))).await;
     assert_eq!(code, 201, "{created}");
     assert_eq!(created["metadata"]["generation"], 1);
     assert!(created["metadata"]["uid"].is_string() && created["metadata"]["resourceVersion"].is_string());
 
-    let (code, read) = send(&server, server.client.get(format!("{greetings}/hi"))).await;
+    // The kind's default, from its strategy.
+    let once = json!({"apiVersion": "example.com/v1", "kind": "Greeting", "metadata": {"name": "once"},
+                      "spec": {"message": "hello"}});
+    let (code, created) = send(server.client.post(&greetings).json(&once)).await;
+    assert_eq!((code, &created["spec"]["times"]), (201, &json!(1)), "{created}");
+
+    let (code, read) = send(server.client.get(format!("{greetings}/hi"))).await;
     assert_eq!((code, &read["spec"]), (200, &json!({"message": "hello", "times": 2})));
 
     let table =
         server.client.get(&greetings).header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json");
-    let (code, table) = send(&server, table).await;
+    let (code, table) = send(table).await;
     assert_eq!(code, 200, "{table}");
     let columns: Vec<&str> =
         table["columnDefinitions"].as_array().expect("columns").iter().filter_map(|c| c["name"].as_str()).collect();
     assert_eq!(columns, ["Name", "Message", "Age"]);
-    assert_eq!(table["rows"][0]["cells"][0..2], [json!("hi"), json!("hello")]);
+    let cells = &table["rows"][0]["cells"];
+    assert_eq!((&cells[0], &cells[1]), (&json!("hi"), &json!("hello")), "{table}");
 }

@@ -112,6 +112,17 @@ pub trait Kind: Send + Sync + 'static {
         &[]
     }
 
+    /// The kind's own changes to a new object before it is validated, after
+    /// the generic ones (system metadata set, status dropped when there is a
+    /// status subresource): defaults, fields a client may not set. As
+    /// k8s.io/apiserver's `RESTCreateStrategy.PrepareForCreate`.
+    fn prepare_for_create(&self, _obj: &mut Value) {}
+
+    /// The kind's own changes to an object an update of the main resource
+    /// writes, given the stored `old` one, before the generation is decided
+    /// and the object validated. As `RESTUpdateStrategy.PrepareForUpdate`.
+    fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
+
     /// Checks beyond what the schema expresses (the schema is checked first).
     fn validate(&self, _obj: &Value) -> Vec<FieldError> {
         Vec::new()

@@ -8,14 +8,14 @@ mod delete;
 pub mod encode;
 pub mod kind;
 pub mod patch;
+mod strategy;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
 use bytes::Bytes;
-use chrono::{SecondsFormat, Utc};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use self::apply::{set_managed_fields, Fields};
 use crate::admission::NamespaceAdmission;
@@ -35,6 +35,7 @@ use crate::heavy;
 use crate::registry::encode::{column_definitions, ListMeta};
 use crate::registry::kind::Kind;
 use crate::storage::{ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject, Updated, WatchStream};
+use strategy::{finalizers, meta_mut, now_rfc3339};
 
 /// How long a read naming a future resourceVersion waits for it, as the watch cache does.
 const RV_WAIT: Duration = Duration::from_secs(3);
@@ -177,10 +178,6 @@ fn decode_continue(token: &str) -> ApiResult<(u64, ObjectKey, Option<u64>)> {
     Ok((t.rv, ObjectKey::new(t.ns, t.name), t.served))
 }
 
-fn now_rfc3339() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
 /// kube-apiserver's generateName suffix: 5 characters from a consonant/digit alphabet.
 fn generate_suffix() -> String {
     use rand::Rng;
@@ -191,74 +188,6 @@ fn generate_suffix() -> String {
 
 fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
     obj.get("metadata")?.get(field)?.as_str()
-}
-
-fn meta_mut(obj: &mut Value) -> ApiResult<&mut Map<String, Value>> {
-    obj.get_mut("metadata")
-        .and_then(Value::as_object_mut)
-        .ok_or_else(|| ApiError::bad_request("metadata must be an object"))
-}
-
-fn finalizers(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
-        .unwrap_or_default()
-}
-
-/// Drops the ObjectMeta fields Go leaves out when empty (omitempty): kube
-/// stores a custom resource's metadata through the typed ObjectMeta, so an
-/// empty `labels: {}`, `finalizers: []` or `generateName: ""` is not kept.
-fn drop_empty_meta_fields(obj: &mut Value) {
-    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else { return };
-    meta.retain(|field, value| {
-        let omitted_when_empty = matches!(
-            field.as_str(),
-            "labels" | "annotations" | "finalizers" | "ownerReferences" | "managedFields" | "generateName"
-        );
-        let empty = match value {
-            Value::Object(m) => m.is_empty(),
-            Value::Array(a) => a.is_empty(),
-            Value::String(s) => s.is_empty(),
-            _ => false,
-        };
-        !(omitted_when_empty && empty)
-    });
-}
-
-/// The finalizers kube-apiserver itself adds (delete propagation): no warning for them.
-const SYSTEM_FINALIZERS: &[&str] = &["orphan", "foregroundDeletion"];
-
-/// kube-apiserver's warnings for a custom resource's finalizers: each one a
-/// write adds (all of them on create; sorted, once each) that has no `/`.
-fn finalizer_warnings(new: &Value, old: Option<&Value>) -> Vec<String> {
-    // A set, not the list: looking each new finalizer up in the old list made
-    // any write to a Llama with 30,000 finalizers take seconds of CPU.
-    let before: std::collections::HashSet<String> = old.map(finalizers).unwrap_or_default().into_iter().collect();
-    let added: std::collections::BTreeSet<String> =
-        finalizers(new).into_iter().filter(|f| !before.contains(f)).collect();
-    added
-        .into_iter()
-        .filter(|f| !f.contains('/') && !SYSTEM_FINALIZERS.contains(&f.as_str()))
-        .map(|f| {
-            format!("metadata.finalizers: {f:?}: prefer a domain-qualified finalizer name to avoid accidental conflicts with other finalizer writers")
-        })
-        .collect()
-}
-
-/// Everything but metadata and status: a change here bumps `generation`.
-fn spec_changed(old: &Value, new: &Value) -> bool {
-    let strip = |v: &Value| -> Map<String, Value> {
-        v.as_object()
-            .map(|m| {
-                m.iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    strip(old) != strip(new)
 }
 
 fn encode_value(v: &Value) -> ApiResult<Bytes> {
@@ -629,7 +558,6 @@ impl Registry {
             obj["metadata"] = json!({});
         }
         self.settle_namespace(&mut obj, ns)?;
-        drop_empty_meta_fields(&mut obj);
         if let (Some(admission), true) = (&self.namespace_admission, self.kind.namespaced()) {
             // kube names the object by its generateName while it has no name.
             let shown = meta_str(&obj, "name")
@@ -641,21 +569,8 @@ impl Registry {
         if meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
             return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
         }
-        {
-            let meta = meta_mut(&mut obj)?;
-            meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
-            meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
-            meta.insert("generation".into(), json!(1));
-            for system in ["deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "resourceVersion"] {
-                meta.remove(system);
-            }
-        }
+        strategy::prepare_for_create(self.kind.as_ref(), &mut obj)?;
         let sent_managed_fields = meta_mut(&mut obj)?.remove("managedFields");
-        if self.kind.has_status_subresource() {
-            if let Some(m) = obj.as_object_mut() {
-                m.remove("status");
-            }
-        }
         let generate = meta_str(&obj, "name").is_none_or(str::is_empty)
             && meta_str(&obj, "generateName").is_some_and(|g| !g.is_empty());
         for attempt in 0.. {
@@ -677,7 +592,7 @@ impl Registry {
             self.validate(&plain, None)?;
             let obj = plain;
             if attempt == 0 {
-                warnings.extend(finalizer_warnings(&obj, None));
+                warnings.extend(strategy::warnings(&obj, None));
             }
             let name = meta_str(&obj, "name").unwrap_or("").to_string();
             if wopts.dry_run {
@@ -914,10 +829,9 @@ impl Registry {
         Ok(WriteOutcome { code: 200, body, warnings: Vec::new() })
     }
 
-    /// The shared rules of update and patch for the object as it is now:
-    /// kube-apiserver's BeforeUpdate (status and main resource apart,
-    /// generation, system metadata), validation, no-op detection, and
-    /// finalizer completion.
+    /// The shared rules of update, patch and apply for the object as it is
+    /// now: the kind's strategy ([`strategy::prepare_for_update`]), managed
+    /// fields, validation, no-op detection, and finalizer completion.
     fn prepare_update(
         &self,
         name: &str,
@@ -929,56 +843,17 @@ impl Registry {
     ) -> ApiResult<Decision> {
         let old = current.value().map_err(|e| self.store_error(name, e))?;
         let sent_managed_fields = new.pointer("/metadata/managedFields").cloned();
-        let mut next = match part {
-            // /status changes status only: everything else stays as stored.
-            Part::Status => {
-                let mut next = old.clone();
-                match new.get("status") {
-                    Some(s) => next["status"] = s.clone(),
-                    None => {
-                        next.as_object_mut().map(|m| m.remove("status"));
-                    }
-                }
-                next
-            }
-            Part::Main => {
-                let mut next = new;
-                if self.kind.has_status_subresource() {
-                    match old.get("status") {
-                        Some(s) => next["status"] = s.clone(),
-                        None => {
-                            next.as_object_mut().map(|m| m.remove("status"));
-                        }
-                    }
-                }
-                next
-            }
-        };
-        {
-            let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
-            if let Some(meta) = next.get_mut("metadata") {
-                objectmeta::prepare_meta_for_update(meta, &old_meta);
-            }
-            let meta = meta_mut(&mut next)?;
-            meta.remove("managedFields");
-            meta.remove("selfLink");
-            meta.insert("resourceVersion".into(), json!(current.rv.to_string()));
-        }
-        drop_empty_meta_fields(&mut next);
+        let mut next = strategy::prepare_for_update(self.kind.as_ref(), part, &old, new, current.rv)?;
         match fields {
             Fields::Update(manager) => {
                 self.track_update(part, manager, &old, &mut next, sent_managed_fields.as_ref())?;
             }
             Fields::Applied(managed) => set_managed_fields(&mut next, Some(&managed))?,
         }
-        if part == Part::Main && spec_changed(&old, &next) {
-            let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
-            meta_mut(&mut next)?.insert("generation".into(), json!(generation));
-        }
         let deleting = old.pointer("/metadata/deletionTimestamp").is_some();
         self.validate(&next, Some(&old))?;
         if part == Part::Main {
-            warnings.extend(finalizer_warnings(&next, Some(&old)));
+            warnings.extend(strategy::warnings(&next, Some(&old)));
         }
         if next == old {
             return Ok(Decision::Unchanged);
@@ -1019,30 +894,4 @@ fn object_too_large() -> ApiError {
 
 fn expired_continue() -> ApiError {
     ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn with_finalizers(f: &[String]) -> Value {
-        json!({"metadata": {"finalizers": f}})
-    }
-
-    #[test]
-    fn finalizer_warnings_name_only_added_unqualified_finalizers() {
-        // Many on both sides, as an attacker's object would have them: the
-        // old ones are looked up in a set (a list made this quadratic).
-        let old: Vec<String> = (0..30_000).map(|i| format!("example.com/f{i}")).collect();
-        let mut new = old.clone();
-        new.extend(["b-plain".to_string(), "example.com/new".into(), "a-plain".into(), "orphan".into()]);
-        let warnings = finalizer_warnings(&with_finalizers(&new), Some(&with_finalizers(&old)));
-        assert_eq!(warnings.len(), 2, "{warnings:?}");
-        assert!(warnings[0].starts_with("metadata.finalizers: \"a-plain\": prefer a domain-qualified"));
-        assert!(warnings[1].starts_with("metadata.finalizers: \"b-plain\""));
-        // Kept ones warn no more; on create every one counts.
-        assert!(finalizer_warnings(&with_finalizers(&new), Some(&with_finalizers(&new))).is_empty());
-        assert_eq!(finalizer_warnings(&with_finalizers(&["plain".to_string()]), None).len(), 1);
-    }
 }

@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 
 use super::fieldpath::{FieldSet, Path, PathElement};
 use super::gofmt::{go_quote, is_go_printable};
+use super::objectmeta::FIELD_MANAGER_MAX_LENGTH;
 use super::typed::{self, Shape};
 
 /// kube's cap on `Update` entries; older ones are merged into one bucket.
@@ -24,8 +25,6 @@ const ANCIENT_CHANGES: &str = "ancient-changes";
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// The manager whose applies take over fields of a client-side `kubectl apply`.
 const KUBECTL: &str = "kubectl";
-/// `metav1validation.FieldManagerMaxLength`.
-pub const FIELD_MANAGER_MAX_LENGTH: usize = 128;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Operation {

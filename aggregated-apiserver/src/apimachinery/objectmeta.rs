@@ -9,7 +9,6 @@
 //! round-trips it through `metav1.ObjectMeta`, so a wrongly typed field is a
 //! 400), plus what `BeforeUpdate` carries over from the stored object.
 
-use super::managed_fields::FIELD_MANAGER_MAX_LENGTH;
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 
@@ -25,6 +24,10 @@ use crate::apimachinery::names::{
 };
 
 /// `metav1.ObjectMeta`'s JSON fields.
+/// The longest field manager name (`metav1validation.FieldManagerMaxLength`):
+/// a write's `fieldManager` and every managedFields entry's manager.
+pub const FIELD_MANAGER_MAX_LENGTH: usize = 128;
+
 pub(crate) const OBJECT_META_FIELDS: &[&str] = &[
     "name",
     "generateName",

@@ -2,7 +2,7 @@
 //! create, update or patch, decoded by kube's parameter codec and checked by
 //! `ValidateCreateOptions` and its siblings (one 422 naming every bad field).
 
-use crate::apimachinery::managed_fields::FIELD_MANAGER_MAX_LENGTH;
+use crate::apimachinery::objectmeta::FIELD_MANAGER_MAX_LENGTH;
 use serde_json::json;
 
 use super::params::{go_param_bool, Query};

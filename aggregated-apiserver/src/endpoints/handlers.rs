@@ -21,7 +21,7 @@ use crate::apimachinery::options::{
 use crate::apimachinery::serializer::{self, BodyError};
 use crate::endpoints::list_body::ObjectListBody;
 use crate::endpoints::negotiation::{self, BodyType, Encoding, Output, Shape};
-use crate::endpoints::request_info::RequestInfo;
+use crate::endpoints::request_info::{RequestInfo, RequestVerb};
 use crate::endpoints::watch::{self, WatchJob};
 use crate::heavy;
 use crate::options::parse_seconds;
@@ -225,7 +225,7 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
         return Ok(page_not_found());
     }
     let all_namespaces = kind.namespaced() && info.namespace.is_empty();
-    if all_namespaces && !matches!(info.verb.as_str(), "list" | "watch") {
+    if all_namespaces && !matches!(info.verb, RequestVerb::Resource(Verb::List | Verb::Watch)) {
         return Ok(page_not_found());
     }
     let target = Target { group: names.group, kind: names.kind, resource: names.plural, name: &info.name };
@@ -242,19 +242,16 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
     // fails for want of a name, and the status subresource has get, update
     // and patch only.
     let named = !info.name.is_empty();
-    let verb = match info.verb.as_str() {
-        "get" => Verb::Get,
-        "list" => Verb::List,
-        "watch" => Verb::Watch,
-        "create" if part == Part::Main => Verb::Create,
-        "update" | "patch" if !named => return Err(ApiError::bad_request("name must be provided")),
-        "update" => Verb::Update,
-        "patch" => Verb::Patch,
-        "delete" if part == Part::Main => Verb::Delete,
-        "deletecollection" => Verb::DeleteCollection,
-        "create" | "delete" => return Err(ApiError::method_not_allowed(target.without_name(), &info.verb)),
+    let RequestVerb::Resource(verb) = info.verb else {
         // kube's request info has no verb for other methods (OPTIONS...).
-        _ => return Err(ApiError::method_not_allowed(target.without_name(), "")),
+        return Err(ApiError::method_not_allowed(target.without_name(), ""));
+    };
+    let verb = match verb {
+        Verb::Update | Verb::Patch if !named => return Err(ApiError::bad_request("name must be provided")),
+        Verb::Create | Verb::Delete if part != Part::Main => {
+            return Err(ApiError::method_not_allowed(target.without_name(), verb.as_str()))
+        }
+        verb => verb,
     };
     if part == Part::Status && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
         return Err(ApiError::method_not_allowed(target.without_name(), verb.as_str()));
@@ -552,38 +549,6 @@ async fn start_watch(
 }
 
 use futures::StreamExt as _;
-
-/// Largest Status body re-encoded as YAML (Status errors are small; anything
-/// larger is not one of ours and passes unchanged).
-const MAX_STATUS_BYTES: usize = 1 << 20;
-
-/// Every Status error of the server (the filters' refusals included) in the
-/// encoding the client accepts, as kube-apiserver's ErrorNegotiated writes
-/// them: errors are built as JSON, and turned into YAML here when the client
-/// prefers `application/yaml`.
-pub async fn status_in_accepted_encoding(req: http::Request<Body>, next: axum::middleware::Next) -> Response {
-    let encoding = negotiation::plain_encoding(header_str(req.headers(), header::ACCEPT));
-    let resp = next.run(req).await;
-    let is_json_status = resp.status().as_u16() >= 400
-        && resp.headers().get(header::CONTENT_TYPE).is_some_and(|ct| ct.as_bytes() == b"application/json");
-    if encoding == Encoding::Json || !is_json_status {
-        return resp;
-    }
-    let (mut parts, body) = resp.into_parts();
-    let json = match axum::body::to_bytes(body, MAX_STATUS_BYTES).await {
-        Ok(json) => json,
-        Err(e) => return ApiError::internal_error(format!("reading an error body: {e}")).into_response(),
-    };
-    match serializer::json_to_yaml(&json) {
-        Ok(yaml) => {
-            parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(negotiation::YAML_CONTENT_TYPE));
-            parts.headers.remove(header::CONTENT_LENGTH);
-            Response::from_parts(parts, Body::from(yaml))
-        }
-        // Not a JSON document after all: sent as it was.
-        Err(_) => Response::from_parts(parts, Body::from(json)),
-    }
-}
 
 #[cfg(test)]
 mod tests {

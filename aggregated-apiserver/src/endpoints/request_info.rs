@@ -2,15 +2,70 @@
 //! verb, group, version, resource, subresource, namespace and name. Routing,
 //! metrics and authorization all read this one description.
 
+use std::borrow::Cow;
+
 use http::Method;
+
+use crate::registry::kind::Verb;
+
+/// What a request asks to do: one of the resource verbs, or, for a
+/// non-resource request (and a resource path with a method kube gives no
+/// verb, such as OPTIONS), its HTTP method in lower case, as kube's
+/// RequestInfoFactory names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestVerb {
+    Resource(Verb),
+    Method(Cow<'static, str>),
+}
+
+impl RequestVerb {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Resource(verb) => verb.as_str(),
+            Self::Method(method) => method,
+        }
+    }
+
+    fn of_method(method: &Method) -> Self {
+        let lower = match *method {
+            Method::GET => "get",
+            Method::HEAD => "head",
+            Method::POST => "post",
+            Method::PUT => "put",
+            Method::PATCH => "patch",
+            Method::DELETE => "delete",
+            Method::OPTIONS => "options",
+            Method::CONNECT => "connect",
+            Method::TRACE => "trace",
+            _ => return Self::Method(Cow::Owned(method.as_str().to_ascii_lowercase())),
+        };
+        Self::Method(Cow::Borrowed(lower))
+    }
+}
+
+impl Default for RequestVerb {
+    fn default() -> Self {
+        Self::Method(Cow::Borrowed(""))
+    }
+}
+
+impl PartialEq<&str> for RequestVerb {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for RequestVerb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RequestInfo {
     /// False for discovery, OpenAPI, health and other non-resource paths.
     pub is_resource_request: bool,
-    /// get, list, watch, create, update, patch, delete, deletecollection; for
-    /// non-resource requests the lower-case HTTP method.
-    pub verb: String,
+    pub verb: RequestVerb,
     pub path: String,
     pub api_group: String,
     pub api_version: String,
@@ -23,7 +78,7 @@ pub struct RequestInfo {
 }
 
 fn non_resource(method: &Method, path: &str) -> RequestInfo {
-    RequestInfo { verb: method.as_str().to_ascii_lowercase(), path: path.to_string(), ..Default::default() }
+    RequestInfo { verb: RequestVerb::of_method(method), path: path.to_string(), ..Default::default() }
 }
 
 /// Whether the query asks for a watch: its first `watch` value read as the
@@ -70,23 +125,19 @@ pub fn classify(method: &Method, path: &str, query: Option<&str>) -> RequestInfo
     info.extra_segments = parts.len() > 3;
     let collection = info.name.is_empty();
     info.verb = match *method {
-        Method::GET | Method::HEAD if is_watch_path => "watch",
+        Method::GET | Method::HEAD if is_watch_path => RequestVerb::Resource(Verb::Watch),
         // Only a collection GET can become a watch through the query
         // (requestinfo.go): a GET of one object with `?watch=true` is a get.
-        Method::GET | Method::HEAD if collection && query_watch(query) => "watch",
-        Method::GET | Method::HEAD if collection => "list",
-        Method::GET | Method::HEAD => "get",
-        Method::POST => "create",
-        Method::PUT => "update",
-        Method::PATCH => "patch",
-        Method::DELETE if collection => "deletecollection",
-        Method::DELETE => "delete",
-        _ => "",
-    }
-    .to_string();
-    if info.verb.is_empty() {
-        info.verb = method.as_str().to_ascii_lowercase();
-    }
+        Method::GET | Method::HEAD if collection && query_watch(query) => RequestVerb::Resource(Verb::Watch),
+        Method::GET | Method::HEAD if collection => RequestVerb::Resource(Verb::List),
+        Method::GET | Method::HEAD => RequestVerb::Resource(Verb::Get),
+        Method::POST => RequestVerb::Resource(Verb::Create),
+        Method::PUT => RequestVerb::Resource(Verb::Update),
+        Method::PATCH => RequestVerb::Resource(Verb::Patch),
+        Method::DELETE if collection => RequestVerb::Resource(Verb::DeleteCollection),
+        Method::DELETE => RequestVerb::Resource(Verb::Delete),
+        _ => RequestVerb::of_method(method),
+    };
     info
 }
 

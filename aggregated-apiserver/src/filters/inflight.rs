@@ -243,7 +243,7 @@ pub async fn limit(State(inflight): State<Arc<InFlight>>, req: Request, next: Ne
         // The slot lives as long as the watch stream.
         return held_until_sent(next.run(req).await, slot);
     }
-    let class = if is_mutating(&info.verb) { &inflight.mutating } else { &inflight.read };
+    let class = if is_mutating(info.verb.as_str()) { &inflight.mutating } else { &inflight.read };
     let Some(class) = class else { return next.run(req).await };
     let slot = match class.acquire(user.map(|u| u.name.as_str())) {
         Some(slot) => Some(slot),

@@ -12,17 +12,14 @@ pub mod setup;
 pub mod tls;
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::{bail, Context};
 use axum::body::Body;
 use axum::extract::State;
-use axum::middleware::{from_fn, from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use http::{header, HeaderValue, Method, Request};
 use tokio_util::sync::CancellationToken;
-use tower::ServiceBuilder;
 
 use crate::apimachinery::errors::{ApiError, Reason};
 use crate::auth::options::Authentication;
@@ -30,8 +27,7 @@ use crate::endpoints::discovery::Discovery;
 use crate::endpoints::handlers::{self, ApiSettings, Resources};
 use crate::endpoints::openapi::OpenApi;
 use crate::endpoints::request_info::RequestInfo;
-use crate::filters::authorization::AlwaysAllowPaths;
-use crate::filters::{self, authentication, authorization, deadline, impersonation, inflight, recovery};
+use crate::filters::{authorization, Filters};
 use crate::options::ServerOptions;
 use crate::server::health::{FnCheck, Health};
 use crate::server::metrics::Metrics;
@@ -60,15 +56,6 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     filters: Filters,
     version: bytes::Bytes,
-}
-
-/// The state of each filter of the request path, each from its own options.
-struct Filters {
-    deadline: Arc<deadline::Deadline>,
-    inflight: Arc<inflight::InFlight>,
-    /// With `--authentication delegated` only.
-    authentication: Option<Arc<authentication::Authentication>>,
-    authorization: Option<Arc<authorization::Authorization>>,
 }
 
 impl App {
@@ -133,30 +120,7 @@ impl App {
             "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
         });
         let resources = Arc::new(Resources { registries, settings, shutdown, watches: metrics.clone() });
-        let always_allow = AlwaysAllowPaths::new(&options.authorization.authorization_always_allow_paths);
-        let filters = Filters {
-            deadline: Arc::new(deadline::Deadline { maximum: options.limits.request_timeout }),
-            inflight: Arc::new(inflight::InFlight::new(inflight::Limits {
-                max_read: options.limits.max_requests_inflight,
-                max_mutating: options.limits.max_mutating_requests_inflight,
-                max_watches: options.limits.max_watches,
-                max_watches_per_user: options.limits.max_watches_per_user,
-            })),
-            authentication: guard.as_ref().map(|guard| {
-                Arc::new(authentication::Authentication {
-                    authenticator: guard.authn.clone(),
-                    anonymous: options.authentication.anonymous_auth,
-                    anonymous_paths: always_allow.clone(),
-                })
-            }),
-            authorization: guard.as_ref().map(|guard| {
-                Arc::new(authorization::Authorization {
-                    authorizer: guard.authz.clone(),
-                    always_allow,
-                    resources: resources.clone(),
-                })
-            }),
-        };
+        let filters = Filters::new(options, guard.as_ref(), resources.clone(), metrics.clone());
         Ok(Arc::new(Self {
             guard,
             resources,
@@ -169,89 +133,16 @@ impl App {
         }))
     }
 
-    /// The handler inside the filter chain (see [`crate::filters`]), the
-    /// outermost filter first.
-    ///
-    /// The chain is one service of nested concrete types under one route.
-    /// Added with `Router::layer` instead, each filter would be a boxed route
-    /// of its own, and axum's `from_fn` clones the service inside it on every
-    /// request: each filter cloned every box below it, ~50 allocations per
-    /// request, measured as a fifth of a GET's CPU.
+    /// The server's one route: the handler inside the filter chain (see
+    /// [`crate::filters`]).
     pub fn router(self: &Arc<Self>) -> Router {
-        let f = &self.filters;
-        let endpoint = filters::compression::compress(Router::new().fallback(route).with_state(self.clone()));
-        let (authn, impersonate) = match (&f.authentication, &self.guard) {
-            (Some(authn), Some(guard)) => (
-                Some(from_fn_with_state(authn.clone(), authentication::authenticate)),
-                Some(from_fn_with_state(guard.authz.clone(), impersonation::impersonate)),
-            ),
-            _ => (None, None),
-        };
-        let chain = ServiceBuilder::new()
-            .layer(from_fn(handlers::status_in_accepted_encoding))
-            .layer(from_fn(recovery::recover))
-            .layer(from_fn(filters::request_info))
-            .layer(from_fn_with_state(self.clone(), observe))
-            .layer(from_fn_with_state(f.deadline.clone(), deadline::enforce))
-            .option_layer(authn)
-            .option_layer(impersonate)
-            .layer(from_fn_with_state(f.inflight.clone(), inflight::limit))
-            .option_layer(f.authorization.clone().map(|authz| from_fn_with_state(authz, authorization::authorize)))
-            .service(endpoint);
-        Router::new().fallback_service(chain)
+        let endpoint = Router::new().fallback(route).with_state(self.clone());
+        Router::new().fallback_service(self.filters.around(endpoint))
     }
 }
 
 fn is_read(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD)
-}
-
-/// Counts and logs every answer, the filters' refusals included.
-async fn observe(State(app): State<Arc<App>>, req: Request<Body>, next: Next) -> Response {
-    let started = Instant::now();
-    // Kept for the log line: a method and a URI parsed by hyper clone without
-    // copying (the URI shares the request's bytes), where `path().to_string()`
-    // allocated on every request.
-    let method = req.method().clone();
-    let uri = req.uri().clone();
-    let (verb, resource) =
-        req.extensions().get::<RequestInfo>().map_or(("other", "other"), |info| metric_labels(&app, info));
-    let resp = next.run(req).await;
-    let code = resp.status().as_u16();
-    let elapsed = started.elapsed();
-    app.metrics.observe(verb, resource, code, elapsed);
-    let path = uri.path();
-    if code >= 500 {
-        tracing::warn!(%method, %path, code, ?elapsed, "request failed");
-    } else {
-        tracing::debug!(%method, %path, code, ?elapsed, "request");
-    }
-    resp
-}
-
-/// Label values with bounded cardinality: only served resources and known
-/// verbs are named; everything else counts as "other".
-fn metric_labels(app: &App, info: &RequestInfo) -> (&'static str, &'static str) {
-    if !info.is_resource_request {
-        return ("nonresource", "");
-    }
-    let verb = match info.verb.as_str() {
-        "get" => "get",
-        "list" => "list",
-        "watch" => "watch",
-        "create" => "create",
-        "update" => "update",
-        "patch" => "patch",
-        "delete" => "delete",
-        "deletecollection" => "deletecollection",
-        _ => "other",
-    };
-    let resource = app
-        .resources
-        .find(&info.api_group, &info.api_version, &info.resource)
-        .map(|r| r.kind.names().plural)
-        .unwrap_or("other");
-    (verb, resource)
 }
 
 /// The one entry point behind the filters: serves the request.

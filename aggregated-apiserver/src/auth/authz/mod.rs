@@ -105,7 +105,7 @@ pub struct Attributes {
 impl Attributes {
     pub fn from_request(info: &RequestInfo) -> Self {
         Self {
-            verb: info.verb.clone(),
+            verb: info.verb.as_str().to_string(),
             api_group: info.api_group.clone(),
             api_version: info.api_version.clone(),
             resource: info.resource.clone(),

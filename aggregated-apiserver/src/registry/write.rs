@@ -1,0 +1,504 @@
+//! The registry's writes: create, update and patch, from the decoded body
+//! through the kind's strategy, managed fields and validation to the store's
+//! compare-and-swap (apply is [`super::apply`], delete [`super::delete`]).
+
+use serde_json::{json, Value};
+
+use super::apply::{set_managed_fields, Fields};
+use super::strategy::{self, finalizers, meta_mut};
+use super::*;
+use crate::apimachinery::errors::{ApiError, ApiResult};
+use crate::apimachinery::field_error::FieldError;
+use crate::apimachinery::managed_fields::ManagedFields;
+use crate::apimachinery::options::{FieldValidation, WriteOptions};
+use crate::apimachinery::schema::{prune::prune_unknown_fields, validate::validate_against_schema};
+use crate::apimachinery::serializer::{BodyFormat, JsonBody};
+use crate::apimachinery::{gojson, objectmeta};
+use crate::heavy;
+use crate::storage::{Mutation, StoreError, StoredObject, Updated};
+
+/// How often a write racing other writers is retried before giving up with 409.
+pub(super) const WRITE_RETRIES: usize = 8;
+
+/// kube-apiserver's generateName suffix: 5 characters from a consonant/digit alphabet.
+pub(super) fn generate_suffix() -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+}
+
+impl Registry {
+    /// Decodes a request body as an object of this kind, applying fieldValidation
+    /// (kube-apiserver's order: syntax, apiVersion/kind, metadata types, pruning).
+    /// `raw` is the body as sent, which messages quote; `body` its JSON.
+    pub(super) fn decode_object(
+        &self,
+        raw: &[u8],
+        body: &JsonBody<'_>,
+        wopts: &WriteOptions,
+        warnings: &mut Vec<String>,
+    ) -> ApiResult<Value> {
+        let n = self.kind.names();
+        let wrap = |e: &str| ApiError::bad_request(gojson::decode_error_message(e, raw, n.kind, n.version));
+        if body.format == BodyFormat::Yaml && *body.json == *b"null" {
+            // An empty YAML stream or a null document: kube quotes the body as sent.
+            let why = format!("Object 'Kind' is missing in '{}'", String::from_utf8_lossy(raw));
+            return Err(ApiError::bad_request(gojson::unrecognized_object_message(&why, raw, n.kind)));
+        }
+        let (mut obj, duplicates) = gojson::decode_json(&body.json).map_err(|e| wrap(&e))?;
+        self.check_type(&obj, raw)?;
+        if let Some(meta) = obj.get("metadata") {
+            objectmeta::check_object_meta_types(meta).map_err(|e| wrap(&e))?;
+        }
+        let unknown = prune_unknown_fields(&mut obj, &self.schema);
+        match wopts.field_validation {
+            FieldValidation::Ignore => {}
+            FieldValidation::Warn => {
+                // go-yaml's duplicate keys first, one warning each, as kube sends them.
+                warnings.extend(body.yaml_duplicates.iter().cloned());
+                warnings.extend(gojson::strict_warnings(&duplicates, &unknown));
+            }
+            FieldValidation::Strict => {
+                let mut findings = Vec::new();
+                if !body.yaml_duplicates.is_empty() {
+                    // go-yaml's TypeError text: `yaml: unmarshal errors:\n  line 5: key "a" already set in map`.
+                    findings.push(format!("yaml: unmarshal errors:\n  {}", body.yaml_duplicates.join("\n  ")));
+                }
+                findings.extend(gojson::strict_warnings(&duplicates, &unknown));
+                if !findings.is_empty() {
+                    return Err(wrap(&format!("strict decoding error: {}", findings.join(", "))));
+                }
+            }
+        }
+        Ok(obj)
+    }
+
+    /// The body must be an object of this group-version with a kind; a wrong
+    /// kind is a 422 like apiextensions' ValidateTypeMeta.
+    pub(super) fn check_type(&self, obj: &Value, body: &[u8]) -> ApiResult<()> {
+        let names = self.kind.names();
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+        if kind.is_empty() {
+            let shown = String::from_utf8_lossy(body);
+            return Err(ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {}): Object 'Kind' is missing in '{}' ({})",
+                names.kind,
+                shown.trim(),
+                gojson::summarize_data(body, 30)
+            )));
+        }
+        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        if api_version != names.api_version() {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({api_version}) does not match the expected API version ({})",
+                names.api_version()
+            )));
+        }
+        let errs = objectmeta::validate_type_meta(obj, &names.api_version(), names.kind);
+        if !errs.is_empty() {
+            // kube names the kind the body claims (`Alpaca.<group> "x" is invalid`).
+            let name = meta_str(obj, "name").unwrap_or("");
+            return Err(ApiError::invalid(names.group, kind, name, &errs));
+        }
+        Ok(())
+    }
+
+    /// Schema, metadata and kind-specific validation; 422 with every cause.
+    pub(super) fn validate(&self, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
+        let empty = json!({});
+        let meta = obj.get("metadata").unwrap_or(&empty);
+        let mut errs = objectmeta::validate_object_meta(meta, self.kind.namespaced());
+        if let Some(old) = old {
+            let old_meta = old.get("metadata").unwrap_or(&empty);
+            let update_errs = objectmeta::validate_object_meta_update(meta, old_meta);
+            // kube-apiserver checks metadata updates twice for a custom
+            // resource (the generic BeforeUpdate, then the CRD strategy), so
+            // each such cause is listed twice; the message names it once.
+            errs.extend(update_errs.iter().cloned());
+            errs.extend(update_errs);
+        }
+        errs.extend(validate_against_schema(obj, &self.schema));
+        if errs.is_empty() {
+            errs.extend(self.kind.validate(obj));
+        }
+        if errs.is_empty() {
+            return Ok(());
+        }
+        let name =
+            meta_str(obj, "name").filter(|n| !n.is_empty()).or_else(|| meta_str(obj, "generateName")).unwrap_or("");
+        Err(self.invalid(name, &errs))
+    }
+
+    /// Puts the URL's namespace and name into an object written to that URL
+    /// (update, apply), refusing different ones.
+    pub(super) fn settle_identity(&self, obj: &mut Value, ns: &str, name: &str) -> ApiResult<()> {
+        if obj.get("metadata").is_none() {
+            obj["metadata"] = json!({});
+        }
+        self.settle_namespace(obj, ns)?;
+        match meta_str(obj, "name") {
+            Some(n) if n == name => Ok(()),
+            None | Some("") => {
+                meta_mut(obj)?.insert("name".into(), json!(name));
+                Ok(())
+            }
+            Some(n) => Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            ))),
+        }
+    }
+
+    /// Puts the URL's namespace into the object, refusing a different one.
+    pub(super) fn settle_namespace(&self, obj: &mut Value, ns: &str) -> ApiResult<()> {
+        if !self.kind.namespaced() {
+            return Ok(());
+        }
+        let meta = meta_mut(obj)?;
+        match meta.get("namespace").and_then(Value::as_str) {
+            None | Some("") => {
+                meta.insert("namespace".into(), json!(ns));
+                Ok(())
+            }
+            Some(body_ns) if body_ns == ns => Ok(()),
+            Some(_) => Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            )),
+        }
+    }
+
+    /// POST: `raw` is the body as sent, `body` the JSON it converts to.
+    pub async fn create(
+        &self,
+        ns: &str,
+        raw: &[u8],
+        body: &JsonBody<'_>,
+        wopts: &WriteOptions,
+    ) -> ApiResult<WriteOutcome> {
+        let mut warnings = Vec::new();
+        // An empty body fails decoding like any other undecodable one, as in kube.
+        let obj = self.decode_object(raw, body, wopts, &mut warnings)?;
+        self.insert(ns, obj, wopts, warnings, None).await
+    }
+
+    /// Creates a decoded object: kube's create rules, managed fields tracked
+    /// as an update by the writer unless an apply decided them.
+    pub(super) async fn insert(
+        &self,
+        ns: &str,
+        mut obj: Value,
+        wopts: &WriteOptions,
+        mut warnings: Vec<String>,
+        applied: Option<ManagedFields>,
+    ) -> ApiResult<WriteOutcome> {
+        if obj.get("metadata").is_none() {
+            obj["metadata"] = json!({});
+        }
+        self.settle_namespace(&mut obj, ns)?;
+        if let (Some(admission), true) = (&self.namespace_admission, self.kind.namespaced()) {
+            // kube names the object by its generateName while it has no name.
+            let shown = meta_str(&obj, "name")
+                .filter(|n| !n.is_empty())
+                .or_else(|| meta_str(&obj, "generateName"))
+                .unwrap_or("");
+            admission.admit_create(ns, self.target(shown)).await?;
+        }
+        if meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
+            return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
+        }
+        strategy::prepare_for_create(self.kind.as_ref(), &mut obj)?;
+        let sent_managed_fields = meta_mut(&mut obj)?.remove("managedFields");
+        let generate = meta_str(&obj, "name").is_none_or(str::is_empty)
+            && meta_str(&obj, "generateName").is_some_and(|g| !g.is_empty());
+        for attempt in 0.. {
+            if generate {
+                let prefix = meta_str(&obj, "generateName").unwrap_or("").to_string();
+                meta_mut(&mut obj)?.insert("name".into(), json!(format!("{prefix}{}", generate_suffix())));
+            }
+            let mut plain = obj.clone();
+            match &applied {
+                Some(managed) => set_managed_fields(&mut plain, Some(managed))?,
+                None => self.track_update(
+                    Part::Main,
+                    &wopts.field_manager,
+                    &self.empty_object(),
+                    &mut plain,
+                    sent_managed_fields.as_ref(),
+                )?,
+            }
+            self.validate(&plain, None)?;
+            let obj = plain;
+            if attempt == 0 {
+                warnings.extend(strategy::warnings(&obj, None));
+            }
+            let name = meta_str(&obj, "name").unwrap_or("").to_string();
+            if wopts.dry_run {
+                if self.store.get(&self.key(ns, &name)).await.map_err(|e| self.store_error(&name, e))?.is_some() {
+                    return Err(ApiError::already_exists(self.target(&name)));
+                }
+                return Ok(WriteOutcome { code: 201, body: encode_value(&obj)?, warnings });
+            }
+            let mut created = self.store.create(&self.key(ns, &name), obj.clone()).await;
+            if matches!(created, Err(StoreError::ObjectTooLarge)) && applied.is_none() {
+                // As kube-apiserver's create handler: managedFields can be
+                // most of an object, and a create may be stored without them.
+                let mut bare = obj;
+                meta_mut(&mut bare)?.remove("managedFields");
+                created = self.store.create(&self.key(ns, &name), bare).await;
+            }
+            match created {
+                Ok(stored) => return Ok(WriteOutcome { code: 201, body: stored.bytes.clone(), warnings }),
+                Err(StoreError::AlreadyExists) if generate && attempt < WRITE_RETRIES => continue,
+                Err(e) => return Err(self.store_error(&name, e)),
+            }
+        }
+        Err(ApiError::internal("unreachable: create loop ended"))
+    }
+
+    /// PUT: a whole object with the resourceVersion it was read at.
+    pub async fn update(
+        &self,
+        ns: &str,
+        name: &str,
+        part: Part,
+        raw: &[u8],
+        body: &JsonBody<'_>,
+        wopts: &WriteOptions,
+    ) -> ApiResult<WriteOutcome> {
+        let mut warnings = Vec::new();
+        let mut obj = self.decode_object(raw, body, wopts, &mut warnings)?;
+        self.settle_identity(&mut obj, ns, name)?;
+        let requested_rv = meta_str(&obj, "resourceVersion").unwrap_or("").to_string();
+        // A uid in the body is a precondition, checked before anything else
+        // about the stored object (kube's storage preconditions).
+        let requested_uid = meta_str(&obj, "uid").unwrap_or("").to_string();
+        let mut update_warnings = Vec::new();
+        let mut out = self
+            .write_current(ns, name, wopts, true, 0, |current| {
+                if !requested_uid.is_empty() && *requested_uid != *current.index.uid {
+                    return Err(self.failed_precondition(
+                        ns,
+                        name,
+                        &format!(
+                            "Precondition failed: UID in precondition: {requested_uid}, UID in object meta: {}",
+                            current.index.uid
+                        ),
+                    ));
+                }
+                if requested_rv.is_empty() {
+                    // kube's generic store names the resource where the kind
+                    // belongs here (`llamas.<group> "x" is invalid`).
+                    let n = self.kind.names();
+                    return Err(ApiError::invalid(
+                        n.group,
+                        n.plural,
+                        name,
+                        &[FieldError::invalid_raw("metadata.resourceVersion", "0", "must be specified for an update")],
+                    ));
+                }
+                if requested_rv != current.rv.to_string() {
+                    return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
+                }
+                update_warnings.clear();
+                self.prepare_update(
+                    name,
+                    part,
+                    current,
+                    obj.clone(),
+                    Fields::Update(&wopts.field_manager),
+                    &mut update_warnings,
+                )
+            })
+            .await?;
+        warnings.append(&mut update_warnings);
+        out.warnings.splice(0..0, warnings);
+        Ok(out)
+    }
+
+    /// PATCH: applies the patch to the current object and writes the result;
+    /// the store retries it on the newer state when another writer got there
+    /// first (a patch that pins a resourceVersion then fails with 409).
+    pub async fn patch(
+        &self,
+        ns: &str,
+        name: &str,
+        part: Part,
+        patch: &crate::registry::patch::Patch,
+        wopts: &WriteOptions,
+    ) -> ApiResult<WriteOutcome> {
+        let mut warnings = Vec::new();
+        let mut out = self
+            .write_current(ns, name, wopts, true, patch.growth_bytes(), |current| {
+                warnings.clear();
+                let patched = patch.apply(current.value().map_err(|e| self.store_error(name, e))?)?;
+                let patched_bytes = serde_json::to_vec(&patched).map_err(ApiError::internal_error)?;
+                // Under Strict, unknown or duplicate fields of the patched
+                // object are kube's 422 on the field "patch", showing the
+                // patched object, not a decoding 400.
+                let strict = wopts.field_validation == FieldValidation::Strict;
+                let lenient = WriteOptions { field_validation: FieldValidation::Warn, ..wopts.clone() };
+                let mut strict_findings = Vec::new();
+                let mut obj = if strict {
+                    self.decode_object(&patched_bytes, &JsonBody::json(&patched_bytes), &lenient, &mut strict_findings)?
+                } else {
+                    self.decode_object(&patched_bytes, &JsonBody::json(&patched_bytes), wopts, &mut warnings)?
+                };
+                if !strict_findings.is_empty() {
+                    let shown = Value::String(String::from_utf8_lossy(&patched_bytes).into_owned());
+                    return Err(ApiError::invalid(
+                        "",
+                        "",
+                        "",
+                        &[FieldError::invalid(
+                            "patch",
+                            &shown,
+                            format!("strict decoding error: {}", strict_findings.join(", ")),
+                        )],
+                    ));
+                }
+                if let Some(dups) = patch.duplicates() {
+                    match wopts.field_validation {
+                        FieldValidation::Ignore => {}
+                        FieldValidation::Warn => warnings.extend(gojson::strict_warnings(dups, &[])),
+                        FieldValidation::Strict => {
+                            if let Some(e) = gojson::strict_decoding_error(dups, &[]) {
+                                return Err(ApiError::bad_request(e));
+                            }
+                        }
+                    }
+                }
+                self.settle_namespace(&mut obj, ns)?;
+                if meta_str(&obj, "resourceVersion").is_some_and(|rv| rv != current.rv.to_string()) {
+                    return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
+                }
+                if meta_str(&obj, "name") != Some(name) {
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the object ({}) does not match the name on the URL ({name})",
+                        meta_str(&obj, "name").unwrap_or("")
+                    )));
+                }
+                self.prepare_update(name, part, current, obj, Fields::Update(&wopts.field_manager), &mut warnings)
+            })
+            .await?;
+        out.warnings.splice(0..0, warnings);
+        Ok(out)
+    }
+
+    /// Runs `decide` on the current object inside the store's
+    /// read-mutate-compare-and-swap loop and writes what it decides (nothing
+    /// with dry run: the would-be result is answered instead).
+    ///
+    /// An object too large to store is written again without its
+    /// managedFields when `managed_fields_droppable` (updates and patches, not
+    /// applies), as kube-apiserver's handlers do: they can be most of it.
+    ///
+    /// `decide` works on the stored object plus up to `growth_bytes` that the
+    /// request may add beyond its body (a JSON patch's copies); when that is
+    /// large it runs off the async workers, in turn (see [`heavy`]).
+    pub(super) async fn write_current(
+        &self,
+        ns: &str,
+        name: &str,
+        wopts: &WriteOptions,
+        managed_fields_droppable: bool,
+        growth_bytes: usize,
+        mut decide: impl FnMut(&StoredObject) -> ApiResult<Decision> + Send,
+    ) -> ApiResult<WriteOutcome> {
+        let mut refused = None;
+        let mut dry_run_result = None;
+        let mut deleted_as = None;
+        let mut drop_managed_fields = false;
+        let key = self.key(ns, name);
+        // A large stored object (or a patch that copies) makes the decision
+        // long: the whole read-decide-write then runs off the async workers.
+        let work_bytes = self.store.cached_size(&key).unwrap_or(0) + growth_bytes;
+        let updated = heavy::run_async(work_bytes, async {
+            loop {
+                let written = self
+                    .store
+                    .guaranteed_update(&key, &mut |current| match decide(current) {
+                        Err(e) => {
+                            refused = Some(e);
+                            Mutation::Abort
+                        }
+                        Ok(Decision::Unchanged) => Mutation::Keep,
+                        Ok(decision) if wopts.dry_run => {
+                            dry_run_result = Some(decision);
+                            Mutation::Abort
+                        }
+                        Ok(Decision::Write(mut next)) => {
+                            if drop_managed_fields {
+                                if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                                    meta.remove("managedFields");
+                                }
+                            }
+                            Mutation::Put(next)
+                        }
+                        Ok(Decision::Delete(next)) => {
+                            deleted_as = Some(next);
+                            Mutation::Delete
+                        }
+                    })
+                    .await;
+                match written {
+                    Err(StoreError::ObjectTooLarge) if managed_fields_droppable && !drop_managed_fields => {
+                        drop_managed_fields = true;
+                    }
+                    other => break other.map_err(|e| self.store_error(name, e)),
+                }
+            }
+        })
+        .await?;
+        let body = match updated {
+            // The write that removed the last finalizer answers with the
+            // object as written (finalizers gone), not as it was stored.
+            Updated::Deleted(stored) => match deleted_as {
+                Some(next) => encode_value(&next)?,
+                None => stored.bytes.clone(),
+            },
+            Updated::Put(stored) | Updated::Kept(stored) => stored.bytes.clone(),
+            Updated::Aborted => match (refused, dry_run_result) {
+                (Some(e), _) => return Err(e),
+                (None, Some(Decision::Write(next) | Decision::Delete(next))) => encode_value(&next)?,
+                _ => return Err(ApiError::internal("the store refused a write without a reason")),
+            },
+        };
+        Ok(WriteOutcome { code: 200, body, warnings: Vec::new() })
+    }
+
+    /// The shared rules of update, patch and apply for the object as it is
+    /// now: the kind's strategy ([`strategy::prepare_for_update`]), managed
+    /// fields, validation, no-op detection, and finalizer completion.
+    pub(super) fn prepare_update(
+        &self,
+        name: &str,
+        part: Part,
+        current: &StoredObject,
+        new: Value,
+        fields: Fields<'_>,
+        warnings: &mut Vec<String>,
+    ) -> ApiResult<Decision> {
+        let old = current.value().map_err(|e| self.store_error(name, e))?;
+        let sent_managed_fields = new.pointer("/metadata/managedFields").cloned();
+        let mut next = strategy::prepare_for_update(self.kind.as_ref(), part, &old, new, current.rv)?;
+        match fields {
+            Fields::Update(manager) => {
+                self.track_update(part, manager, &old, &mut next, sent_managed_fields.as_ref())?;
+            }
+            Fields::Applied(managed) => set_managed_fields(&mut next, Some(&managed))?,
+        }
+        let deleting = old.pointer("/metadata/deletionTimestamp").is_some();
+        self.validate(&next, Some(&old))?;
+        if part == Part::Main {
+            warnings.extend(strategy::warnings(&next, Some(&old)));
+        }
+        if next == old {
+            return Ok(Decision::Unchanged);
+        }
+        if deleting && finalizers(&next).is_empty() {
+            // The last finalizer is gone: the object is deleted now.
+            return Ok(Decision::Delete(next));
+        }
+        Ok(Decision::Write(next))
+    }
+}

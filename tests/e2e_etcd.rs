@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::cluster::{self, namespace};
+use common::cluster::{self, namespace, ControlPlane};
 use common::{kubectl_stdin, llama, KubectlStream, Options, Server};
 use serde_json::Value;
 
@@ -17,8 +17,7 @@ fn ok(out: (bool, String, String)) -> String {
     out.1
 }
 
-fn etcd_args(prefix: &str) -> Vec<String> {
-    let cp = cluster::controlplane();
+fn etcd_args(cp: &ControlPlane, prefix: &str) -> Vec<String> {
     let endpoint = cp.info["etcdEndpoint"].as_str().expect("etcdEndpoint").to_string();
     ["--storage", "etcd", "--etcd-servers", &endpoint, "--etcd-prefix", prefix].map(String::from).to_vec()
 }
@@ -30,10 +29,13 @@ async fn get_direct(s: &Server, ns: &str, name: &str) -> (u16, Value) {
 
 #[tokio::test]
 async fn kubectl_through_the_aggregator_on_etcd_with_a_second_replica() {
+    // A control plane of its own: the registered replica replaces the shared
+    // farm-apiserver's APIService, and then is replaced itself.
+    let own = ControlPlane::start();
     let prefix = common::etcd::unique_prefix();
-    let args = etcd_args(&prefix);
+    let args = etcd_args(&own, &prefix);
     let flags: Vec<&str> = args.iter().map(String::as_str).collect();
-    let reg = cluster::register(&flags).await;
+    let reg = cluster::register_on(&own, &flags).await;
     let cp = reg.cp;
     let second = Server::start_with(Options { args: args.clone(), ..Default::default() }).await;
     let ns = namespace(cp, "e2e-etcd");
@@ -75,7 +77,7 @@ async fn kubectl_through_the_aggregator_on_etcd_with_a_second_replica() {
 
     // The registered replica is replaced: the Llamas are still there.
     drop(reg);
-    let reg = cluster::register(&flags).await;
+    let reg = cluster::register_on(&own, &flags).await;
     let out = ok(reg.cp.kubectl(&["get", "llamas", "-n", &ns, "-o", "name"]));
     assert_eq!(out.lines().collect::<Vec<_>>(), ["llama.farm.example.com/bessie", "llama.farm.example.com/dolly"]);
     ok(reg.cp.kubectl(&["delete", "llama", "dolly", "-n", &ns]));

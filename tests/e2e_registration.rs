@@ -14,7 +14,8 @@ use common::{Options, Server};
 #[tokio::test]
 async fn wrong_ca_bundle_is_reported_then_fixed() {
     let t0 = Instant::now();
-    let cp = cluster::controlplane();
+    let own = cluster::ControlPlane::start();
+    let cp = &own;
     eprintln!("control plane up after {:?}", t0.elapsed());
     let server = Server::start_with(Options { kubeconfig: Some(cp.kubeconfig.clone()), ..Default::default() }).await;
     // A CA that did not sign the serving certificate.

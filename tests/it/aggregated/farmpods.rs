@@ -1,0 +1,148 @@
+//! FarmPods end to end: real Pods in the control plane, shown through the
+//! aggregator by kubectl; the view follows changes, refuses writes, and keeps
+//! serving (then catches up) when its upstream connection is cut.
+
+use std::time::{Duration, Instant};
+
+use crate::common;
+use crate::common::cluster::{self, eventually, namespace};
+use crate::common::relay::Relay;
+use crate::common::{KubectlStream, Options, Server};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::Api;
+use serde_json::{json, Value};
+
+fn ok(out: (bool, String, String)) -> String {
+    assert!(out.0, "kubectl failed:\nstdout: {}\nstderr: {}", out.1, out.2);
+    out.1
+}
+
+fn pod(name: &str, labels: Value, node: &str) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"nodeName": node, "containers": [
+            {"name": "app", "image": "busybox:1.36"}, {"name": "sidecar", "image": "nginx:1.27"}]}
+    }))
+    .unwrap()
+}
+
+/// What a kubelet would report: Running, one of two containers ready, restarts.
+fn running_status(restarts: i32) -> Value {
+    json!({"status": {"phase": "Running", "podIP": "10.1.2.3", "startTime": "2026-01-01T00:00:00Z",
+        "containerStatuses": [
+            {"name": "app", "ready": true, "restartCount": restarts, "image": "busybox:1.36", "imageID": "", "started": true},
+            {"name": "sidecar", "ready": false, "restartCount": 1, "image": "nginx:1.27", "imageID": "", "started": true}]}})
+}
+
+#[tokio::test]
+async fn farmpods_follow_pods_through_the_aggregator() {
+    let reg = cluster::shared().await;
+    let cp = reg.cp;
+    let ns = namespace(cp, "e2e-farmpods");
+    let pods: Api<Pod> = Api::namespaced(cp.client().await, &ns);
+    pods.create(&PostParams::default(), &pod("web-1", json!({"app": "web"}), "node-a")).await.unwrap();
+    pods.create(&PostParams::default(), &pod("db-1", json!({"app": "db"}), "node-b")).await.unwrap();
+    pods.patch_status("web-1", &PatchParams::default(), &Patch::Merge(running_status(2))).await.unwrap();
+
+    let mut table = String::new();
+    eventually("web-1 shown as Running", Duration::from_secs(10), || {
+        table = cp.kubectl(&["get", "farmpods", "-n", &ns]).1;
+        table.lines().any(|l| l.starts_with("web-1") && l.contains("Running"))
+    })
+    .await;
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "STATUS", "RESTARTS", "CONTAINERS", "NODE", "AGE"], "{table}");
+    let web: Vec<&str> = table.lines().find(|l| l.starts_with("web-1")).unwrap().split_whitespace().collect();
+    assert_eq!(&web[..6], ["web-1", "1/2", "Running", "3", "2", "node-a"], "{table}");
+    let db: Vec<&str> = table.lines().find(|l| l.starts_with("db-1")).unwrap().split_whitespace().collect();
+    assert_eq!(&db[..3], ["db-1", "0/2", "Pending"], "{table}");
+
+    // Selectors, all namespaces, and the enriched object.
+    assert!(ok(cp.kubectl(&["get", "fp", "-A", "-l", "app=web"])).contains("web-1"));
+    let running = ok(cp.kubectl(&["get", "farmpods", "-n", &ns, "--field-selector", "status.phase=Running"]));
+    assert!(running.contains("web-1") && !running.contains("db-1"), "{running}");
+    let on_b = ok(cp.kubectl(&["get", "farmpods", "-n", &ns, "--field-selector", "spec.nodeName=node-b"]));
+    assert!(on_b.contains("db-1") && !on_b.contains("web-1"), "{on_b}");
+    let v: Value =
+        serde_json::from_str(&ok(cp.kubectl(&["get", "farmpod", "web-1", "-n", &ns, "-o", "json"]))).unwrap();
+    assert_eq!(v["spec"]["containers"][1], json!({"name": "sidecar", "image": "nginx:1.27"}));
+    assert_eq!(v["status"]["podIP"], "10.1.2.3");
+    assert_eq!(v["status"]["qosClass"], "BestEffort");
+    assert_eq!(v["metadata"]["ownerReferences"][0]["kind"], "Pod");
+    let pod_uid = pods.get("web-1").await.unwrap().metadata.uid.unwrap();
+    assert_eq!(v["metadata"]["annotations"]["farm.example.com/pod-uid"], pod_uid.as_str());
+
+    // -w follows changes within a second or so.
+    let watch = KubectlStream::start(&cp.kubeconfig, &["get", "farmpods", "-n", &ns, "-w"]);
+    watch.expect_line(&["web-1", "Running"], Duration::from_secs(10));
+    let changed = Instant::now();
+    pods.patch_status("web-1", &PatchParams::default(), &Patch::Merge(running_status(7))).await.unwrap();
+    watch.expect_line(&["web-1", "8"], Duration::from_secs(5));
+    assert!(changed.elapsed() < Duration::from_secs(2), "watch lagged {:?}", changed.elapsed());
+    pods.create(&PostParams::default(), &pod("web-2", json!({"app": "web"}), "node-a")).await.unwrap();
+    watch.expect_line(&["web-2", "Pending"], Duration::from_secs(5));
+
+    // Deleting the Pod removes the FarmPod; writes are refused.
+    // No kubelet confirms a graceful deletion here: delete at once.
+    pods.delete("db-1", &kube::api::DeleteParams::default().grace_period(0)).await.unwrap();
+    eventually("db-1 gone", Duration::from_secs(10), || !cp.kubectl(&["get", "farmpod", "db-1", "-n", &ns]).0).await;
+    let del = cp.kubectl(&["delete", "farmpod", "web-1", "-n", &ns]);
+    assert!(!del.0 && del.2.contains("MethodNotAllowed"), "{del:?}");
+}
+
+async fn farmpod_names(s: &Server, client: &reqwest::Client, ns: &str) -> Result<Vec<String>, String> {
+    let url = s.url(&format!("/apis/farm.example.com/v1alpha/namespaces/{ns}/farmpods"));
+    let r = client.get(url).send().await.map_err(|e| e.to_string())?;
+    let v: Value = r.json().await.map_err(|e| e.to_string())?;
+    let items = v["items"].as_array().ok_or_else(|| v.to_string())?;
+    Ok(items.iter().map(|i| i["metadata"]["name"].as_str().unwrap_or("").to_string()).collect())
+}
+
+#[tokio::test]
+async fn farmpods_survive_a_cut_upstream_and_catch_up() {
+    let cp = cluster::controlplane();
+    let ns = namespace(cp, "e2e-upstream");
+    let pods: Api<Pod> = Api::namespaced(cp.client().await, &ns);
+    pods.create(&PostParams::default(), &pod("before", json!({}), "n1")).await.unwrap();
+    // farm-apiserver reaches kube-apiserver only through the relay.
+    let target = cp.server.trim_start_matches("https://").to_string();
+    let relay = Relay::start(target.clone()).await;
+    let kubeconfig_text =
+        std::fs::read_to_string(&cp.kubeconfig).unwrap().replace(&target, &format!("127.0.0.1:{}", relay.port));
+    let dir = tempfile::tempdir().unwrap();
+    let relayed = dir.path().join("relayed.kubeconfig");
+    std::fs::write(&relayed, kubeconfig_text).unwrap();
+    let s = Server::start_with(Options { kubeconfig: Some(relayed), ..Default::default() }).await;
+    let client = common::client_trusting(&s.ca_file).unwrap();
+    assert_eq!(farmpod_names(&s, &client, &ns).await.unwrap(), ["before"]);
+
+    relay.cut();
+    // Let the relay drop its live connections (it checks every 50 ms).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    pods.create(&PostParams::default(), &pod("during", json!({}), "n1")).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The last known state is still served, and readiness holds.
+    assert_eq!(farmpod_names(&s, &client, &ns).await.unwrap(), ["before"]);
+    let ready = client.get(s.url("/readyz?verbose")).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+    let text = ready.text().await.unwrap();
+    assert!(text.contains("[+]farmpod-cache ok (serving the last known Pods, stale for"), "{text}");
+    let metrics = client.get(s.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let stale = common::metric_sample(&metrics, "farm_apiserver_pod_cache_staleness_seconds").unwrap();
+    assert!(stale > 0.0, "staleness is reported while cut: {stale}\n{metrics}");
+
+    relay.restore();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let names = farmpod_names(&s, &client, &ns).await.unwrap();
+        if names == ["before", "during"] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "did not catch up: {names:?}\n{}", s.log());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let metrics = client.get(s.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("farm_apiserver_pod_cache_staleness_seconds 0\n"), "{metrics}");
+}

@@ -1,0 +1,299 @@
+//! Discovery, OpenAPI, probes, metrics, certificates, configuration checks and
+//! graceful shutdown of the real binary.
+
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common;
+use crate::common::{client_trusting, llama, Server, GROUP_PATH};
+use serde_json::{json, Value};
+
+const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+#[tokio::test]
+async fn discovery_documents() {
+    let s = Server::start(&[]).await;
+    let v: Value = s.client.get(s.url("/apis")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(v["kind"], "APIGroupList");
+    assert_eq!(v["groups"][0]["name"], "farm.example.com");
+    assert_eq!(v["groups"][0]["preferredVersion"]["groupVersion"], "farm.example.com/v1alpha");
+
+    let r =
+        s.client.get(s.url("/apis")).header("Accept", format!("{AGGREGATED},application/json")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], AGGREGATED);
+    let etag = r.headers()["etag"].to_str().unwrap().to_string();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["kind"], "APIGroupDiscoveryList");
+    assert_eq!(v["apiVersion"], "apidiscovery.k8s.io/v2");
+    let res = &v["items"][0]["versions"][0]["resources"][0];
+    assert_eq!(res["resource"], "llamas");
+    assert_eq!(res["scope"], "Namespaced");
+    assert_eq!(res["responseKind"]["kind"], "Llama");
+    assert_eq!(res["shortNames"], json!(["ll"]));
+    assert!(res["categories"].as_array().unwrap().contains(&json!("farm")));
+    assert_eq!(res["subresources"][0]["subresource"], "status");
+    let r =
+        s.client.get(s.url("/apis")).header("Accept", AGGREGATED).header("If-None-Match", &etag).send().await.unwrap();
+    assert_eq!(r.status(), 304);
+
+    let v: Value = s.client.get(s.url("/apis/farm.example.com")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(v["kind"], "APIGroup");
+    assert_eq!(v["name"], "farm.example.com");
+    let v: Value = s.client.get(s.url(GROUP_PATH)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(v["kind"], "APIResourceList");
+    assert_eq!(v["groupVersion"], "farm.example.com/v1alpha");
+    let llamas = v["resources"].as_array().unwrap().iter().find(|r| r["name"] == "llamas").unwrap();
+    assert_eq!(llamas["singularName"], "llama");
+    assert_eq!(llamas["kind"], "Llama");
+    assert_eq!(llamas["namespaced"], true);
+    let verbs: Vec<&str> = llamas["verbs"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for verb in ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"] {
+        assert!(verbs.contains(&verb), "{verb} in {verbs:?}");
+    }
+    assert!(v["resources"].as_array().unwrap().iter().any(|r| r["name"] == "llamas/status"));
+
+    let v: Value = s.client.get(s.url("/api")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(v["kind"], "APIVersions");
+    let v: Value = s.client.get(s.url("/version")).send().await.unwrap().json().await.unwrap();
+    assert!(v["gitVersion"].as_str().unwrap().starts_with('v'));
+    let r = s.client.get(s.url("/apis/nothing.example.com")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let r = s.client.post(s.url("/apis")).send().await.unwrap();
+    assert_eq!(r.status(), 405);
+}
+
+#[tokio::test]
+async fn openapi_describes_llamas() {
+    let s = Server::start(&[]).await;
+    let idx: Value = s.client.get(s.url("/openapi/v3")).send().await.unwrap().json().await.unwrap();
+    let url = idx["paths"]["apis/farm.example.com/v1alpha"]["serverRelativeURL"].as_str().unwrap().to_string();
+    let doc: Value = s.client.get(s.url(&url)).send().await.unwrap().json().await.unwrap();
+    let llama = &doc["components"]["schemas"]["com.example.farm.v1alpha.Llama"];
+    assert_eq!(llama["x-kubernetes-group-version-kind"][0]["kind"], "Llama");
+    assert_eq!(llama["properties"]["spec"]["properties"]["weight"]["type"], "number");
+    let patch = &doc["paths"]["/apis/farm.example.com/v1alpha/namespaces/{namespace}/llamas/{name}"]["patch"];
+    assert!(patch["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "fieldValidation"));
+    let v2: Value = s.client.get(s.url("/openapi/v2")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(v2["swagger"], "2.0");
+    assert!(v2["definitions"]["com.example.farm.v1alpha.Llama"].is_object());
+}
+
+#[tokio::test]
+async fn probes_and_metrics() {
+    let s = Server::start(&[]).await;
+    for p in ["/healthz", "/livez", "/readyz"] {
+        let r = s.client.get(s.url(p)).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{p}");
+        assert_eq!(r.text().await.unwrap(), "ok");
+    }
+    let text = s.client.get(s.url("/readyz?verbose")).send().await.unwrap().text().await.unwrap();
+    assert!(
+        text.contains("[+]ping ok") && text.contains("[+]shutdown ok") && text.ends_with("readyz check passed\n"),
+        "{text}"
+    );
+    let r = s.client.get(s.url("/readyz/nonexistent")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    s.client.post(s.llamas("default", "")).json(&llama("m", 1.0, 1.0)).send().await.unwrap();
+    s.client.get(s.llamas("default", "m")).send().await.unwrap();
+    let text = s.client.get(s.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(
+        text.contains("farm_apiserver_requests_total{verb=\"create\",resource=\"llamas\",code=\"201\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains("farm_apiserver_request_duration_seconds_bucket{"), "{text}");
+    assert!(text.contains("farm_apiserver_stored_objects{resource=\"llamas\"} 1"), "{text}");
+    assert!(text.contains("farm_apiserver_open_watches"), "{text}");
+}
+
+#[tokio::test]
+async fn sigterm_ends_watches_and_exits_cleanly() {
+    let mut s = Server::start(&[]).await;
+    let r = s.client.get(format!("{}?watch=true", s.llamas("default", ""))).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let body = tokio::spawn(async move { r.text().await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let status = s.terminate().await;
+    assert!(status.success(), "exit status {status}\n{}", s.log());
+    let ended = tokio::time::timeout(Duration::from_secs(5), body).await.expect("watch ended").unwrap();
+    assert!(ended.is_ok(), "watch ended cleanly: {ended:?}");
+    assert!(s.log().contains("shutting down"), "{}", s.log());
+}
+
+#[tokio::test]
+async fn port_zero_binds_a_free_port_and_logs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_file = dir.path().join("server.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_farm-apiserver"))
+        .args(["--bind", "127.0.0.1:0", "--cert-dir"])
+        .arg(dir.path().join("certs"))
+        .env("KUBECONFIG", dir.path().join("no-cluster"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stderr(std::fs::File::create(&log_file).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let address = loop {
+        let log = std::fs::read_to_string(&log_file).unwrap();
+        let found = log.lines().find_map(|l| {
+            l.contains("farm-apiserver serving").then(|| l.split_once("address=")).flatten().map(|(_, rest)| {
+                rest.split_whitespace().next().unwrap_or_default().parse::<std::net::SocketAddr>().unwrap()
+            })
+        });
+        if let Some(address) = found {
+            // A log file gets plain text: no terminal escape codes.
+            assert!(!log.contains('\x1b'), "{log}");
+            break address;
+        }
+        if std::time::Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!("no address logged:\n{log}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_ne!(address.port(), 0);
+    let client = client_trusting(&dir.path().join("certs/ca.crt")).unwrap();
+    let r = client.get(format!("https://{address}/livez")).send().await.unwrap();
+    let _ = child.kill();
+    assert_eq!(r.status(), 200);
+}
+
+#[test]
+fn refuses_authentication_none_off_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_farm-apiserver"))
+        .args(["--bind", "0.0.0.0:0", "--authentication", "none", "--cert-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("only allowed on a loopback address"), "{err}");
+}
+
+#[test]
+fn certs_command_writes_bundle() {
+    use base64::Engine;
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_farm-apiserver"))
+        .args(["certs", "--out"])
+        .arg(dir.path())
+        .args(["--service-name", "llama-api", "--service-namespace", "zoo"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ca = std::fs::read(dir.path().join("ca.crt")).unwrap();
+    let bundle = std::fs::read_to_string(dir.path().join("cabundle.b64")).unwrap();
+    assert_eq!(base64::engine::general_purpose::STANDARD.decode(bundle.trim()).unwrap(), ca);
+    let cert = std::fs::read(dir.path().join("tls.crt")).unwrap();
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&cert).unwrap();
+    let parsed = pem.parse_x509().unwrap();
+    let sans = format!("{:?}", parsed.subject_alternative_name().unwrap().unwrap().value.general_names);
+    for want in ["llama-api.zoo.svc", "localhost", "127.0.0.1"] {
+        assert!(sans.contains(want) || (want == "127.0.0.1" && sans.contains("127")), "{want} in {sans}");
+    }
+    assert!(dir.path().join("tls.key").exists());
+}
+
+#[tokio::test]
+async fn development_certificates_are_reused_across_restarts() {
+    let keep = tempfile::tempdir().unwrap();
+    let cert_dir = keep.path().join("certs");
+    let opts = common::Options { cert_dir: Some(cert_dir.clone()), ..Default::default() };
+    let first = Server::start_with(opts.clone()).await;
+    let ca_before = std::fs::read(&first.ca_file).unwrap();
+    let key_before = std::fs::read(cert_dir.join("tls.key")).unwrap();
+    drop(first);
+    let second = Server::start_with(opts).await;
+    assert!(second.client.get(second.url("/readyz")).send().await.is_ok_and(|r| r.status() == 200));
+    assert_eq!(std::fs::read(cert_dir.join("ca.crt")).unwrap(), ca_before);
+    assert_eq!(std::fs::read(cert_dir.join("tls.key")).unwrap(), key_before);
+    // The name the aggregator checks is served (it dials <service>.<namespace>.svc).
+    let pem = std::fs::read(cert_dir.join("tls.crt")).unwrap();
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&pem).unwrap();
+    let cert = pem.parse_x509().unwrap();
+    let sans = format!("{:?}", cert.subject_alternative_name().unwrap().unwrap().value.general_names);
+    assert!(sans.contains("farm-apiserver.farm-system.svc"), "{sans}");
+}
+
+#[tokio::test]
+async fn serving_certificate_reloads_from_disk() {
+    common::install_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let make = |sub: &str| {
+        let out = dir.path().join(sub);
+        let st =
+            Command::new(env!("CARGO_BIN_EXE_farm-apiserver")).args(["certs", "--out"]).arg(&out).output().unwrap();
+        assert!(st.status.success());
+        out
+    };
+    let first = make("first");
+    let second = make("second");
+    let live = dir.path().join("live");
+    std::fs::create_dir_all(&live).unwrap();
+    for f in ["tls.crt", "tls.key"] {
+        std::fs::copy(first.join(f), live.join(f)).unwrap();
+    }
+    let cert = live.join("tls.crt").display().to_string();
+    let key = live.join("tls.key").display().to_string();
+    let s = Server::start_with(common::Options {
+        args: ["--tls-cert-file", &cert, "--tls-private-key-file", &key, "--cert-reload-interval", "0.2"]
+            .iter()
+            .map(|a| a.to_string())
+            .collect(),
+        ca_file: Some(first.join("ca.crt")),
+        ..Default::default()
+    })
+    .await;
+    let old_ca = client_trusting(&first.join("ca.crt")).unwrap();
+    let new_ca = client_trusting(&second.join("ca.crt")).unwrap();
+    assert!(old_ca.get(s.url("/healthz")).send().await.is_ok());
+    // Replace the files the way a Secret volume update lands: new content at the same path.
+    std::fs::copy(second.join("tls.key"), live.join("tls.key.new")).unwrap();
+    std::fs::copy(second.join("tls.crt"), live.join("tls.crt.new")).unwrap();
+    std::fs::rename(live.join("tls.key.new"), live.join("tls.key")).unwrap();
+    std::fs::rename(live.join("tls.crt.new"), live.join("tls.crt")).unwrap();
+    let mut switched = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // reqwest pools connections: a fresh client makes a new handshake.
+        let fresh = client_trusting(&second.join("ca.crt")).unwrap();
+        if fresh.get(s.url("/healthz")).send().await.is_ok() {
+            switched = true;
+            break;
+        }
+    }
+    assert!(switched, "new certificate served without restart:\n{}", s.log());
+    let stale = client_trusting(&first.join("ca.crt")).unwrap();
+    assert!(stale.get(s.url("/healthz")).send().await.is_err(), "old certificate no longer served");
+    drop(new_ca);
+}
+
+#[tokio::test]
+async fn farmpods_without_a_cluster_answer_503_and_refuse_writes() {
+    let s = Server::start(&[]).await;
+    let url = s.url("/apis/farm.example.com/v1alpha/namespaces/default/farmpods");
+    let r = s.client.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["reason"], "ServiceUnavailable");
+    assert!(v["message"].as_str().unwrap().starts_with("FarmPods are unavailable: "), "{v}");
+    let r = s
+        .client
+        .post(&url)
+        .json(&json!({"apiVersion": "farm.example.com/v1alpha", "kind": "FarmPod"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 405);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["reason"], "MethodNotAllowed");
+    assert_eq!(v["message"], "create is not supported on resources of kind \"farmpods.farm.example.com\"");
+    let r = s.client.delete(format!("{url}/x")).send().await.unwrap();
+    assert_eq!(r.status(), 405);
+    // Llamas are unaffected, and readiness does not wait for a cluster that is not there.
+    let r = s.client.post(s.llamas("default", "")).json(&llama("ok", 1.0, 1.0)).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    let text = s.client.get(s.url("/readyz?verbose")).send().await.unwrap().text().await.unwrap();
+    assert!(text.contains("[+]farmpod-cache ok (FarmPods disabled: "), "{text}");
+}

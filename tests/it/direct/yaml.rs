@@ -1,0 +1,253 @@
+//! YAML request and response bodies over HTTPS, straight to farm-apiserver:
+//! `Content-Type: application/yaml` for create, update and /status, and
+//! `Accept: application/yaml` for every answer, errors included. What kube
+//! answers for the same requests is compared live in `e2e_yaml.rs`.
+
+use crate::common::Server;
+use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+/// (code, headers, body text).
+async fn send(
+    s: &Server,
+    method: Method,
+    url: &str,
+    content_type: Option<&str>,
+    accept: Option<&str>,
+    body: &str,
+) -> (u16, HeaderMap, String) {
+    let mut req = s.client.request(method, url);
+    if let Some(ct) = content_type {
+        req = req.header(CONTENT_TYPE, ct);
+    }
+    if let Some(a) = accept {
+        req = req.header(ACCEPT, a);
+    }
+    if !body.is_empty() {
+        req = req.body(body.to_string());
+    }
+    let resp = req.send().await.expect("request");
+    let code = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    (code, headers, resp.text().await.expect("body"))
+}
+
+fn yaml(text: &str) -> Value {
+    serde_norway::from_str(text).unwrap_or_else(|e| panic!("not YAML ({e}): {text}"))
+}
+
+fn content_type(h: &HeaderMap) -> &str {
+    h.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("")
+}
+
+fn warnings(h: &HeaderMap) -> Vec<String> {
+    h.get_all("warning").iter().map(|v| v.to_str().unwrap_or("").to_string()).collect()
+}
+
+fn dolly(name: &str, weight: &str) -> String {
+    format!("apiVersion: farm.example.com/v1alpha\nkind: Llama\nmetadata:\n  name: {name}\n  labels: {{herd: north}}\nspec:\n  weight: {weight}\n  height: 1.7\n")
+}
+
+#[tokio::test]
+async fn yaml_create_update_status_and_yaml_answers() {
+    let s = Server::start(&[]).await;
+    let coll = s.llamas("default", "");
+    // Create from YAML, answered in YAML.
+    let (code, h, text) =
+        send(&s, Method::POST, &coll, Some("application/yaml"), Some("application/yaml"), &dolly("dolly", "31.4"))
+            .await;
+    assert_eq!(code, 201, "{text}");
+    assert_eq!(content_type(&h), "application/yaml");
+    let created = yaml(&text);
+    assert_eq!(created["spec"], json!({"weight": 31.4, "height": 1.7}));
+    assert_eq!(created["metadata"]["labels"]["herd"], "north");
+    let rv = created["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    // resourceVersion is quoted: it must read back as a string.
+    assert!(text.contains(&format!("resourceVersion: \"{rv}\"")), "{text}");
+
+    // The same object reads back through JSON.
+    let (code, h, text) = send(&s, Method::GET, &s.llamas("default", "dolly"), None, None, "").await;
+    assert_eq!((code, content_type(&h)), (200, "application/json"));
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["spec"]["weight"], 31.4);
+
+    // Update (PUT) from YAML; charset parameter allowed; a JSON answer when asked for.
+    let put = format!(
+        "apiVersion: farm.example.com/v1alpha\nkind: Llama\nmetadata:\n  name: dolly\n  resourceVersion: \"{rv}\"\nspec: {{weight: 40, height: 1.7}}\n"
+    );
+    let (code, h, text) = send(
+        &s,
+        Method::PUT,
+        &s.llamas("default", "dolly"),
+        Some("application/yaml; charset=utf-8"),
+        Some("application/json;q=0.9, application/yaml;q=0.5"),
+        &put,
+    )
+    .await;
+    assert_eq!((code, content_type(&h)), (200, "application/json"), "{text}");
+    let updated: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(updated["spec"]["weight"], 40);
+    assert_eq!(updated["metadata"]["generation"], 2);
+
+    // /status from YAML changes status only.
+    let rv = updated["metadata"]["resourceVersion"].as_str().unwrap();
+    let status = format!(
+        "apiVersion: farm.example.com/v1alpha\nkind: Llama\nmetadata: {{name: dolly, resourceVersion: \"{rv}\"}}\nspec: {{weight: 99, height: 9}}\nstatus:\n  observedGeneration: 2\n"
+    );
+    let (code, h, text) = send(
+        &s,
+        Method::PUT,
+        &s.llamas("default", "dolly/status"),
+        Some("application/yaml"),
+        Some("application/yaml"),
+        &status,
+    )
+    .await;
+    assert_eq!((code, content_type(&h)), (200, "application/yaml"), "{text}");
+    let v = yaml(&text);
+    assert_eq!(v["status"]["observedGeneration"], 2);
+    assert_eq!(v["spec"]["weight"], 40);
+
+    // Patch results, lists, Tables and deletes in YAML.
+    let (code, h, text) = send(
+        &s,
+        Method::PATCH,
+        &s.llamas("default", "dolly"),
+        Some("application/merge-patch+json"),
+        Some("application/yaml"),
+        r#"{"metadata":{"labels":{"answer":"yes","day":"2024-01-01"}}}"#,
+    )
+    .await;
+    assert_eq!((code, content_type(&h)), (200, "application/yaml"), "{text}");
+    // Strings a YAML 1.1 reader (kubectl) would take for a bool or a date are quoted.
+    assert!(text.contains("answer: \"yes\"") && text.contains("day: \"2024-01-01\""), "{text}");
+    assert_eq!(yaml(&text)["metadata"]["labels"]["answer"], "yes");
+    let (code, h, text) = send(&s, Method::GET, &coll, None, Some("application/yaml"), "").await;
+    assert_eq!((code, content_type(&h)), (200, "application/yaml"));
+    let list = yaml(&text);
+    assert_eq!(list["kind"], "LlamaList");
+    assert_eq!(list["items"][0]["metadata"]["name"], "dolly");
+    let (code, h, text) =
+        send(&s, Method::GET, &coll, None, Some("application/yaml;as=Table;v=v1;g=meta.k8s.io"), "").await;
+    assert_eq!((code, content_type(&h)), (200, "application/yaml"));
+    let table = yaml(&text);
+    assert_eq!(table["kind"], "Table");
+    assert_eq!(table["rows"][0]["cells"][0], "dolly");
+    let (code, h, text) =
+        send(&s, Method::DELETE, &s.llamas("default", "dolly"), None, Some("application/yaml"), "").await;
+    assert_eq!((code, content_type(&h)), (200, "application/yaml"), "{text}");
+    assert_eq!(yaml(&text)["status"], "Success");
+    let (code, h, text) = send(&s, Method::DELETE, &coll, None, Some("application/yaml"), "").await;
+    assert_eq!((code, content_type(&h)), (200, "application/yaml"), "{text}");
+    assert_eq!(yaml(&text)["kind"], "LlamaList");
+}
+
+#[tokio::test]
+async fn yaml_errors_and_refusals() {
+    let s = Server::start(&["--max-body-bytes", "4096"]).await;
+    let coll = s.llamas("default", "");
+    let post = |body: String, query: &'static str, accept: Option<&'static str>| {
+        let url = format!("{coll}{query}");
+        let s = &s;
+        async move { send(s, Method::POST, &url, Some("application/yaml"), accept, &body).await }
+    };
+    // Every Status error in YAML when asked for: 404, 422, 406, 405, 400, 413, 415.
+    let (code, h, text) = send(&s, Method::GET, &s.llamas("default", "nope"), None, Some("application/yaml"), "").await;
+    assert_eq!((code, content_type(&h)), (404, "application/yaml"));
+    let v = yaml(&text);
+    assert_eq!(v["message"], "llamas.farm.example.com \"nope\" not found");
+    assert_eq!(v["details"], json!({"group": "farm.example.com", "kind": "llamas", "name": "nope"}));
+    let (code, h, text) = post(dolly("thin", "-1"), "", Some("application/yaml")).await;
+    assert_eq!((code, content_type(&h)), (422, "application/yaml"));
+    assert_eq!(yaml(&text)["details"]["causes"][0]["field"], "spec.weight");
+    let (code, h, text) = send(&s, Method::GET, &format!("{coll}?watch=1"), None, Some("application/yaml"), "").await;
+    assert_eq!((code, content_type(&h)), (406, "application/yaml"), "{text}");
+    assert_eq!(
+        yaml(&text)["message"],
+        "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+    );
+    // PUT on a collection: kube's 400 "name must be provided".
+    let (code, h, _) = send(&s, Method::PUT, &coll, Some("application/yaml"), Some("application/yaml"), "a: 1").await;
+    assert_eq!((code, content_type(&h)), (400, "application/yaml"));
+    let (code, h, text) =
+        send(&s, Method::POST, &coll, Some("text/plain"), Some("application/json;q=0.1,application/yaml"), "x").await;
+    assert_eq!((code, content_type(&h)), (415, "application/yaml"));
+    assert_eq!(
+        yaml(&text)["message"],
+        "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+    );
+    // A YAML body beyond --max-body-bytes: 413 like a JSON one.
+    let big = format!("{}note: {}\n", dolly("big", "1"), "x".repeat(5000));
+    let (code, _, text) = post(big, "", None).await;
+    assert_eq!(code, 413, "{text}");
+
+    // Syntax errors in go-yaml's words (as kube-apiserver reports them).
+    let (code, _, text) = post("kind: Llama\nmetadata:\n  name: b\n spec: [\n".into(), "", None).await;
+    assert_eq!(code, 400);
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        v["message"],
+        "the object provided is unrecognized (must be of type Llama): yaml: line 3: did not find expected key (6b696e643a204c6c616d610a6d657461646174613a0a20206e616d653a20 ...)"
+    );
+    // Duplicate keys: warnings by default, the strict decoding error with Strict.
+    let dup = "apiVersion: farm.example.com/v1alpha\nkind: Llama\nmetadata:\n  name: one\n  name: two\nspec: {weight: 1, height: 2}\nfoo: 1\n";
+    let (code, h, text) = post(dup.into(), "", None).await;
+    assert_eq!(code, 201, "{text}");
+    assert_eq!(
+        warnings(&h),
+        [r#"299 - "line 5: key \"name\" already set in map""#, r#"299 - "unknown field \"foo\"""#]
+    );
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["metadata"]["name"], "two");
+    let (code, _, text) = post(dup.replace("two", "three"), "?fieldValidation=Strict", None).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap()["message"],
+        "Llama in version \"v1alpha\" cannot be handled as a Llama: strict decoding error: yaml: unmarshal errors:\n  line 5: key \"name\" already set in map, unknown field \"foo\""
+    );
+    // Empty and null documents.
+    let (code, _, text) = post(String::new(), "", None).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap()["message"],
+        "the object provided is unrecognized (must be of type Llama): Object 'Kind' is missing in '' (<empty>)"
+    );
+}
+
+#[tokio::test]
+async fn yaml_bombs_and_deep_nesting_are_refused_and_the_server_stays_up() {
+    let s = Server::start(&[]).await;
+    let coll = s.llamas("default", "");
+    // A billion laughs: nine aliases of nine aliases, nine levels deep.
+    let mut bomb = String::from("apiVersion: farm.example.com/v1alpha\nkind: Llama\nmetadata: {name: bomb}\na: &a [x, x, x, x, x, x, x, x, x]\n");
+    let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
+    for pair in names.windows(2) {
+        let (prev, name) = (pair[0], pair[1]);
+        let refs = vec![format!("*{prev}"); 9].join(", ");
+        bomb.push_str(&format!("{name}: &{name} [{refs}]\n"));
+    }
+    bomb.push_str("spec: {weight: 1, height: 2}\n");
+    let (code, _, text) = send(&s, Method::POST, &coll, Some("application/yaml"), None, &bomb).await;
+    assert_eq!(code, 400, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert!(
+        v["message"].as_str().unwrap().starts_with(
+            "the object provided is unrecognized (must be of type Llama): yaml: document contains excessive aliasing ("
+        ),
+        "{v}"
+    );
+    // Deep nesting, flow and block.
+    let flow = format!(
+        "apiVersion: farm.example.com/v1alpha\nkind: Llama\nmetadata: {{name: deep}}\nspec: {{weight: 1, height: 2, x: {}{}}}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let block: String = (0..400).map(|i| format!("{}k{i}:\n", " ".repeat(i))).collect();
+    for body in [flow, block] {
+        let (code, _, text) = send(&s, Method::POST, &coll, Some("application/yaml"), None, &body).await;
+        assert_eq!(code, 400, "{text}");
+        assert!(text.contains("exceeded max depth of 127"), "{text}");
+    }
+    // Still serving.
+    let (code, _, text) = send(&s, Method::POST, &coll, Some("application/yaml"), None, &dolly("after", "1")).await;
+    assert_eq!(code, 201, "{text}");
+}

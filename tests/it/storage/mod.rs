@@ -3,4 +3,3 @@
 
 mod contract;
 mod replicas;
-mod replicas_aggregated;

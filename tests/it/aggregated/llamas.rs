@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::common;
 use crate::common::cluster::{self, eventually, namespace};
-use crate::common::{kubectl_stdin, KubectlStream};
+use crate::common::{kubectl_stdin, ok, KubectlStream};
 use farm_apiserver::resources::llama::{Llama, LlamaSpec};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -19,11 +19,6 @@ use kube::runtime::finalizer::{self, finalizer, Event as Finalizer};
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
-
-fn ok(out: (bool, String, String)) -> String {
-    assert!(out.0, "kubectl failed:\nstdout: {}\nstderr: {}", out.1, out.2);
-    out.1
-}
 
 fn dolly(ns: &str) -> String {
     format!(

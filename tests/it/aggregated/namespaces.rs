@@ -9,12 +9,9 @@ use std::time::Duration;
 
 use crate::common;
 use crate::common::cluster::{self, eventually, namespace, ControlPlane};
-use crate::common::compare::admin_client;
+use crate::common::compare::{admin_client, CRD_GROUP, OUR_GROUP};
 use reqwest::Method;
 use serde_json::{json, Value};
-
-const CRD_GROUP: &str = "crd.farm.example.com";
-const OUR_GROUP: &str = "farm.example.com";
 
 /// POSTs a Llama of `group` into `ns`: (code, Status or object with the group
 /// replaced by GROUP).

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::common;
 use crate::common::cluster::{self, namespace, ControlPlane};
+use crate::common::identity::status_of;
 use crate::common::{Options, Server};
 use futures::StreamExt as _;
 use serde_json::Value;
@@ -35,12 +36,6 @@ fn client(server: &Server, identity: Option<(&Path, &Path)>) -> reqwest::Client 
 fn user_client(cp: &ControlPlane, server: &Server) -> reqwest::Client {
     let (cert, key) = (path_of(cp, "userCertFile"), path_of(cp, "userKeyFile"));
     client(server, Some((&cert, &key)))
-}
-
-async fn status_of(resp: reqwest::Response) -> (u16, Value) {
-    let code = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
-    (code, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
 /// farm-user may read llamas in `ns`.

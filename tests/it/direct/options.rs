@@ -23,7 +23,7 @@ use std::time::Duration;
 use crate::common;
 use crate::common::cluster::{self, namespace};
 use crate::common::compare::admin_client;
-use crate::common::{llama, Backend, Server};
+use crate::common::{create, llama, Backend, Server};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -63,21 +63,10 @@ const UNDECODABLE: &[(&str, &str)] = &[
     ),
 ];
 
+/// A request with a JSON Content-Type and `body` as is (malformed ones too).
 async fn call(s: &Server, method: Method, url: &str, body: Option<&str>) -> (StatusCode, Value) {
-    let mut r = s.client.request(method, url).header("Content-Type", "application/json");
-    if let Some(b) = body {
-        r = r.body(b.to_string());
-    }
-    let resp = r.send().await.expect("request");
-    let code = resp.status();
-    let text = resp.text().await.expect("body");
-    (code, serde_json::from_str(&text).unwrap_or(Value::String(text)))
-}
-
-async fn create(s: &Server, name: &str) -> Value {
-    let (code, v) = call(s, Method::POST, &s.llamas("default", ""), Some(&llama(name, 1.0, 1.0).to_string())).await;
-    assert_eq!(code, StatusCode::CREATED, "{v}");
-    v
+    let (code, _, v) = common::call(s, method, url, "application/json", body.map(|b| b.as_bytes().to_vec())).await;
+    (code, v)
 }
 
 /// The object is still there, unchanged (same uid and resourceVersion).
@@ -100,7 +89,7 @@ fn assert_status(v: &Value, code: u16, reason: &str, message: &str) {
 
 async fn undecodable_delete_bodies_are_refused_and_delete_nothing(backend: Backend) {
     let s = Server::start_on(backend, &[]).await;
-    let dolly = create(&s, "dolly").await;
+    let dolly = create(&s, "default", &llama("dolly", 1.0, 1.0)).await;
     let url = s.llamas("default", "dolly");
     for (body, message) in UNDECODABLE {
         let (code, v) = call(&s, Method::DELETE, &url, Some(body)).await;
@@ -116,7 +105,7 @@ async fn undecodable_delete_bodies_are_refused_and_delete_nothing(backend: Backe
 
 async fn invalid_delete_options_are_one_422(backend: Backend) {
     let s = Server::start_on(backend, &[]).await;
-    let dolly = create(&s, "dolly").await;
+    let dolly = create(&s, "default", &llama("dolly", 1.0, 1.0)).await;
     let url = s.llamas("default", "dolly");
     let cases = [
         (
@@ -143,7 +132,7 @@ async fn invalid_delete_options_are_one_422(backend: Backend) {
 
 async fn dry_run_deletes_with_correct_options_delete_nothing(backend: Backend) {
     let s = Server::start_on(backend, &[]).await;
-    let dolly = create(&s, "dolly").await;
+    let dolly = create(&s, "default", &llama("dolly", 1.0, 1.0)).await;
     let url = s.llamas("default", "dolly");
     // Accepted as kube accepts them: any DeleteOptions version, no kind at
     // all, unknown fields ignored.
@@ -181,7 +170,7 @@ async fn dry_run_deletes_with_correct_options_delete_nothing(backend: Backend) {
 
 async fn delete_query_options_are_decoded_like_kube(backend: Backend) {
     let s = Server::start_on(backend, &[]).await;
-    let dolly = create(&s, "dolly").await;
+    let dolly = create(&s, "default", &llama("dolly", 1.0, 1.0)).await;
     let url = s.llamas("default", "dolly");
     let cases = [
         ("gracePeriodSeconds=x", 400, "BadRequest", r#"strconv.ParseInt: parsing "x": invalid syntax"#),
@@ -231,7 +220,7 @@ async fn delete_query_options_are_decoded_like_kube(backend: Backend) {
 
 async fn deletecollection_decodes_list_then_delete_options(backend: Backend) {
     let s = Server::start_on(backend, &[]).await;
-    let herd = [create(&s, "a").await, create(&s, "b").await];
+    let herd = [create(&s, "default", &llama("a", 1.0, 1.0)).await, create(&s, "default", &llama("b", 1.0, 1.0)).await];
     let all = s.llamas("default", "");
     let check = |what: &'static str| {
         let s = &s;
@@ -297,7 +286,7 @@ async fn first_line_of(mut resp: reqwest::Response) -> (StatusCode, Value) {
 #[tokio::test]
 async fn query_booleans_and_integers_read_like_the_parameter_codec() {
     let s = Server::start(&[]).await;
-    create(&s, "dolly").await;
+    create(&s, "default", &llama("dolly", 1.0, 1.0)).await;
     let all = s.llamas("default", "");
     for q in ["watch=true", "watch=TRUE", "watch=T", "watch=yes", "watch=", "watch=1&watch=0"] {
         let (code, v) = first_line(&s, &format!("{all}?{q}&timeoutSeconds=2")).await;

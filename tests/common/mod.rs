@@ -320,7 +320,12 @@ pub async fn call(
 }
 
 /// A request with a JSON body (or none): the status and the body, read as by [`call`].
-pub async fn send(s: &Server, method: reqwest::Method, url: &str, body: Option<&Value>) -> (reqwest::StatusCode, Value) {
+pub async fn send(
+    s: &Server,
+    method: reqwest::Method,
+    url: &str,
+    body: Option<&Value>,
+) -> (reqwest::StatusCode, Value) {
     let body = body.map(|b| serde_json::to_vec(b).expect("JSON body"));
     let (status, _, v) = call(s, method, url, "application/json", body).await;
     (status, v)

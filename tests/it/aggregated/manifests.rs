@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use base64::Engine;
 use crate::common;
 use crate::common::cluster::ControlPlane;
+use base64::Engine;
 use serde_json::{json, Value};
 
 fn repo_manifests() -> PathBuf {

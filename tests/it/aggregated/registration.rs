@@ -5,9 +5,9 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use base64::Engine;
 use crate::common::cluster::{self, registration_yaml, wait_available};
 use crate::common::{Options, Server};
+use base64::Engine;
 
 #[tokio::test]
 async fn wrong_ca_bundle_is_reported_then_fixed() {

@@ -343,8 +343,7 @@ async fn watch_bookmarks_timeout_and_initial_events(backend: Backend) {
     let base = s.llamas("default", "");
     // Bookmarks carry a resourceVersion at least as new as what was delivered.
     let mut w =
-        Watch::open(&s, &format!("{base}?watch=true&allowWatchBookmarks=true&resourceVersion={}", rv(&a)), None)
-            .await;
+        Watch::open(&s, &format!("{base}?watch=true&allowWatchBookmarks=true&resourceVersion={}", rv(&a)), None).await;
     create(&s, "other", &llama("z", 1.0, 1.0)).await;
     let bm = w.next().await;
     assert_eq!(bm["type"], "BOOKMARK", "{bm}");
@@ -352,8 +351,7 @@ async fn watch_bookmarks_timeout_and_initial_events(backend: Backend) {
     assert!(rv(&bm["object"]) > rv(&a), "bookmark moves past other namespaces' writes: {bm}");
     // timeoutSeconds ends the stream.
     let started = std::time::Instant::now();
-    let mut t =
-        Watch::open(&s, &format!("{base}?watch=true&timeoutSeconds=1&resourceVersion={}", rv(&a)), None).await;
+    let mut t = Watch::open(&s, &format!("{base}?watch=true&timeoutSeconds=1&resourceVersion={}", rv(&a)), None).await;
     assert!(t.try_next().await.is_none());
     assert!(started.elapsed() < Duration::from_secs(5));
     // sendInitialEvents: ADDED for the state, then the initial-events-end bookmark.

@@ -377,7 +377,8 @@ async fn delete_preconditions_and_status_answer(backend: Backend) {
 async fn dry_run_changes_nothing(backend: Backend) {
     let s = Server::start_on(backend, &[]).await;
     let (code, v) =
-        send(&s, Method::POST, &format!("{}?dryRun=All", s.llamas("default", "")), Some(&llama("ghost", 1.0, 1.0))).await;
+        send(&s, Method::POST, &format!("{}?dryRun=All", s.llamas("default", "")), Some(&llama("ghost", 1.0, 1.0)))
+            .await;
     assert_eq!(code, 201, "{v}");
     assert_eq!(v["metadata"]["name"], "ghost");
     assert_eq!(get(&s, &s.llamas("default", "ghost")).await.0, 404);
@@ -588,7 +589,8 @@ async fn max_object_bytes_flag_and_the_managed_fields_retry(backend: Backend) {
     // does not fit at all (etcd keeps no resourceVersion: ~24 bytes fewer).
     let fit = create(&s, "default", &annotated("pro2e", 8192 - overhead - 16)).await;
     assert!(fit["metadata"].get("managedFields").is_none(), "{}", fit["metadata"]);
-    let (code, e) = send(&s, Method::POST, &s.llamas("default", ""), Some(&annotated("pro3e", 8192 - overhead + 64))).await;
+    let (code, e) =
+        send(&s, Method::POST, &s.llamas("default", ""), Some(&annotated("pro3e", 8192 - overhead + 64))).await;
     assert_eq!(code, 500, "{e}");
     assert_eq!(e["message"], "etcdserver: request is too large");
     // An update likewise: the probe grown to fit only without managedFields.

@@ -1,7 +1,13 @@
 //! End-to-end fixture: a real control plane (tests/controlplane: embedded etcd,
 //! kube-apiserver with the aggregator, kube-controller-manager) started once
-//! per test binary, and farm-apiserver registered behind it through an
-//! ExternalName Service and an APIService carrying a real caBundle.
+//! per test process and shared, and farm-apiserver registered behind it through
+//! an ExternalName Service and an APIService carrying a real caBundle.
+//!
+//! The APIService is global to a control plane: the shared one serves the
+//! farm-apiserver of [`shared`]. A test that registers another farm-apiserver
+//! (other flags, a wrong caBundle, a replaced replica) does so on a control
+//! plane of its own, [`ControlPlane::start`], so that it never takes the
+//! group away from the tests running beside it.
 //!
 //! Nothing here skips: if the control plane cannot be built or started, the
 //! test fails with the reason.
@@ -17,12 +23,13 @@ use serde_json::Value;
 
 use super::{kubectl, kubectl_stdin, Options, Server};
 
-/// The running control plane of this test binary.
+/// A running control plane: the shared one ([`controlplane`]), or one a test
+/// owns, stopped when dropped.
 pub struct ControlPlane {
-    _child: Mutex<Child>,
+    child: Mutex<Child>,
     /// Held open: the control plane stops when its stdin closes, so it dies
-    /// with the test process whatever way that ends.
-    _stdin: Mutex<ChildStdin>,
+    /// with the test process whatever way that ends (or when dropped).
+    stdin: Mutex<Option<ChildStdin>>,
     pub info: Value,
     pub kubeconfig: PathBuf,
     pub user_kubeconfig: PathBuf,
@@ -54,6 +61,33 @@ pub fn build_controlplane() -> PathBuf {
     repo_root().join("target/controlplane/controlplane")
 }
 
+impl ControlPlane {
+    /// Builds (when needed) and starts a control plane of its own, and waits
+    /// until it serves.
+    pub fn start() -> ControlPlane {
+        start_controlplane()
+    }
+}
+
+/// Stops a control plane a test owns (the shared one lives in a static and is
+/// never dropped): its stdin closes, so it cleans up and exits, as it does
+/// when the test process ends.
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        drop(self.stdin.get_mut().unwrap_or_else(|e| e.into_inner()).take());
+        let child = self.child.get_mut().unwrap_or_else(|e| e.into_inner());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while matches!(child.try_wait(), Ok(None)) {
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 fn start_controlplane() -> ControlPlane {
     let bin = build_controlplane();
     let dir = tempfile::Builder::new().prefix("farm-cp-").tempdir().expect("tempdir").keep();
@@ -77,8 +111,8 @@ fn start_controlplane() -> ControlPlane {
         server: info["server"].as_str().expect("server").to_string(),
         pid,
         info,
-        _child: Mutex::new(child),
-        _stdin: Mutex::new(stdin),
+        child: Mutex::new(child),
+        stdin: Mutex::new(Some(stdin)),
     }
 }
 
@@ -101,7 +135,7 @@ pub fn read_ready_line(child: &mut Child, timeout: Duration, log: &Path, what: &
     serde_json::from_str(&ready).expect("READY json")
 }
 
-/// The control plane shared by every test of this binary.
+/// The control plane shared by the tests of this process.
 pub fn controlplane() -> &'static ControlPlane {
     static CP: OnceLock<ControlPlane> = OnceLock::new();
     CP.get_or_init(start_controlplane)
@@ -218,15 +252,17 @@ pub async fn wait_openapi_v3(cp: &ControlPlane, timeout: Duration) {
     }
 }
 
-/// farm-apiserver reading Pods from the control plane, registered behind it.
-pub struct Registered {
+/// farm-apiserver reading Pods from a control plane, registered behind it.
+pub struct Registered<'cp> {
     pub server: Server,
-    pub cp: &'static ControlPlane,
+    pub cp: &'cp ControlPlane,
 }
 
-/// Starts farm-apiserver against the control plane and registers it.
-pub async fn register(extra: &[&str]) -> Registered {
-    let cp = controlplane();
+/// Starts farm-apiserver against `cp` and registers it there, in place of
+/// whatever farm-apiserver was registered before: on the shared control plane
+/// that is [`shared`]'s alone, another registration needs a control plane of
+/// its own ([`ControlPlane::start`]).
+pub async fn register_on<'cp>(cp: &'cp ControlPlane, extra: &[&str]) -> Registered<'cp> {
     let server = Server::start_with(Options {
         args: extra.iter().map(|a| a.to_string()).collect(),
         kubeconfig: Some(cp.kubeconfig.clone()),
@@ -242,10 +278,12 @@ pub async fn register(extra: &[&str]) -> Registered {
     Registered { server, cp }
 }
 
-/// The farm-apiserver registered for this whole test binary.
-pub async fn shared() -> &'static Registered {
-    static REG: tokio::sync::OnceCell<Registered> = tokio::sync::OnceCell::const_new();
-    REG.get_or_init(|| register(&[])).await
+/// The farm-apiserver registered on the shared control plane, for every test
+/// of this process. (Its `server.client` may hold connections of another
+/// test's runtime: make a client of your own for direct requests.)
+pub async fn shared() -> &'static Registered<'static> {
+    static REG: tokio::sync::OnceCell<Registered<'static>> = tokio::sync::OnceCell::const_new();
+    REG.get_or_init(|| register_on(controlplane(), &[])).await
 }
 
 /// A namespace of its own for one test.

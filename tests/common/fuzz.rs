@@ -1,5 +1,5 @@
 //! A seeded request fuzzer and its invariants, shared by `benches/soak.rs`
-//! (a million requests against the release server) and `tests/soak_short.rs`
+//! (a million requests against the release server) and `tests/it/load/soak_short.rs`
 //! (a short run in `cargo test`).
 //!
 //! One `StdRng` generates every request: paths the server knows (and mangled

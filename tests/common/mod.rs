@@ -299,7 +299,57 @@ pub fn llama(name: &str, weight: f64, height: f64) -> Value {
     })
 }
 
-/// Runs kubectl against a kubeconfig; returns (success, stdout, stderr).
+/// A request to `url` with `Content-Type: content_type` and `body`: the status,
+/// the headers, and the body as JSON (a body that is not JSON as a JSON string).
+pub async fn call(
+    s: &Server,
+    method: reqwest::Method,
+    url: &str,
+    content_type: &str,
+    body: Option<Vec<u8>>,
+) -> (reqwest::StatusCode, reqwest::header::HeaderMap, Value) {
+    let mut r = s.client.request(method, url).header("Content-Type", content_type);
+    if let Some(b) = body {
+        r = r.body(b);
+    }
+    let resp = r.send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let text = resp.text().await.expect("body");
+    (status, headers, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+/// A request with a JSON body (or none): the status and the body, read as by [`call`].
+pub async fn send(
+    s: &Server,
+    method: reqwest::Method,
+    url: &str,
+    body: Option<&Value>,
+) -> (reqwest::StatusCode, Value) {
+    let body = body.map(|b| serde_json::to_vec(b).expect("JSON body"));
+    let (status, _, v) = call(s, method, url, "application/json", body).await;
+    (status, v)
+}
+
+/// Creates `body` in namespace `ns` (201 Created, or the test fails) and
+/// returns the object as the server answered it.
+pub async fn create(s: &Server, ns: &str, body: &Value) -> Value {
+    let (status, v) = send(s, reqwest::Method::POST, &s.llamas(ns, ""), Some(body)).await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{v}");
+    v
+}
+
+/// The resourceVersion of an object or a list, as a number.
+pub fn rv(v: &Value) -> u64 {
+    v["metadata"]["resourceVersion"].as_str().and_then(|r| r.parse().ok()).unwrap_or_else(|| panic!("no rv in {v}"))
+}
+
+/// The stdout of a kubectl run ([`kubectl`], [`kubectl_stdin`]) that must have succeeded.
+pub fn ok(out: (bool, String, String)) -> String {
+    assert!(out.0, "kubectl failed:\nstdout: {}\nstderr: {}", out.1, out.2);
+    out.1
+}
+
 /// The value of one series in a Prometheus text exposition, named with its
 /// labels as the server writes them (`name{label="v",...}` or `name`).
 pub fn metric_sample(metrics: &str, series: &str) -> Option<f64> {
@@ -319,6 +369,7 @@ pub async fn succeeds<F: std::future::Future<Output = bool>>(
     }
 }
 
+/// Runs kubectl against a kubeconfig; returns (success, stdout, stderr).
 pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
     kubectl_stdin(kubeconfig, args, None)
 }

@@ -3,14 +3,13 @@
 //! to farm-apiserver; the namespace controller and the garbage collector of
 //! kube-controller-manager work on Llamas through it.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::cluster::{self, eventually, namespace};
-use common::{kubectl_stdin, KubectlStream};
+use crate::common;
+use crate::common::cluster::{self, eventually, namespace};
+use crate::common::{kubectl_stdin, ok, KubectlStream};
 use farm_apiserver::llama::{Llama, LlamaSpec};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -20,11 +19,6 @@ use kube::runtime::finalizer::{self, finalizer, Event as Finalizer};
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
-
-fn ok(out: (bool, String, String)) -> String {
-    assert!(out.0, "kubectl failed:\nstdout: {}\nstderr: {}", out.1, out.2);
-    out.1
-}
 
 fn dolly(ns: &str) -> String {
     format!(

@@ -2,12 +2,10 @@
 //! apply, get (tables, yaml, -w, selectors, short name, category), label,
 //! patch, replace, delete, finalizers, explain, diff, wait.
 
-#[macro_use]
-mod common;
-
 use std::time::Duration;
 
-use common::{kubectl, kubectl_stdin, succeeds, Backend, KubectlStream, Server};
+use crate::common;
+use crate::common::{kubectl, kubectl_stdin, ok, succeeds, Backend, KubectlStream, Server};
 
 const DOLLY: &str = "apiVersion: farm.example.com/v1alpha
 kind: Llama
@@ -19,11 +17,6 @@ spec:
   weight: 31.4
   height: 1.7
 ";
-
-fn ok(out: (bool, String, String)) -> String {
-    assert!(out.0, "kubectl failed:\nstdout: {}\nstderr: {}", out.1, out.2);
-    out.1
-}
 
 async fn kubectl_lifecycle(backend: Backend) {
     let s = Server::start_on(backend, &[]).await;

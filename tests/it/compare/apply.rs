@@ -3,9 +3,7 @@
 //! give the same codes, reasons, causes, objects and managedFields (times and
 //! resourceVersions aside).
 
-mod common;
-
-use common::compare::{llama, Comparison, Parts, Step, OURS};
+use crate::common::compare::{llama, Comparison, Parts, Step, OURS};
 use serde_json::{json, Value};
 
 const APPLY: &str = "application/apply-patch+yaml";

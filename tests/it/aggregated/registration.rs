@@ -2,19 +2,18 @@
 //! reported on the APIService with a clear reason, and the right one makes it
 //! Available. Runs against its own control plane (the APIService is global).
 
-mod common;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::common::cluster::{self, registration_yaml, wait_available};
+use crate::common::{Options, Server};
 use base64::Engine;
-use common::cluster::{self, registration_yaml, wait_available};
-use common::{Options, Server};
 
 #[tokio::test]
 async fn wrong_ca_bundle_is_reported_then_fixed() {
     let t0 = Instant::now();
-    let cp = cluster::controlplane();
+    let own = cluster::ControlPlane::start();
+    let cp = &own;
     eprintln!("control plane up after {:?}", t0.elapsed());
     let server = Server::start_with(Options { kubeconfig: Some(cp.kubeconfig.clone()), ..Default::default() }).await;
     // A CA that did not sign the serving certificate.

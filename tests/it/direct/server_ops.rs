@@ -1,12 +1,11 @@
 //! Discovery, OpenAPI, probes, metrics, certificates, configuration checks and
 //! graceful shutdown of the real binary.
 
-mod common;
-
 use std::process::Command;
 use std::time::Duration;
 
-use common::{client_trusting, llama, Server, GROUP_PATH};
+use crate::common;
+use crate::common::{client_trusting, llama, Server, GROUP_PATH};
 use serde_json::{json, Value};
 
 const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";

@@ -2,13 +2,10 @@
 //! `kube::runtime::watcher`, which must see every change, also across a 410
 //! that forces it to re-list.
 
-#[macro_use]
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{Backend, Server};
+use crate::common::{Backend, Server};
 use farm_apiserver::llama::{Llama, LlamaSpec, LlamaStatus};
 use futures::StreamExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};

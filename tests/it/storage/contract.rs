@@ -3,18 +3,16 @@
 //! Each test gets two handles on one store ("replicas"): the same memory store
 //! twice, or two etcd stores with their own caches over one key prefix.
 
-#[macro_use]
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common;
+use crate::common::Backend;
 use aggregated_apiserver::storage::etcd::{EtcdStore, KeyCodec};
 use aggregated_apiserver::storage::memory::MemoryStore;
 use aggregated_apiserver::storage::{
     EventType, Indexer, ListRequest, Mutation, ObjectIndex, ObjectKey, Store, StoreError, StoredObject, Updated,
 };
-use common::Backend;
 use futures::StreamExt;
 use serde_json::{json, Value};
 

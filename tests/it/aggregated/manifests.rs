@@ -5,16 +5,17 @@
 //! overlay render. The HA overlay (replicated farm-apiserver on a dedicated
 //! etcd) passes a server-side dry run of every object but cert-manager's, and
 //! its certificates fit the names and flags they are used with. Runs against
-//! its own control plane.
-
-mod common;
+//! a control plane of its own: the shared one holds the registration of the
+//! shared farm-apiserver (namespace farm-system, Service farm-apiserver, the
+//! APIService), which the dry runs would meet as existing objects.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use crate::common;
+use crate::common::cluster::ControlPlane;
 use base64::Engine;
-use common::cluster::{self, ControlPlane};
 use serde_json::{json, Value};
 
 fn repo_manifests() -> PathBuf {
@@ -83,18 +84,18 @@ fn kustomize(dir: &Path) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
-/// The control plane, with namespace farm-system really created (from
-/// base/namespace.yaml, Pod Security labels included): a server-side dry run
-/// of namespaced objects needs their namespace to exist.
+/// The control plane of these tests, with namespace farm-system really
+/// created (from base/namespace.yaml, Pod Security labels included): a
+/// server-side dry run of namespaced objects needs their namespace to exist.
 fn controlplane_with_namespace() -> &'static ControlPlane {
-    static NAMESPACE: OnceLock<()> = OnceLock::new();
-    let cp = cluster::controlplane();
-    NAMESPACE.get_or_init(|| {
+    static CP: OnceLock<ControlPlane> = OnceLock::new();
+    CP.get_or_init(|| {
+        let cp = ControlPlane::start();
         let ns = repo_manifests().join("base/namespace.yaml");
         let out = cp.kubectl(&["apply", "-f", &ns.display().to_string()]);
         assert!(out.0, "creating namespace farm-system: {out:?}");
-    });
-    cp
+        cp
+    })
 }
 
 fn b64(bytes: &[u8]) -> String {

@@ -3,13 +3,13 @@
 //! kube-apiserver's own /metrics) and real users keep being served; a SubjectAccessReview that
 //! kube-apiserver refuses is a 500 in kube's words, a TokenReview it refuses a 401.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::cluster::{self, namespace, ControlPlane};
-use common::{Options, Server};
+use crate::common;
+use crate::common::cluster::{self, namespace, ControlPlane};
+use crate::common::identity::status_of;
+use crate::common::{Options, Server};
 use futures::StreamExt as _;
 use serde_json::Value;
 
@@ -36,12 +36,6 @@ fn client(server: &Server, identity: Option<(&Path, &Path)>) -> reqwest::Client 
 fn user_client(cp: &ControlPlane, server: &Server) -> reqwest::Client {
     let (cert, key) = (path_of(cp, "userCertFile"), path_of(cp, "userKeyFile"));
     client(server, Some((&cert, &key)))
-}
-
-async fn status_of(resp: reqwest::Response) -> (u16, Value) {
-    let code = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
-    (code, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
 /// farm-user may read llamas in `ns`.

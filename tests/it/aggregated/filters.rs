@@ -4,13 +4,12 @@
 //! callers not authorized for them. Each answer is compared with what
 //! kube-apiserver writes for the same case.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::cluster::{self, namespace, ControlPlane};
-use common::identity::{client_with_identity, files, status_of};
-use common::{llama, succeeds, Options, Server};
+use crate::common;
+use crate::common::cluster::{self, namespace, ControlPlane};
+use crate::common::identity::{client_with_identity, files, status_of};
+use crate::common::{llama, succeeds, Options, Server};
 use futures::StreamExt;
 
 /// A GET that holds a read slot for about 3 s: the server waits for a

@@ -2,20 +2,12 @@
 //! rules; watch with resume, 410, bookmarks, timeouts and initial events;
 //! Table and PartialObjectMetadata representations; gzip for large answers.
 
-#[macro_use]
-mod common;
-
 use std::time::Duration;
 
-use common::{kubectl, llama, Backend, Server};
+use crate::common;
+use crate::common::{create, kubectl, llama, rv, Backend, Server};
 use futures::StreamExt;
 use serde_json::{json, Value};
-
-async fn create(s: &Server, ns: &str, body: &Value) -> Value {
-    let r = s.client.post(s.llamas(ns, "")).json(body).send().await.unwrap();
-    assert_eq!(r.status(), 201);
-    r.json().await.unwrap()
-}
 
 async fn labelled(s: &Server, ns: &str, name: &str, labels: Value, weight: f64) -> Value {
     let mut body = llama(name, weight, 1.0);
@@ -30,10 +22,6 @@ async fn get_json(s: &Server, url: &str) -> (u16, Value) {
 
 fn names(list: &Value) -> Vec<String> {
     list["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap().to_string()).collect()
-}
-
-fn rv_of(v: &Value) -> u64 {
-    v["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap()
 }
 
 async fn list_selectors_and_namespaces(backend: Backend) {
@@ -118,14 +106,14 @@ async fn paging_reads_one_snapshot_and_expired_tokens_get_410(backend: Backend) 
 async fn resource_version_rules_for_list(backend: Backend) {
     let s = Server::start_on(backend, &[]).await;
     let a = create(&s, "default", &llama("a", 1.0, 1.0)).await;
-    let rv_a = rv_of(&a);
+    let rv_a = rv(&a);
     create(&s, "default", &llama("b", 1.0, 1.0)).await;
     let base = s.llamas("default", "");
     // Exact: the state at that revision.
     let (code, v) = get_json(&s, &format!("{base}?resourceVersion={rv_a}&resourceVersionMatch=Exact")).await;
     assert_eq!(code, 200, "{v}");
     assert_eq!(names(&v), ["a"]);
-    assert_eq!(rv_of(&v), rv_a);
+    assert_eq!(rv(&v), rv_a);
     // NotOlderThan and "0": at least that fresh.
     let (_, v) = get_json(&s, &format!("{base}?resourceVersion={rv_a}&resourceVersionMatch=NotOlderThan")).await;
     assert_eq!(names(&v), ["a", "b"]);
@@ -278,13 +266,13 @@ async fn watch_streams_changes_and_resumes(backend: Backend) {
     let ev = w.next().await;
     assert_eq!(ev["type"], "MODIFIED");
     assert_eq!(ev["object"]["spec"]["weight"], json!(2));
-    let modified_rv = rv_of(&ev["object"]);
+    let modified_rv = rv(&ev["object"]);
     s.client.delete(s.llamas("default", "a")).send().await.unwrap();
     let ev = w.next().await;
     assert_eq!(ev["type"], "DELETED");
-    assert!(rv_of(&ev["object"]) > modified_rv);
+    assert!(rv(&ev["object"]) > modified_rv);
     // Resume from a revision: only later events.
-    let mut w2 = Watch::open(&s, &format!("{base}?watch=true&resourceVersion={}", rv_of(&a)), None).await;
+    let mut w2 = Watch::open(&s, &format!("{base}?watch=true&resourceVersion={}", rv(&a)), None).await;
     assert_eq!(w2.next().await["type"], "MODIFIED");
     assert_eq!(w2.next().await["type"], "DELETED");
     // Other namespaces are not seen; the all-namespaces watch sees both.
@@ -339,7 +327,7 @@ async fn watch_from_compacted_history_sends_410_in_stream(backend: Backend) {
     for i in 0..5 {
         create(&s, "default", &llama(&format!("b{i}"), 1.0, 1.0)).await;
     }
-    let url = format!("{}?watch=true&resourceVersion={}", s.llamas("default", ""), rv_of(&first));
+    let url = format!("{}?watch=true&resourceVersion={}", s.llamas("default", ""), rv(&first));
     let mut w = Watch::open(&s, &url, None).await;
     let ev = w.next().await;
     assert_eq!(ev["type"], "ERROR", "{ev}");
@@ -355,17 +343,15 @@ async fn watch_bookmarks_timeout_and_initial_events(backend: Backend) {
     let base = s.llamas("default", "");
     // Bookmarks carry a resourceVersion at least as new as what was delivered.
     let mut w =
-        Watch::open(&s, &format!("{base}?watch=true&allowWatchBookmarks=true&resourceVersion={}", rv_of(&a)), None)
-            .await;
+        Watch::open(&s, &format!("{base}?watch=true&allowWatchBookmarks=true&resourceVersion={}", rv(&a)), None).await;
     create(&s, "other", &llama("z", 1.0, 1.0)).await;
     let bm = w.next().await;
     assert_eq!(bm["type"], "BOOKMARK", "{bm}");
     assert_eq!(bm["object"]["kind"], "Llama");
-    assert!(rv_of(&bm["object"]) > rv_of(&a), "bookmark moves past other namespaces' writes: {bm}");
+    assert!(rv(&bm["object"]) > rv(&a), "bookmark moves past other namespaces' writes: {bm}");
     // timeoutSeconds ends the stream.
     let started = std::time::Instant::now();
-    let mut t =
-        Watch::open(&s, &format!("{base}?watch=true&timeoutSeconds=1&resourceVersion={}", rv_of(&a)), None).await;
+    let mut t = Watch::open(&s, &format!("{base}?watch=true&timeoutSeconds=1&resourceVersion={}", rv(&a)), None).await;
     assert!(t.try_next().await.is_none());
     assert!(started.elapsed() < Duration::from_secs(5));
     // sendInitialEvents: ADDED for the state, then the initial-events-end bookmark.

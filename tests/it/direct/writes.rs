@@ -2,36 +2,9 @@
 //! finalizers, preconditions, dry run, and their errors, asserted against
 //! kube-apiserver's codes, reasons and messages.
 
-#[macro_use]
-mod common;
-
-use common::{llama, Backend, Server};
+use crate::common::{call, create, llama, send, Backend, Server};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-
-async fn call(
-    s: &Server,
-    method: Method,
-    url: &str,
-    ct: &str,
-    body: Option<Vec<u8>>,
-) -> (StatusCode, reqwest::header::HeaderMap, Value) {
-    let mut r = s.client.request(method, url).header("Content-Type", ct);
-    if let Some(b) = body {
-        r = r.body(b);
-    }
-    let resp = r.send().await.expect("request");
-    let status = resp.status();
-    let headers = resp.headers().clone();
-    let text = resp.text().await.expect("body");
-    let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    (status, headers, v)
-}
-
-async fn send(s: &Server, method: Method, url: &str, body: &Value) -> (StatusCode, Value) {
-    let (c, _, v) = call(s, method, url, "application/json", Some(serde_json::to_vec(body).unwrap())).await;
-    (c, v)
-}
 
 async fn patch(s: &Server, url: &str, ct: &str, body: &Value) -> (StatusCode, Value) {
     let (c, _, v) = call(s, Method::PATCH, url, ct, Some(serde_json::to_vec(body).unwrap())).await;
@@ -39,14 +12,7 @@ async fn patch(s: &Server, url: &str, ct: &str, body: &Value) -> (StatusCode, Va
 }
 
 async fn get(s: &Server, url: &str) -> (StatusCode, Value) {
-    let (c, _, v) = call(s, Method::GET, url, "application/json", None).await;
-    (c, v)
-}
-
-async fn create(s: &Server, ns: &str, body: &Value) -> Value {
-    let (code, v) = send(s, Method::POST, &s.llamas(ns, ""), body).await;
-    assert_eq!(code, StatusCode::CREATED, "{v}");
-    v
+    send(s, Method::GET, url, None).await
 }
 
 fn assert_status(v: &Value, code: u16, reason: &str) {
@@ -106,17 +72,17 @@ async fn create_errors_have_kube_status_bodies(backend: Backend) {
     // Wrong apiVersion and kind.
     let mut wrong = llama("a", 1.0, 1.0);
     wrong["apiVersion"] = json!("farm.example.com/v9");
-    let (code, v) = send(&s, Method::POST, &url, &wrong).await;
+    let (code, v) = send(&s, Method::POST, &url, Some(&wrong)).await;
     assert_eq!(code, 400);
     assert!(v["message"].as_str().unwrap().contains("does not match the expected API version"), "{v}");
     let mut wrong = llama("a", 1.0, 1.0);
     wrong["kind"] = json!("Alpaca");
-    let (code, v) = send(&s, Method::POST, &url, &wrong).await;
+    let (code, v) = send(&s, Method::POST, &url, Some(&wrong)).await;
     assert_eq!(code, 422, "{v}");
     assert!(v["message"].as_str().unwrap().contains("kind: Invalid value: \"Alpaca\": must be Llama"), "{v}");
     let mut wrong = llama("a", 1.0, 1.0);
     wrong.as_object_mut().unwrap().remove("kind");
-    let (code, v) = send(&s, Method::POST, &url, &wrong).await;
+    let (code, v) = send(&s, Method::POST, &url, Some(&wrong)).await;
     assert_eq!(code, 400);
     assert!(
         v["message"]
@@ -126,7 +92,7 @@ async fn create_errors_have_kube_status_bodies(backend: Backend) {
         "{v}"
     );
     // A name that is not a DNS-1123 subdomain.
-    let (code, v) = send(&s, Method::POST, &url, &llama("Bad_Name", 1.0, 1.0)).await;
+    let (code, v) = send(&s, Method::POST, &url, Some(&llama("Bad_Name", 1.0, 1.0))).await;
     assert_eq!(code, 422);
     assert_status(&v, 422, "Invalid");
     assert_eq!(v["details"]["causes"][0]["field"], "metadata.name");
@@ -136,23 +102,23 @@ async fn create_errors_have_kube_status_bodies(backend: Backend) {
     // Namespace in the body differs from the URL.
     let mut other = llama("a", 1.0, 1.0);
     other["metadata"]["namespace"] = json!("elsewhere");
-    let (code, v) = send(&s, Method::POST, &url, &other).await;
+    let (code, v) = send(&s, Method::POST, &url, Some(&other)).await;
     assert_eq!(code, 400);
     assert_eq!(v["message"], "the namespace of the provided object does not match the namespace sent on the request");
     // Bad spec values: each bad field is a cause.
-    let (code, v) = send(&s, Method::POST, &url, &llama("thin", 0.0, -2.0)).await;
+    let (code, v) = send(&s, Method::POST, &url, Some(&llama("thin", 0.0, -2.0))).await;
     assert_eq!(code, 422, "{v}");
     let fields: Vec<&str> =
         v["details"]["causes"].as_array().unwrap().iter().map(|c| c["field"].as_str().unwrap()).collect();
     assert!(fields.contains(&"spec.weight") && fields.contains(&"spec.height"), "{v}");
     let bad = json!({"apiVersion": "farm.example.com/v1alpha", "kind": "Llama", "metadata": {"name": "x"}, "spec": {"weight": "heavy"}});
-    let (code, v) = send(&s, Method::POST, &url, &bad).await;
+    let (code, v) = send(&s, Method::POST, &url, Some(&bad)).await;
     assert_eq!(code, 422, "{v}");
     let causes = v["details"]["causes"].to_string();
     assert!(causes.contains("spec.weight") && causes.contains("spec.height"), "{v}");
     // Already exists.
     create(&s, "default", &llama("twin", 1.0, 1.0)).await;
-    let (code, v) = send(&s, Method::POST, &url, &llama("twin", 1.0, 1.0)).await;
+    let (code, v) = send(&s, Method::POST, &url, Some(&llama("twin", 1.0, 1.0))).await;
     assert_eq!(code, 409);
     assert_status(&v, 409, "AlreadyExists");
     assert_eq!(v["message"], "llamas.farm.example.com \"twin\" already exists");
@@ -160,7 +126,7 @@ async fn create_errors_have_kube_status_bodies(backend: Backend) {
     // resourceVersion may not be set on create.
     let mut with_rv = llama("rv", 1.0, 1.0);
     with_rv["metadata"]["resourceVersion"] = json!("5");
-    let (code, _) = send(&s, Method::POST, &url, &with_rv).await;
+    let (code, _) = send(&s, Method::POST, &url, Some(&with_rv)).await;
     assert_eq!(code, 400);
     // Unsupported body type and a body over 3 MiB.
     let (code, _, v) = call(&s, Method::POST, &url, "application/x-yaml-ish", Some(b"{}".to_vec())).await;
@@ -168,7 +134,7 @@ async fn create_errors_have_kube_status_bodies(backend: Backend) {
     assert_status(&v, 415, "UnsupportedMediaType");
     let mut huge = llama("huge", 1.0, 1.0);
     huge["metadata"]["annotations"] = json!({"big": "x".repeat(3 * 1024 * 1024 + 10)});
-    let (code, v) = send(&s, Method::POST, &url, &huge).await;
+    let (code, v) = send(&s, Method::POST, &url, Some(&huge)).await;
     assert_eq!(code, 413);
     assert_status(&v, 413, "RequestEntityTooLarge");
 }
@@ -181,7 +147,7 @@ async fn not_found_method_not_allowed_and_not_acceptable(backend: Backend) {
     assert_eq!(v["message"], "llamas.farm.example.com \"ghost\" not found");
     assert_eq!(v["details"], json!({"name": "ghost", "group": "farm.example.com", "kind": "llamas"}));
     // As kube's CRD handler: a POST on an object's path creates the body.
-    let (code, v) = send(&s, Method::POST, &s.llamas("default", "ghost"), &llama("ghost", 1.0, 1.0)).await;
+    let (code, v) = send(&s, Method::POST, &s.llamas("default", "ghost"), Some(&llama("ghost", 1.0, 1.0))).await;
     assert_eq!(code, 201, "{v}");
     // Nothing but list and watch across all namespaces: Go's plain 404.
     let r = s
@@ -194,7 +160,7 @@ async fn not_found_method_not_allowed_and_not_acceptable(backend: Backend) {
         .unwrap();
     assert_eq!(r.status(), 404);
     assert_eq!(r.text().await.unwrap(), "404 page not found\n");
-    let (code, v) = send(&s, Method::DELETE, &s.llamas("default", "ghost/status"), &json!({})).await;
+    let (code, v) = send(&s, Method::DELETE, &s.llamas("default", "ghost/status"), Some(&json!({}))).await;
     assert_eq!(code, 405, "{v}");
     assert_status(&v, 405, "MethodNotAllowed");
     let r = s
@@ -220,7 +186,7 @@ async fn update_needs_current_resource_version_and_bumps_generation_on_spec_only
     let v = create(&s, "default", &llama("ursula", 100.0, 1.5)).await;
     let url = s.llamas("default", "ursula");
     // Without a resourceVersion: 422, like a CRD.
-    let (code, e) = send(&s, Method::PUT, &url, &llama("ursula", 101.0, 1.5)).await;
+    let (code, e) = send(&s, Method::PUT, &url, Some(&llama("ursula", 101.0, 1.5))).await;
     assert_eq!(code, 422, "{e}");
     assert!(
         e["message"]
@@ -232,12 +198,12 @@ async fn update_needs_current_resource_version_and_bumps_generation_on_spec_only
     // Label change: no generation bump.
     let mut next = v.clone();
     next["metadata"]["labels"] = json!({"colour": "brown"});
-    let (code, v2) = send(&s, Method::PUT, &url, &next).await;
+    let (code, v2) = send(&s, Method::PUT, &url, Some(&next)).await;
     assert_eq!(code, 200, "{v2}");
     assert_eq!(v2["metadata"]["generation"], 1);
     assert_eq!(v2["metadata"]["labels"]["colour"], "brown");
     // Stale resourceVersion: 409 Conflict.
-    let (code, e) = send(&s, Method::PUT, &url, &next).await;
+    let (code, e) = send(&s, Method::PUT, &url, Some(&next)).await;
     assert_eq!(code, 409);
     assert_status(&e, 409, "Conflict");
     assert_eq!(e["message"], "Operation cannot be fulfilled on llamas.farm.example.com \"ursula\": the object has been modified; please apply your changes to the latest version and try again");
@@ -245,23 +211,23 @@ async fn update_needs_current_resource_version_and_bumps_generation_on_spec_only
     let mut next = v2.clone();
     next["spec"]["weight"] = json!(102.5);
     next["status"] = json!({"observedGeneration": 7});
-    let (code, v3) = send(&s, Method::PUT, &url, &next).await;
+    let (code, v3) = send(&s, Method::PUT, &url, Some(&next)).await;
     assert_eq!(code, 200, "{v3}");
     assert_eq!(v3["metadata"]["generation"], 2);
     assert!(v3.get("status").is_none(), "{v3}");
     // Name mismatch between URL and body.
     let mut renamed = v3.clone();
     renamed["metadata"]["name"] = json!("other");
-    let (code, _) = send(&s, Method::PUT, &url, &renamed).await;
+    let (code, _) = send(&s, Method::PUT, &url, Some(&renamed)).await;
     assert_eq!(code, 400);
     // An identical update writes nothing.
-    let (code, v4) = send(&s, Method::PUT, &url, &v3).await;
+    let (code, v4) = send(&s, Method::PUT, &url, Some(&v3)).await;
     assert_eq!(code, 200);
     assert_eq!(v4["metadata"]["resourceVersion"], v3["metadata"]["resourceVersion"]);
     // Update of a missing object.
     let mut ghost = v3.clone();
     ghost["metadata"]["name"] = json!("ghost");
-    let (code, _) = send(&s, Method::PUT, &s.llamas("default", "ghost"), &ghost).await;
+    let (code, _) = send(&s, Method::PUT, &s.llamas("default", "ghost"), Some(&ghost)).await;
     assert_eq!(code, 404);
 }
 
@@ -277,7 +243,7 @@ async fn status_subresource_changes_only_status(backend: Backend) {
         "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "Fed", "message": "all good"}]});
     next["spec"]["weight"] = json!(999.0);
     next["metadata"]["labels"] = json!({"ignored": "yes"});
-    let (code, v2) = send(&s, Method::PUT, &url, &next).await;
+    let (code, v2) = send(&s, Method::PUT, &url, Some(&next)).await;
     assert_eq!(code, 200, "{v2}");
     assert_eq!(v2["status"]["observedGeneration"], 1);
     assert_eq!(v2["spec"]["weight"], 10.0);
@@ -387,23 +353,23 @@ async fn delete_preconditions_and_status_answer(backend: Backend) {
     let v = create(&s, "default", &llama("pre", 10.0, 1.0)).await;
     let url = s.llamas("default", "pre");
     let bad_uid = json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "00000000-0000-0000-0000-000000000000"}});
-    let (code, e) = send(&s, Method::DELETE, &url, &bad_uid).await;
+    let (code, e) = send(&s, Method::DELETE, &url, Some(&bad_uid)).await;
     assert_eq!(code, 409);
     assert_status(&e, 409, "Conflict");
     assert!(e["message"].as_str().unwrap().contains("the UID in the precondition (00000000-"), "{e}");
     assert_eq!(e["details"]["kind"], "Llama", "{e}");
     let bad_rv = json!({"preconditions": {"resourceVersion": "1"}});
-    let (code, e) = send(&s, Method::DELETE, &url, &bad_rv).await;
+    let (code, e) = send(&s, Method::DELETE, &url, Some(&bad_rv)).await;
     assert_eq!(code, 409, "{e}");
     let good =
         json!({"preconditions": {"uid": v["metadata"]["uid"], "resourceVersion": v["metadata"]["resourceVersion"]}});
-    let (code, st) = send(&s, Method::DELETE, &url, &good).await;
+    let (code, st) = send(&s, Method::DELETE, &url, Some(&good)).await;
     assert_eq!(code, 200, "{st}");
     assert_eq!(st["kind"], "Status");
     assert_eq!(st["status"], "Success");
     assert_eq!(st["details"]["name"], "pre");
     assert_eq!(st["details"]["uid"], v["metadata"]["uid"]);
-    let (code, e) = send(&s, Method::DELETE, &url, &json!({})).await;
+    let (code, e) = send(&s, Method::DELETE, &url, Some(&json!({}))).await;
     assert_eq!(code, 404);
     assert_status(&e, 404, "NotFound");
 }
@@ -411,7 +377,8 @@ async fn delete_preconditions_and_status_answer(backend: Backend) {
 async fn dry_run_changes_nothing(backend: Backend) {
     let s = Server::start_on(backend, &[]).await;
     let (code, v) =
-        send(&s, Method::POST, &format!("{}?dryRun=All", s.llamas("default", "")), &llama("ghost", 1.0, 1.0)).await;
+        send(&s, Method::POST, &format!("{}?dryRun=All", s.llamas("default", "")), Some(&llama("ghost", 1.0, 1.0)))
+            .await;
     assert_eq!(code, 201, "{v}");
     assert_eq!(v["metadata"]["name"], "ghost");
     assert_eq!(get(&s, &s.llamas("default", "ghost")).await.0, 404);
@@ -419,7 +386,7 @@ async fn dry_run_changes_nothing(backend: Backend) {
     let url = s.llamas("default", "real");
     let mut next = real.clone();
     next["spec"]["weight"] = json!(50.0);
-    let (code, v) = send(&s, Method::PUT, &format!("{url}?dryRun=All"), &next).await;
+    let (code, v) = send(&s, Method::PUT, &format!("{url}?dryRun=All"), Some(&next)).await;
     assert_eq!(code, 200);
     assert_eq!(v["spec"]["weight"], 50.0);
     let (code, v) =
@@ -430,7 +397,7 @@ async fn dry_run_changes_nothing(backend: Backend) {
     assert_eq!(code, 200);
     assert_eq!(get(&s, &url).await.1, real);
     let (code, e) =
-        send(&s, Method::POST, &format!("{}?dryRun=Maybe", s.llamas("default", "")), &llama("x", 1.0, 1.0)).await;
+        send(&s, Method::POST, &format!("{}?dryRun=Maybe", s.llamas("default", "")), Some(&llama("x", 1.0, 1.0))).await;
     assert_eq!(code, 422, "{e}");
     assert_status(&e, 422, "Invalid");
     assert_eq!(
@@ -598,7 +565,7 @@ async fn objects_cannot_grow_past_the_object_limit(backend: Backend) {
     assert_eq!(v["status"]["conditions"].as_array().map(Vec::len), Some(2));
     // A create over the limit (finalizers are one way past the schema) fails alike.
     let big = with_finalizers(llama("fins", 1.0, 1.0), 7000);
-    let (code, e) = send(&s, Method::POST, &s.llamas("default", ""), &big).await;
+    let (code, e) = send(&s, Method::POST, &s.llamas("default", ""), Some(&big)).await;
     assert_eq!(code, 500, "{e}");
     assert_eq!(e["message"], "etcdserver: request is too large");
     assert_eq!(get(&s, &s.llamas("default", "fins")).await.0, StatusCode::NOT_FOUND);
@@ -622,7 +589,8 @@ async fn max_object_bytes_flag_and_the_managed_fields_retry(backend: Backend) {
     // does not fit at all (etcd keeps no resourceVersion: ~24 bytes fewer).
     let fit = create(&s, "default", &annotated("pro2e", 8192 - overhead - 16)).await;
     assert!(fit["metadata"].get("managedFields").is_none(), "{}", fit["metadata"]);
-    let (code, e) = send(&s, Method::POST, &s.llamas("default", ""), &annotated("pro3e", 8192 - overhead + 64)).await;
+    let (code, e) =
+        send(&s, Method::POST, &s.llamas("default", ""), Some(&annotated("pro3e", 8192 - overhead + 64))).await;
     assert_eq!(code, 500, "{e}");
     assert_eq!(e["message"], "etcdserver: request is too large");
     // An update likewise: the probe grown to fit only without managedFields.
@@ -638,7 +606,7 @@ async fn max_object_bytes_flag_and_the_managed_fields_retry(backend: Backend) {
 async fn etcd_refusing_an_object_is_answered_as_the_limit_is() {
     let s = Server::start_on(Backend::Etcd, &["--max-object-bytes", "4194304"]).await;
     let big = with_finalizers(llama("fins", 1.0, 1.0), 6200);
-    let (code, e) = send(&s, Method::POST, &s.llamas("default", ""), &big).await;
+    let (code, e) = send(&s, Method::POST, &s.llamas("default", ""), Some(&big)).await;
     assert_eq!(code, 500, "{e}");
     assert_eq!(e["message"], "etcdserver: request is too large");
     assert!(e.get("reason").is_none(), "{e}");

@@ -6,14 +6,13 @@
 //! Timeouts are set short through the real flags; no test asserts how fast anything
 //! happens, only that it does (within generous hang guards) or that it has not yet happened.
 
-mod common;
-
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{client_trusting, install_crypto, llama, Server, GROUP_PATH};
+use crate::common;
+use crate::common::{client_trusting, install_crypto, llama, Server, GROUP_PATH};
 use futures::StreamExt as _;
 use http_body_util::{BodyExt as _, Empty, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};

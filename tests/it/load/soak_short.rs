@@ -6,12 +6,10 @@
 //! whose address space is capped, so that a runaway allocation ends it
 //! instead of the machine.
 
-mod common;
-
 use std::time::Duration;
 
-use common::fuzz::{self, Attack, Config, Target};
-use common::{Options, Server};
+use crate::common::fuzz::{self, Attack, Config, Target};
+use crate::common::{Options, Server};
 
 /// The attacked server's address-space cap (`prlimit --as`). Its address
 /// space idles at ~50 MiB and peaked at ~250 MiB in these runs (glibc

@@ -1,15 +1,20 @@
 //! Several farm-apiserver replicas on one real etcd: one consistent world, no
 //! acknowledged write lost, through crashes of replicas and of etcd itself.
-
-mod common;
+//!
+//! And end to end: the farm-apiserver registered behind the real
+//! kube-apiserver aggregator keeps Llamas in etcd (the test control plane's,
+//! under a prefix of its own); kubectl get/apply/watch go through the
+//! aggregator, and a second replica on the same etcd sees the same objects at
+//! the same resourceVersions. A restarted registered replica still has them all.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::etcd::{self, Etcd};
-use common::relay::Relay;
-use common::{llama, Options, Server};
+use crate::common::cluster::{self, namespace, ControlPlane};
+use crate::common::etcd::{self, Etcd};
+use crate::common::relay::Relay;
+use crate::common::{create, kubectl_stdin, llama, ok, rv, send, KubectlStream, Options, Server};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -20,29 +25,8 @@ async fn replica(etcd: &Etcd, prefix: &str, extra: &[&str]) -> Server {
     Server::start_with(Options { args, ..Default::default() }).await
 }
 
-async fn call(s: &Server, method: Method, url: &str, body: Option<&Value>) -> (StatusCode, Value) {
-    let mut r = s.client.request(method, url).header("Content-Type", "application/json");
-    if let Some(b) = body {
-        r = r.body(serde_json::to_vec(b).unwrap());
-    }
-    let resp = r.send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
-    let code = resp.status();
-    let text = resp.text().await.unwrap_or_default();
-    (code, serde_json::from_str(&text).unwrap_or(Value::String(text)))
-}
-
-fn rv(v: &Value) -> u64 {
-    v["metadata"]["resourceVersion"].as_str().and_then(|r| r.parse().ok()).unwrap_or_else(|| panic!("no rv in {v}"))
-}
-
-async fn create(s: &Server, name: &str, weight: f64) -> Value {
-    let (code, v) = call(s, Method::POST, &s.llamas("default", ""), Some(&llama(name, weight, 1.0))).await;
-    assert_eq!(code, StatusCode::CREATED, "{v}");
-    v
-}
-
 async fn names(s: &Server) -> BTreeMap<String, u64> {
-    let (code, v) = call(s, Method::GET, &s.llamas("default", ""), None).await;
+    let (code, v) = send(s, Method::GET, &s.llamas("default", ""), None).await;
     assert_eq!(code, 200, "{v}");
     v["items"]
         .as_array()
@@ -86,15 +70,15 @@ async fn a_write_on_one_replica_is_read_and_watched_on_another() {
     let etcd = etcd::shared();
     let prefix = etcd::unique_prefix();
     let (a, b) = (replica(etcd, &prefix, &[]).await, replica(etcd, &prefix, &[]).await);
-    let before = rv(&call(&b, Method::GET, &b.llamas("default", ""), None).await.1);
+    let before = rv(&send(&b, Method::GET, &b.llamas("default", ""), None).await.1);
     let mut watch_b = Watch::open(&b, &format!("resourceVersion={before}")).await;
 
-    let created = create(&a, "dolly", 3.0).await;
+    let created = create(&a, "default", &llama("dolly", 3.0, 1.0)).await;
     // Read on B at once, without any resourceVersion: it is there, identical.
-    let (code, on_b) = call(&b, Method::GET, &b.llamas("default", "dolly"), None).await;
+    let (code, on_b) = send(&b, Method::GET, &b.llamas("default", "dolly"), None).await;
     assert_eq!(code, 200, "{on_b}");
     assert_eq!(on_b, created);
-    let (_, list_b) = call(&b, Method::GET, &b.llamas("default", ""), None).await;
+    let (_, list_b) = send(&b, Method::GET, &b.llamas("default", ""), None).await;
     assert!(rv(&list_b) >= rv(&created), "a list on B reflects A's acknowledged write: {list_b}");
     let ev = watch_b.next().await.unwrap();
     assert_eq!((ev["type"].as_str(), &ev["object"]), (Some("ADDED"), &created));
@@ -103,12 +87,12 @@ async fn a_write_on_one_replica_is_read_and_watched_on_another() {
     let mut watch_a = Watch::open(&a, &format!("resourceVersion={}", rv(&created))).await;
     let mut changed = created.clone();
     changed["spec"]["weight"] = json!(4.5);
-    let (code, updated) = call(&b, Method::PUT, &b.llamas("default", "dolly"), Some(&changed)).await;
+    let (code, updated) = send(&b, Method::PUT, &b.llamas("default", "dolly"), Some(&changed)).await;
     assert_eq!(code, 200, "{updated}");
     let ev = watch_a.next().await.unwrap();
     assert_eq!((ev["type"].as_str(), &ev["object"]), (Some("MODIFIED"), &updated));
     // The stale resourceVersion is now a conflict on either replica.
-    let (code, v) = call(&a, Method::PUT, &a.llamas("default", "dolly"), Some(&changed)).await;
+    let (code, v) = send(&a, Method::PUT, &a.llamas("default", "dolly"), Some(&changed)).await;
     assert_eq!(code, 409, "{v}");
     assert_eq!(v["reason"], "Conflict");
     // Both replicas agree on everything.
@@ -117,13 +101,13 @@ async fn a_write_on_one_replica_is_read_and_watched_on_another() {
     // A list paged across replicas: the first page from A, the rest from B,
     // all at the first page's revision.
     for i in 0..4 {
-        create(&a, &format!("page{i}"), 1.0).await;
+        create(&a, "default", &llama(&format!("page{i}"), 1.0, 1.0)).await;
     }
-    let (_, p1) = call(&a, Method::GET, &format!("{}?limit=2", a.llamas("default", "")), None).await;
-    create(&a, "page-late", 1.0).await;
+    let (_, p1) = send(&a, Method::GET, &format!("{}?limit=2", a.llamas("default", "")), None).await;
+    create(&a, "default", &llama("page-late", 1.0, 1.0)).await;
     let token = p1["metadata"]["continue"].as_str().expect("continue token").to_string();
     let (code, p2) =
-        call(&b, Method::GET, &format!("{}?limit=10&continue={token}", b.llamas("default", "")), None).await;
+        send(&b, Method::GET, &format!("{}?limit=10&continue={token}", b.llamas("default", "")), None).await;
     assert_eq!(code, 200, "{p2}");
     assert_eq!(p2["metadata"]["resourceVersion"], p1["metadata"]["resourceVersion"]);
     let listed: Vec<&str> = [&p1, &p2]
@@ -143,7 +127,7 @@ async fn read_modify_write_increments_through_replicas_add_up() {
     for _ in 0..3 {
         replicas.push(Arc::new(replica(etcd, &prefix, &[]).await));
     }
-    create(&replicas[0], "counter", 1.0).await;
+    create(&replicas[0], "default", &llama("counter", 1.0, 1.0)).await;
     let mut clients = Vec::new();
     for c in 0..CLIENTS {
         let replicas = replicas.clone();
@@ -153,10 +137,10 @@ async fn read_modify_write_increments_through_replicas_add_up() {
                 // Read through one replica, write through another.
                 let (read, write) = (&replicas[(c + i) % 3], &replicas[(c + i + 1) % 3]);
                 loop {
-                    let (_, mut obj) = call(read, Method::GET, &read.llamas("default", "counter"), None).await;
+                    let (_, mut obj) = send(read, Method::GET, &read.llamas("default", "counter"), None).await;
                     let weight = obj["spec"]["weight"].as_f64().unwrap();
                     obj["spec"]["weight"] = json!(weight + 1.0);
-                    let (code, v) = call(write, Method::PUT, &write.llamas("default", "counter"), Some(&obj)).await;
+                    let (code, v) = send(write, Method::PUT, &write.llamas("default", "counter"), Some(&obj)).await;
                     match code.as_u16() {
                         200 => break,
                         409 => conflicts += 1,
@@ -172,7 +156,7 @@ async fn read_modify_write_increments_through_replicas_add_up() {
         conflicts += c.await.unwrap();
     }
     for r in &replicas {
-        let (_, v) = call(r, Method::GET, &r.llamas("default", "counter"), None).await;
+        let (_, v) = send(r, Method::GET, &r.llamas("default", "counter"), None).await;
         assert_eq!(v["spec"]["weight"], 1.0 + (CLIENTS * INCREMENTS) as f64, "after {conflicts} conflicts: {v}");
     }
 }
@@ -237,7 +221,7 @@ async fn etcd_outage_keeps_reads_fails_writes_cleanly_and_recovers() {
     let a = replica(&etcd, &prefix, &["--etcd-request-timeout", "2"]).await;
     let b = replica(&etcd, &prefix, &["--etcd-request-timeout", "2"]).await;
     for i in 0..5 {
-        create(&a, &format!("before{i}"), 1.0).await;
+        create(&a, "default", &llama(&format!("before{i}"), 1.0, 1.0)).await;
     }
     let state = names(&b).await;
     let mut watch_b = Watch::open(&b, &format!("resourceVersion={}", state.values().max().unwrap())).await;
@@ -246,7 +230,7 @@ async fn etcd_outage_keeps_reads_fails_writes_cleanly_and_recovers() {
     // Reads keep being served from each replica's cache.
     for s in [&a, &b] {
         assert_eq!(names(s).await, state);
-        let (code, v) = call(s, Method::GET, &s.llamas("default", "before0"), None).await;
+        let (code, v) = send(s, Method::GET, &s.llamas("default", "before0"), None).await;
         assert_eq!(code, 200, "{v}");
     }
     // Readiness names etcd and since when.
@@ -263,7 +247,7 @@ async fn etcd_outage_keeps_reads_fails_writes_cleanly_and_recovers() {
     assert!(reason.contains("[-]etcd failed"), "{reason}");
     // Writes fail within the timeout with kube's Status, and never hang.
     let started = Instant::now();
-    let (code, v) = call(&b, Method::POST, &b.llamas("default", ""), Some(&llama("during", 1.0, 1.0))).await;
+    let (code, v) = send(&b, Method::POST, &b.llamas("default", ""), Some(&llama("during", 1.0, 1.0))).await;
     assert!(started.elapsed() < Duration::from_secs(10), "the write took {:?}", started.elapsed());
     assert_eq!(code, 504, "{v}");
     assert_eq!((v["kind"].as_str(), v["reason"].as_str()), (Some("Status"), Some("Timeout")), "{v}");
@@ -277,8 +261,8 @@ async fn etcd_outage_keeps_reads_fails_writes_cleanly_and_recovers() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-    let after = create(&a, "after", 2.0).await;
-    let (code, on_b) = call(&b, Method::GET, &b.llamas("default", "after"), None).await;
+    let after = create(&a, "default", &llama("after", 2.0, 1.0)).await;
+    let (code, on_b) = send(&b, Method::GET, &b.llamas("default", "after"), None).await;
     assert_eq!((code.as_u16(), &on_b), (200, &after));
     for name in state.keys() {
         assert!(names(&b).await.contains_key(name), "{name} lost");
@@ -300,7 +284,7 @@ async fn a_replica_partitioned_past_a_compaction_relists_and_its_watchers_get_41
     relayed.extend(["--etcd-request-timeout".to_string(), "2".to_string()]);
     let a = Server::start_with(Options { args: relayed, ..Default::default() }).await;
     let b = replica(&etcd, &prefix, &[]).await;
-    let first = create(&a, "first", 1.0).await;
+    let first = create(&a, "default", &llama("first", 1.0, 1.0)).await;
     let mut watch_a = Watch::open(&a, &format!("resourceVersion={}", rv(&first))).await;
 
     relay.cut();
@@ -308,7 +292,7 @@ async fn a_replica_partitioned_past_a_compaction_relists_and_its_watchers_get_41
     tokio::time::sleep(Duration::from_millis(300)).await;
     // While A is cut off: writes through B, then etcd compacts its history.
     for i in 0..5 {
-        create(&b, &format!("while-cut{i}"), 1.0).await;
+        create(&b, "default", &llama(&format!("while-cut{i}"), 1.0, 1.0)).await;
     }
     let mut client = etcd.client().await;
     let revision = client.get("compact-me", None).await.unwrap().header().unwrap().revision();
@@ -363,8 +347,8 @@ async fn mutual_tls_to_etcd_and_clear_errors_for_bad_settings() {
     let etcd = Etcd::start(true);
     let prefix = etcd::unique_prefix();
     let s = replica(&etcd, &prefix, &[]).await;
-    let created = create(&s, "secure", 1.0).await;
-    let (_, v) = call(&s, Method::GET, &s.llamas("default", "secure"), None).await;
+    let created = create(&s, "default", &llama("secure", 1.0, 1.0)).await;
+    let (_, v) = send(&s, Method::GET, &s.llamas("default", "secure"), None).await;
     assert_eq!(v, created);
 
     // No client certificate, or a CA that did not sign etcd's certificate:
@@ -391,7 +375,7 @@ async fn mutual_tls_to_etcd_and_clear_errors_for_bad_settings() {
             (v["reason"].as_str(), v["message"].as_str()),
             (Some("TooManyRequests"), Some("storage is (re)initializing"))
         );
-        let (code, v) = call(&bad, Method::POST, &bad.llamas("default", ""), Some(&llama("x", 1.0, 1.0))).await;
+        let (code, v) = send(&bad, Method::POST, &bad.llamas("default", ""), Some(&llama("x", 1.0, 1.0))).await;
         assert!(code.is_server_error(), "{code}: {v}");
         assert_eq!(v["kind"], "Status", "{v}");
     }
@@ -409,4 +393,73 @@ async fn mutual_tls_to_etcd_and_clear_errors_for_bad_settings() {
     let e =
         refuses_to_start(&["--storage", "etcd", "--etcd-servers", &endpoint, "--etcd-cafile", "/nonexistent/ca.crt"]);
     assert!(e.contains("/nonexistent/ca.crt"), "{e}");
+}
+
+// ---- a replica registered behind the aggregator, on the control plane's etcd -----------------
+
+fn etcd_args(cp: &ControlPlane, prefix: &str) -> Vec<String> {
+    let endpoint = cp.info["etcdEndpoint"].as_str().expect("etcdEndpoint").to_string();
+    ["--storage", "etcd", "--etcd-servers", &endpoint, "--etcd-prefix", prefix].map(String::from).to_vec()
+}
+
+async fn get_direct(s: &Server, ns: &str, name: &str) -> (u16, Value) {
+    let r = s.client.get(s.llamas(ns, name)).send().await.expect("GET");
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn kubectl_through_the_aggregator_on_etcd_with_a_second_replica() {
+    // A control plane of its own: the registered replica replaces the shared
+    // farm-apiserver's APIService, and then is replaced itself.
+    let own = ControlPlane::start();
+    let prefix = etcd::unique_prefix();
+    let args = etcd_args(&own, &prefix);
+    let flags: Vec<&str> = args.iter().map(String::as_str).collect();
+    let reg = cluster::register_on(&own, &flags).await;
+    let cp = reg.cp;
+    let second = Server::start_with(Options { args: args.clone(), ..Default::default() }).await;
+    let ns = namespace(cp, "e2e-etcd");
+    let kc = &cp.kubeconfig;
+
+    let manifest = format!(
+        "apiVersion: farm.example.com/v1alpha\nkind: Llama\nmetadata:\n  name: dolly\n  namespace: {ns}\nspec:\n  weight: 31.4\n  height: 1.7\n"
+    );
+    let out = ok(kubectl_stdin(kc, &["apply", "-f", "-"], Some(&manifest)));
+    assert!(out.contains("llama.farm.example.com/dolly created"), "{out}");
+    let through: Value =
+        serde_json::from_str(&ok(cp.kubectl(&["get", "llama", "dolly", "-n", &ns, "-o", "json"]))).unwrap();
+    // The second replica, never registered, has the same object at the same revision.
+    let (code, direct) = get_direct(&second, &ns, "dolly").await;
+    assert_eq!(code, 200, "{direct}");
+    assert_eq!(direct["metadata"]["resourceVersion"], through["metadata"]["resourceVersion"]);
+    assert_eq!(direct["metadata"]["uid"], through["metadata"]["uid"]);
+
+    // kubectl get -w through the aggregator sees a write made on the second replica.
+    let watch = KubectlStream::start(kc, &["get", "llamas", "-n", &ns, "-w"]);
+    watch.expect_line(&["dolly", "31.4"], Duration::from_secs(20));
+    let r = second
+        .client
+        .post(second.llamas(&ns, ""))
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&llama("bessie", 12.5, 1.2)).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    watch.expect_line(&["bessie", "12.5"], Duration::from_secs(20));
+    // kubectl apply of a change, seen by the second replica.
+    let changed = manifest.replace("weight: 31.4", "weight: 33");
+    ok(kubectl_stdin(kc, &["apply", "-f", "-"], Some(&changed)));
+    watch.expect_line(&["dolly", "33"], Duration::from_secs(20));
+    // Read without a resourceVersion: the latest state, whichever replica wrote it.
+    let (_, direct) = get_direct(&second, &ns, "dolly").await;
+    assert_eq!(direct["spec"]["weight"], 33, "{direct}");
+
+    // The registered replica is replaced: the Llamas are still there.
+    drop(reg);
+    let reg = cluster::register_on(&own, &flags).await;
+    let out = ok(reg.cp.kubectl(&["get", "llamas", "-n", &ns, "-o", "name"]));
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["llama.farm.example.com/bessie", "llama.farm.example.com/dolly"]);
+    ok(reg.cp.kubectl(&["delete", "llama", "dolly", "-n", &ns]));
+    assert_eq!(get_direct(&second, &ns, "dolly").await.0, 404);
 }

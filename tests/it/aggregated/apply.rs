@@ -3,12 +3,10 @@
 //! `--force-conflicts`, `--field-manager`, `--subresource=status`, moving from
 //! client-side apply) and a kube-rs controller owning status conditions.
 
-mod common;
-
 use std::time::Duration;
 
-use common::cluster::{self, namespace};
-use common::kubectl_stdin;
+use crate::common::cluster::{self, namespace};
+use crate::common::{kubectl_stdin, ok};
 use farm_apiserver::llama::Llama;
 use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
@@ -16,11 +14,6 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
-
-fn ok(out: (bool, String, String)) -> String {
-    assert!(out.0, "kubectl failed:\nstdout: {}\nstderr: {}", out.1, out.2);
-    out.1
-}
 
 fn llama_yaml(ns: &str, name: &str, weight: f64, extra_meta: &str) -> String {
     format!(

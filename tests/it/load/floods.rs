@@ -3,14 +3,13 @@
 //! admitted ones stay live (each receives the event of a later write), the
 //! server's memory stays bounded, and other clients are still served.
 
-mod common;
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::fuzz::rss_bytes;
-use common::{Options, Server, GROUP_PATH};
+use crate::common;
+use crate::common::fuzz::rss_bytes;
+use crate::common::{Options, Server, GROUP_PATH};
 use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
 

@@ -4,19 +4,22 @@
 //! cluster's RBAC (SubjectAccessReview) and refused in kube-apiserver's words,
 //! and the front-proxy CA can be rotated without a restart.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::cluster::{self, namespace, ControlPlane, Registered};
-use common::identity::{client_with_identity, existing_ca, files, leaf, new_ca, path_of, status_of};
-use common::{kubectl_stdin, Options, Server};
+use crate::common;
+use crate::common::cluster::{self, namespace, ControlPlane, Registered};
+use crate::common::identity::{client_with_identity, existing_ca, files, leaf, new_ca, path_of, status_of};
+use crate::common::{kubectl_stdin, Options, Server};
 use serde_json::json;
 
-async fn secured() -> &'static Registered {
-    static REG: tokio::sync::OnceCell<Registered> = tokio::sync::OnceCell::const_new();
-    REG.get_or_init(|| cluster::register(&["--authentication", "delegated"])).await
+/// farm-apiserver with delegated authentication, registered on a control plane
+/// of its own (the shared one's APIService points at the shared farm-apiserver).
+async fn secured() -> &'static Registered<'static> {
+    static CP: std::sync::OnceLock<ControlPlane> = std::sync::OnceLock::new();
+    static REG: tokio::sync::OnceCell<Registered<'static>> = tokio::sync::OnceCell::const_new();
+    REG.get_or_init(|| cluster::register_on(CP.get_or_init(ControlPlane::start), &["--authentication", "delegated"]))
+        .await
 }
 
 /// RBAC for farm-user: read llamas in one namespace only.

@@ -2,22 +2,16 @@
 //! aggregator by kubectl; the view follows changes, refuses writes, and keeps
 //! serving (then catches up) when its upstream connection is cut.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::cluster::{self, eventually, namespace};
-use common::relay::Relay;
-use common::{KubectlStream, Options, Server};
+use crate::common;
+use crate::common::cluster::{self, eventually, namespace};
+use crate::common::relay::Relay;
+use crate::common::{ok, KubectlStream, Options, Server};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::Api;
 use serde_json::{json, Value};
-
-fn ok(out: (bool, String, String)) -> String {
-    assert!(out.0, "kubectl failed:\nstdout: {}\nstderr: {}", out.1, out.2);
-    out.1
-}
 
 fn pod(name: &str, labels: Value, node: &str) -> Pod {
     serde_json::from_value(json!({

@@ -2,11 +2,10 @@
 //! mutated requests (paths, queries, content types, bodies) must never get a
 //! 500, every error must be a metav1.Status, and the server must stay up.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{llama, Server};
+use crate::common;
+use crate::common::{llama, Server};
 use reqwest::Method;
 use serde_json::Value;
 

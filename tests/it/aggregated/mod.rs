@@ -1,0 +1,14 @@
+//! Against the real control plane (tests/controlplane: etcd, kube-apiserver
+//! with the aggregator, kube-controller-manager): farm-apiserver registered
+//! behind the aggregator, or started with the control plane's identities for
+//! delegated authentication and authorization.
+
+mod apply;
+mod farmpods;
+mod filters;
+mod llamas;
+mod manifests;
+mod namespaces;
+mod registration;
+mod reviews;
+mod security;

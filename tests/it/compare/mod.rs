@@ -1,0 +1,6 @@
+//! Side by side with kube-apiserver: the same request sequences against our
+//! Llamas through the aggregator and against the Llama CRD served by
+//! kube-apiserver, compared after the normalization of `common::compare`.
+
+mod apply;
+mod crd;

@@ -255,7 +255,7 @@ pub enum WatchEnd {
 }
 
 /// The storage contract, fulfilled by the memory store and by etcd behind a
-/// watch cache; `tests/storage_contract.rs` runs one suite against both.
+/// watch cache; `tests/it/storage/contract.rs` runs one suite against both.
 /// Writes take and return whole objects; the store assigns the revision and
 /// writes it into `metadata.resourceVersion`.
 #[async_trait::async_trait]

@@ -4,6 +4,7 @@
 
 pub mod allocator;
 pub mod connection;
+pub mod dev_certs;
 pub mod health;
 pub mod metrics;
 pub mod open_files;
@@ -301,13 +302,18 @@ async fn route(State(app): State<Arc<App>>, req: Request<Body>) -> Response {
 }
 
 /// Resolves to the serving certificate files: the given ones, or development
-/// certificates made (or reused) in the cert dir.
-fn serving_cert_files(args: &ServingOptions) -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
+/// certificates made (or reused) in the cert dir, their CA named after the
+/// application.
+fn serving_cert_files(
+    args: &ServingOptions,
+    identity: &Identity,
+) -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
     match (&args.tls_cert_file, &args.tls_private_key_file) {
         (Some(c), Some(k)) => Ok((c.clone(), k.clone())),
         _ => {
-            let paths = tls::ensure_dev_certs(&args.cert_dir, &args.service_name, &args.service_namespace)
-                .with_context(|| format!("preparing development certificates in {}", args.cert_dir.display()))?;
+            let paths =
+                dev_certs::ensure_dev_certs(&args.cert_dir, identity, &args.service_name, &args.service_namespace)
+                    .with_context(|| format!("preparing development certificates in {}", args.cert_dir.display()))?;
             tracing::info!(ca = %paths.ca_cert.display(), "serving with development certificates; trust this CA");
             Ok((paths.cert, paths.key))
         }
@@ -326,7 +332,7 @@ pub async fn run(
     if authentication == Authentication::None && !args.bind.ip().is_loopback() {
         bail!("--authentication none trusts every caller and is only allowed on a loopback address, not {}", args.bind);
     }
-    let (cert, key) = serving_cert_files(args)?;
+    let (cert, key) = serving_cert_files(args, &identity)?;
     let reloading = tls::ReloadingCert::load(&cert, &key)
         .with_context(|| format!("loading serving certificate {} and key {}", cert.display(), key.display()))?;
     let _reloader = reloading.spawn_reloader(args.cert_reload_interval);

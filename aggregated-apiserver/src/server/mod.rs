@@ -105,7 +105,7 @@ impl App {
         let mut served = Setup::new(&options.storage, cluster).await?;
         serve(&mut served).await?;
         let registries = served.registries;
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(Metrics::new(identity.name));
         for gauge in served.gauges {
             metrics.gauge_fn(gauge.name, gauge.help, gauge.value);
         }
@@ -377,6 +377,9 @@ pub async fn run(
             "Connections without a request in flight, counted against --max-connections (the aggregator's are not)",
             move || idle.len() as f64,
         );
+        // A count since start, so by rights a counter; it stays a gauge because
+        // a counter's sample is exposed as `<name>_total`, and readers of the
+        // bare name (tests/connection_limits.rs) would find nothing.
         let closed = cap.clone();
         app.metrics.gauge_fn(
             "connections_closed_by_cap",

@@ -111,7 +111,7 @@ impl App {
         }
         let settings: ApiSettings = options.api.clone();
         let discovery = Discovery::new(&registries);
-        let openapi = OpenApi::new(&registries, identity.version);
+        let openapi = OpenApi::new(&registries, identity.name, identity.version);
         let draining = shutdown.clone();
         let mut ready: Vec<Arc<dyn crate::server::health::Check>> = vec![Arc::new(FnCheck("shutdown", move || {
             if draining.is_cancelled() {

@@ -30,8 +30,9 @@ async fn run() -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Certs(args)) => {
             aggregated_apiserver::server::options::LoggingOptions::default().init();
-            let paths = aggregated_apiserver::server::tls::write_cert_bundle(
+            let paths = aggregated_apiserver::server::dev_certs::write_cert_bundle(
                 &args.out,
+                &IDENTITY,
                 &args.service_name,
                 &args.service_namespace,
             )?;

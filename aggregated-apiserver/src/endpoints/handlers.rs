@@ -348,9 +348,13 @@ async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Bod
             let opts = delete_options(&parts.headers, &body, &query)?;
             let encoding = negotiation::plain_encoding(accept);
             let answer = match reg.delete(ns, name, &opts).await? {
-                DeleteOutcome::Deleted(status) => {
-                    Bytes::from(serde_json::to_vec(&status).map_err(ApiError::internal_error)?)
-                }
+                // Through a Value, as every Status body here (ApiError::status_body): its
+                // keys come out sorted, where k8s-openapi writes apiVersion and kind first.
+                DeleteOutcome::Deleted(status) => Bytes::from(
+                    serde_json::to_value(&status)
+                        .and_then(|status| serde_json::to_vec(&status))
+                        .map_err(ApiError::internal_error)?,
+                ),
                 DeleteOutcome::Pending(obj) => obj,
             };
             encoded(200, answer, "application/json", &[], encoding)

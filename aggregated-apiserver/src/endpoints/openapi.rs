@@ -10,6 +10,10 @@ use std::sync::Arc;
 
 use axum::response::Response;
 use http::HeaderMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
+use schemars::generate::SchemaSettings;
+use schemars::transform::{RemoveRefSiblings, Transform as _};
+use schemars::Schema;
 use serde_json::{json, Map, Value};
 
 use crate::endpoints::static_doc::StaticDoc;
@@ -32,107 +36,103 @@ fn kind_ref(v3: bool, name: &str) -> Value {
     json!({ "$ref": format!("{}{name}", if v3 { "#/components/schemas/" } else { "#/definitions/" }) })
 }
 
-/// The metav1 types the kinds refer to, with the descriptions `kubectl explain` shows.
-fn meta_schemas(v3: bool) -> Vec<(String, Value)> {
-    let s = |d: &str| json!({ "type": "string", "description": d });
-    let time = |d: &str| json!({ "type": "string", "format": "date-time", "description": d });
-    let owner_ref = json!({
-        "type": "object",
-        "description": "OwnerReference contains enough information to let you identify an owning object. An owning object must be in the same namespace as the dependent, or be cluster-scoped, so there is no namespace field.",
-        "required": ["apiVersion", "kind", "name", "uid"],
-        "properties": {
-            "apiVersion": s("API version of the referent."),
-            "kind": s("Kind of the referent."),
-            "name": s("Name of the referent."),
-            "uid": s("UID of the referent."),
-            "controller": { "type": "boolean", "description": "If true, this reference points to the managing controller." },
-            "blockOwnerDeletion": { "type": "boolean", "description": "If true, AND if the owner has the \"foregroundDeletion\" finalizer, then the owner cannot be deleted from the key-value store until this reference is removed." }
-        },
-        "x-kubernetes-map-type": "atomic"
-    });
-    let string_map =
-        |d: &str| json!({ "type": "object", "additionalProperties": { "type": "string" }, "description": d });
-    let object_meta = json!({
-        "type": "object",
-        "description": "ObjectMeta is metadata that all persisted resources must have, which includes all objects users must create.",
-        "properties": {
-            "name": s("Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Cannot be updated."),
-            "generateName": s("GenerateName is an optional prefix, used by the server, to generate a unique name ONLY IF the Name field has not been provided."),
-            "namespace": s("Namespace defines the space within which each name must be unique. Cannot be updated."),
-            "uid": s("UID is the unique in time and space value for this object. Populated by the system. Read-only."),
-            "resourceVersion": s("An opaque value that represents the internal version of this object that can be used by clients to determine when objects have changed. Populated by the system. Read-only."),
-            "generation": { "type": "integer", "format": "int64", "description": "A sequence number representing a specific generation of the desired state. Populated by the system. Read-only." },
-            "creationTimestamp": time("CreationTimestamp is a timestamp representing the server time when this object was created. Populated by the system. Read-only."),
-            "deletionTimestamp": time("DeletionTimestamp is RFC 3339 date and time at which this resource will be deleted. Set by the server when a graceful deletion is requested by the user. Read-only."),
-            "deletionGracePeriodSeconds": { "type": "integer", "format": "int64", "description": "Number of seconds allowed for this object to gracefully terminate before it will be removed from the system. Read-only." },
-            "labels": string_map("Map of string keys and values that can be used to organize and categorize (scope and select) objects."),
-            "annotations": string_map("Annotations is an unstructured key value map stored with a resource that may be set by external tools to store and retrieve arbitrary metadata."),
-            "ownerReferences": {
-                "type": "array",
-                "description": "List of objects depended by this object. If ALL objects in the list have been deleted, this object will be garbage collected.",
-                "items": kind_ref(v3, &format!("{META}.OwnerReference")),
-                "x-kubernetes-list-map-keys": ["uid"],
-                "x-kubernetes-list-type": "map",
-                "x-kubernetes-patch-merge-key": "uid",
-                "x-kubernetes-patch-strategy": "merge"
-            },
-            "finalizers": {
-                "type": "array",
-                "description": "Must be empty before the object is deleted from the registry. Each entry is an identifier for the responsible component that will remove the entry from the list.",
-                "items": { "type": "string" },
-                "x-kubernetes-list-type": "set",
-                "x-kubernetes-patch-strategy": "merge"
-            },
-            "selfLink": s("Deprecated: selfLink is a legacy read-only field that is no longer populated by the system."),
-            "managedFields": { "type": "array", "description": "ManagedFields maps workflow-id and version to the set of fields that are managed by that workflow.", "items": { "type": "object" } }
+/// The metav1 schemas the kinds' operations and `metadata` refer to, as
+/// kube-apiserver publishes them (a CRD's document carries the same ones):
+/// generated from k8s-openapi's types, which hold kube's descriptions (what
+/// `kubectl explain llama.metadata` shows), types, formats and `required`, with
+/// the few things its generator leaves out put back by [`kube_additions`].
+fn meta_schemas(v3: bool) -> Map<String, Value> {
+    let mut settings = SchemaSettings::draft07();
+    settings.definitions_path = if v3 { "/components/schemas" } else { "/definitions" }.into();
+    settings.meta_schema = None;
+    // kube's Swagger 2.0 keeps a description beside a `$ref`; OpenAPI 3 has
+    // it beside an `allOf` of the `$ref` instead, done below once the
+    // additions (defaults beside item references) are in.
+    settings.transforms = Vec::new();
+    let mut generator = settings.into_generator();
+    // The roots: what a kind's schema and operations name. The rest (Time,
+    // OwnerReference, ManagedFieldsEntry, FieldsV1, StatusDetails, StatusCause,
+    // Preconditions) comes in through their references.
+    generator.subschema_for::<metav1::ObjectMeta>();
+    generator.subschema_for::<metav1::ListMeta>();
+    generator.subschema_for::<metav1::Status>();
+    generator.subschema_for::<metav1::DeleteOptions>();
+    generator.subschema_for::<metav1::Patch>();
+    let mut schemas = generator.take_definitions(false);
+    for (name, path, key, value, only_v3) in kube_additions() {
+        if only_v3 && !v3 {
+            continue;
         }
-    });
-    let list_meta = json!({
-        "type": "object",
-        "description": "ListMeta describes metadata that synthetic resources must have, including lists and various status objects.",
-        "properties": {
-            "resourceVersion": s("String that identifies the server's internal version of this object that can be used by clients to determine when objects have changed."),
-            "continue": s("continue may be set if the user set a limit on the number of items returned, and indicates that the server has more data available."),
-            "remainingItemCount": { "type": "integer", "format": "int64", "description": "The number of subsequent items in the list which are not included in this list response." },
-            "selfLink": s("Deprecated: selfLink is a legacy read-only field that is no longer populated by the system.")
+        let Some(Value::Object(at)) = schemas.get_mut(&format!("{META}.{name}")).and_then(|s| s.pointer_mut(path))
+        else {
+            // Only if k8s-openapi's schemas changed shape (a unit test checks).
+            tracing::warn!(schema = name, path, "OpenAPI: no such place in the generated schema");
+            continue;
+        };
+        at.insert(key.into(), value);
+    }
+    // k8s-openapi's Status requires `metadata` (a struct field, not an Option,
+    // in Rust); kube's Status schema requires nothing.
+    if let Some(Value::Object(status)) = schemas.get_mut(&format!("{META}.Status")) {
+        status.remove("required");
+    }
+    if v3 {
+        for schema in schemas.values_mut() {
+            if let Value::Object(object) = std::mem::take(schema) {
+                let mut wrapped = Schema::from(object);
+                RemoveRefSiblings::default().transform(&mut wrapped);
+                *schema = wrapped.to_value();
+            }
         }
-    });
-    let status = json!({
-        "type": "object",
-        "description": "Status is a return value for calls that don't return other objects.",
-        "properties": {
-            "apiVersion": s("APIVersion defines the versioned schema of this representation of an object."),
-            "kind": s("Kind is a string value representing the REST resource this object represents."),
-            "code": { "type": "integer", "format": "int32", "description": "Suggested HTTP return code for this status, 0 if not set." },
-            "message": s("A human-readable description of the status of this operation."),
-            "reason": s("A machine-readable description of why this operation is in the \"Failure\" status."),
-            "status": s("Status of the operation. One of: \"Success\" or \"Failure\"."),
-            "details": { "type": "object", "description": "Extended data associated with the reason." },
-            "metadata": meta_ref(v3, "ListMeta")
-        },
-        "x-kubernetes-group-version-kind": [{ "group": "", "kind": "Status", "version": "v1" }]
-    });
-    let delete_options = json!({
-        "type": "object",
-        "description": "DeleteOptions may be provided when deleting an API object.",
-        "properties": {
-            "dryRun": { "type": "array", "items": { "type": "string" }, "description": "When present, indicates that modifications should not be persisted." },
-            "propagationPolicy": s("Whether and how garbage collection will be performed. Acceptable values are: 'Orphan', 'Background', 'Foreground'."),
-            "preconditions": { "type": "object", "description": "Must be fulfilled before a deletion is carried out.", "properties": { "uid": s("Specifies the target UID."), "resourceVersion": s("Specifies the target ResourceVersion") } },
-            "gracePeriodSeconds": { "type": "integer", "format": "int64", "description": "The duration in seconds before the object should be deleted." },
-            "orphanDependents": { "type": "boolean", "description": "Deprecated: please use the PropagationPolicy." }
-        }
-    });
+    }
+    schemas
+}
+
+/// What kube-apiserver's metav1 schemas carry and k8s-openapi's leave out:
+/// (schema, JSON pointer in it, key, JSON value, OpenAPI 3 only).
+///
+/// These stay written by hand because k8s-openapi's generator keeps neither
+/// kube's `x-kubernetes-*` extensions (list types and map keys, patch
+/// strategies, the atomic OwnerReference, Status's group-version-kind, which
+/// `kubectl explain` finds schemas by) nor the defaults kube's OpenAPI 3 puts
+/// on map values and list items. With them the documents match what
+/// kube-apiserver publishes, so the aggregator, merging this server's
+/// `/openapi/v2` into its own, finds the same definitions instead of keeping
+/// ours apart as `..._v2`. DeleteOptions alone differs: kube lists one
+/// group-version-kind per group it serves, not this server's list, and the
+/// aggregator compares definitions regardless of their group-version-kinds.
+fn kube_additions() -> Vec<(&'static str, &'static str, &'static str, Value, bool)> {
     vec![
-        (format!("{META}.ObjectMeta"), object_meta),
-        (format!("{META}.ListMeta"), list_meta),
-        (format!("{META}.OwnerReference"), owner_ref),
-        (format!("{META}.Status"), status),
-        (format!("{META}.DeleteOptions"), delete_options),
+        ("ObjectMeta", "/properties/finalizers", "x-kubernetes-list-type", json!("set"), false),
+        ("ObjectMeta", "/properties/finalizers", "x-kubernetes-patch-strategy", json!("merge"), false),
+        ("ObjectMeta", "/properties/managedFields", "x-kubernetes-list-type", json!("atomic"), false),
+        ("ObjectMeta", "/properties/ownerReferences", "x-kubernetes-list-type", json!("map"), false),
+        ("ObjectMeta", "/properties/ownerReferences", "x-kubernetes-list-map-keys", json!(["uid"]), false),
+        ("ObjectMeta", "/properties/ownerReferences", "x-kubernetes-patch-strategy", json!("merge"), false),
+        ("ObjectMeta", "/properties/ownerReferences", "x-kubernetes-patch-merge-key", json!("uid"), false),
+        ("OwnerReference", "", "x-kubernetes-map-type", json!("atomic"), false),
         (
-            format!("{META}.Patch"),
-            json!({ "type": "object", "description": "Patch is provided to give a concrete name and type to the Kubernetes PATCH request body." }),
+            "Status",
+            "",
+            "x-kubernetes-group-version-kind",
+            json!([{ "group": "", "kind": "Status", "version": "v1" }]),
+            false,
         ),
+        ("Status", "/properties/details", "x-kubernetes-list-type", json!("atomic"), false),
+        ("StatusDetails", "/properties/causes", "x-kubernetes-list-type", json!("atomic"), false),
+        ("DeleteOptions", "/properties/dryRun", "x-kubernetes-list-type", json!("atomic"), false),
+        ("ObjectMeta", "/properties/annotations/additionalProperties", "default", json!(""), true),
+        ("ObjectMeta", "/properties/labels/additionalProperties", "default", json!(""), true),
+        ("ObjectMeta", "/properties/finalizers/items", "default", json!(""), true),
+        ("ObjectMeta", "/properties/managedFields/items", "default", json!({}), true),
+        ("ObjectMeta", "/properties/ownerReferences/items", "default", json!({}), true),
+        ("OwnerReference", "/properties/apiVersion", "default", json!(""), true),
+        ("OwnerReference", "/properties/kind", "default", json!(""), true),
+        ("OwnerReference", "/properties/name", "default", json!(""), true),
+        ("OwnerReference", "/properties/uid", "default", json!(""), true),
+        ("Status", "/properties/metadata", "default", json!({}), true),
+        ("StatusDetails", "/properties/causes/items", "default", json!({}), true),
+        ("DeleteOptions", "/properties/dryRun/items", "default", json!(""), true),
     ]
 }
 
@@ -434,10 +434,7 @@ fn add_paths(paths: &mut Map<String, Value>, r: &Registry, v3: bool) {
 }
 
 fn schemas(regs: &[&Arc<Registry>], v3: bool) -> Map<String, Value> {
-    let mut out = Map::new();
-    for (k, v) in meta_schemas(v3) {
-        out.insert(k, v);
-    }
+    let mut out = meta_schemas(v3);
     for r in regs {
         let n = r.kind.names();
         out.insert(schema_name(n, n.kind), object_schema(r, v3));
@@ -453,7 +450,8 @@ pub struct OpenApi {
 }
 
 impl OpenApi {
-    pub fn new(registries: &[Arc<Registry>], server_version: &str) -> Self {
+    /// The documents of `registries`, titled with the server's name and version.
+    pub fn new(registries: &[Arc<Registry>], server_name: &str, server_version: &str) -> Self {
         let mut by_gv: BTreeMap<String, Vec<&Arc<Registry>>> = BTreeMap::new();
         for r in registries {
             let n = r.kind.names();
@@ -467,7 +465,7 @@ impl OpenApi {
             }
             let doc = json!({
                 "openapi": "3.0.0",
-                "info": { "title": "farm-apiserver", "version": server_version },
+                "info": { "title": server_name, "version": server_version },
                 "paths": paths,
                 "components": { "schemas": schemas(regs, true) },
             });
@@ -484,7 +482,7 @@ impl OpenApi {
         }
         let v2 = json!({
             "swagger": "2.0",
-            "info": { "title": "farm-apiserver", "version": server_version },
+            "info": { "title": server_name, "version": server_version },
             "paths": v2_paths,
             "definitions": schemas(&all, false),
         });
@@ -500,5 +498,57 @@ impl OpenApi {
             p => self.v3.get(p.strip_prefix("/openapi/v3/")?)?,
         };
         Some(doc.respond("application/json", "no-cache, private", headers))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `$ref` below `value`.
+    fn refs<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(Value::String(r)) = map.get("$ref") {
+                    out.push(r);
+                }
+                map.values().for_each(|v| refs(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn meta_schemas_are_complete_and_carry_kubes_additions() {
+        for v3 in [false, true] {
+            let schemas = meta_schemas(v3);
+            let prefix = if v3 { "#/components/schemas/" } else { "#/definitions/" };
+            let mut found = Vec::new();
+            schemas.values().for_each(|s| refs(s, &mut found));
+            assert!(!found.is_empty());
+            for r in found {
+                let name = r.strip_prefix(prefix).unwrap_or_else(|| panic!("{r} outside {prefix}"));
+                assert!(schemas.contains_key(name), "{r} does not resolve (v3: {v3})");
+            }
+            for (name, path, key, value, only_v3) in kube_additions() {
+                let at = schemas[&format!("{META}.{name}")].pointer(path).and_then(|at| at.get(key));
+                let want = (v3 || !only_v3).then_some(&value);
+                assert_eq!(at, want, "{name}{path} {key} (v3: {v3})");
+            }
+            let status = &schemas[&format!("{META}.Status")];
+            assert!(status.get("required").is_none(), "{status}");
+            let meta = &schemas[&format!("{META}.ObjectMeta")];
+            let created = &meta["properties"]["creationTimestamp"];
+            assert!(created["description"].as_str().is_some_and(|d| d.starts_with("CreationTimestamp")));
+            let time = format!("{prefix}{META}.Time");
+            if v3 {
+                // OpenAPI 3: nothing beside a $ref, as kube publishes it.
+                assert_eq!(created["allOf"], json!([{ "$ref": time }]), "{created}");
+                assert!(created.get("$ref").is_none());
+            } else {
+                assert_eq!(created["$ref"], json!(time), "{created}");
+            }
+        }
     }
 }

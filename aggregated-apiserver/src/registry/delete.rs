@@ -2,6 +2,8 @@
 //! deletion while finalizers remain, dry run) and collections.
 
 use super::*;
+use crate::apimachinery::errors::StatusDetails;
+use crate::registry::kind::Names;
 
 /// The finalizer a (validated) propagation policy asks for, as kube-apiserver
 /// adds it: orphan for `Orphan` or the deprecated `orphanDependents: true`,
@@ -11,6 +13,22 @@ fn wanted_finalizer(opts: &DeleteOptions) -> Option<&'static str> {
         (Some("Orphan"), _) | (None, Some(true)) => Some("orphan"),
         (Some("Foreground"), _) => Some("foregroundDeletion"),
         _ => None,
+    }
+}
+
+/// The Success Status kube-apiserver answers a delete that removed the object
+/// with; its details name the resource where a kind usually stands.
+fn deleted_status(n: &Names, name: &str, uid: &str) -> Status {
+    Status {
+        status: Some("Success".into()),
+        details: Some(StatusDetails {
+            name: Some(name.into()),
+            group: Some(n.group.into()),
+            kind: Some(n.plural.into()),
+            uid: Some(uid.into()),
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 
@@ -89,13 +107,7 @@ impl Registry {
             })
             .await
             .map_err(|e| self.store_error(name, e))?;
-        let gone = || {
-            let n = self.kind.names();
-            DeleteOutcome::Deleted(json!({
-                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                "details": {"name": name, "group": n.group, "kind": n.plural, "uid": uid},
-            }))
-        };
+        let gone = || DeleteOutcome::Deleted(Box::new(deleted_status(self.kind.names(), name, &uid)));
         match updated {
             Updated::Deleted(_) => Ok(gone()),
             Updated::Put(stored) | Updated::Kept(stored) => Ok(DeleteOutcome::Pending(stored.bytes.clone())),
@@ -128,5 +140,32 @@ impl Registry {
             }
         }
         Ok((meta, out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_deleted_status_is_what_was_written_by_hand() {
+        let names = Names {
+            group: "farm.example.com",
+            version: "v1alpha",
+            kind: "Llama",
+            list_kind: "LlamaList",
+            plural: "llamas",
+            singular: "llama",
+            short_names: &[],
+            categories: &[],
+        };
+        let status = deleted_status(&names, "dolly", "u-1");
+        // As the handler encodes it: through a Value.
+        let bytes = serde_json::to_vec(&serde_json::to_value(&status).unwrap()).unwrap();
+        let by_hand = json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": {"name": "dolly", "group": "farm.example.com", "kind": "llamas", "uid": "u-1"},
+        });
+        assert_eq!(String::from_utf8(bytes).unwrap(), serde_json::to_string(&by_hand).unwrap());
     }
 }

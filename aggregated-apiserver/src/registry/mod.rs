@@ -33,6 +33,7 @@ use crate::apimachinery::typed::Shape;
 use crate::registry::encode::{column_definitions, ListMeta};
 use crate::registry::kind::Kind;
 use crate::storage::{Mutation, ObjectKey, Store, StoreError, StoredObject, Updated};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use strategy::{finalizers, meta_mut, now_rfc3339};
 
 /// One kind served from one store.
@@ -74,8 +75,9 @@ enum Decision {
 
 /// What a delete did.
 pub enum DeleteOutcome {
-    /// Gone; the Status body kube-apiserver answers with.
-    Deleted(Value),
+    /// Gone; the Success Status kube-apiserver answers with (boxed: a Status
+    /// is ten times the size of the Bytes beside it).
+    Deleted(Box<Status>),
     /// Still there, waiting for finalizers: the object.
     Pending(Bytes),
 }

@@ -1,5 +1,7 @@
 //! Prometheus metrics: requests by verb, resource and code with latency
-//! histograms, open watches, stored objects.
+//! histograms, open watches, stored objects, and the gauges the application
+//! and the server compute at scrape time. Every name starts with the
+//! application's name (`farm-apiserver` gives `farm_apiserver_requests_total`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +41,8 @@ type HistogramFamily = Family<LatencyLabels, Histogram, fn() -> Histogram>;
 
 pub struct Metrics {
     registry: PromRegistry,
+    /// The registry's prefix, for the computed gauges written beside it.
+    prefix: String,
     requests: Family<RequestLabels, Counter>,
     latency: HistogramFamily,
     watches: Family<ResourceLabels, Gauge>,
@@ -54,15 +58,30 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0005, 2.0, 16))
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
+/// A metric name prefix from the application's name: Prometheus names allow
+/// letters, digits and `_` (`farm-apiserver` becomes `farm_apiserver`).
+fn prefix_of(application: &str) -> String {
+    application.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
+}
+
+/// A computed value as the text exposition writes it: `+Inf` (OpenMetrics'
+/// spelling) for an infinity, else Rust's shortest decimal (`0`, `2.5`, never
+/// an exponent).
+fn sample_value(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".to_string()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.to_string()
+    } else {
+        v.to_string()
     }
 }
 
 impl Metrics {
-    pub fn new() -> Self {
-        let mut registry = PromRegistry::with_prefix("farm_apiserver");
+    /// The metrics of the application named `application` (see [`prefix_of`]).
+    pub fn new(application: &str) -> Self {
+        let prefix = prefix_of(application);
+        let mut registry = PromRegistry::with_prefix(&prefix);
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
         let watches = Family::<ResourceLabels, Gauge>::default();
@@ -75,7 +94,7 @@ impl Metrics {
         );
         registry.register("open_watches", "Watch streams currently open", watches.clone());
         registry.register("stored_objects", "Objects currently stored", objects.clone());
-        Self { registry, requests, latency, watches, objects, computed: std::sync::Mutex::new(Vec::new()) }
+        Self { registry, prefix, requests, latency, watches, objects, computed: std::sync::Mutex::new(Vec::new()) }
     }
 
     /// Registers a gauge whose value is read by `f` at every scrape.
@@ -96,12 +115,21 @@ impl Metrics {
             let labels = ResourceLabels { resource: r.kind.names().plural.to_string() };
             self.objects.get_or_create(&labels).set(r.store.len() as i64);
         }
+        // The computed gauges are written here rather than through
+        // prometheus-client (a Collector yielding ConstGauges), because its text
+        // encoder formats every f64 with dtoa: a pod cache that never synced would
+        // read `inf` where OpenMetrics (and this exposition) says `+Inf`, a healthy
+        // one `0.0` where this says `0` (tests/e2e_farmpods.rs looks for
+        // `..._staleness_seconds 0`), and 1e-7 `1e-7`. Names, help and type lines
+        // follow the registry's own format (prefix, help ending in a period).
         let mut out = String::new();
         if let Ok(computed) = self.computed.lock() {
+            let prefix = &self.prefix;
             for (name, help, read) in computed.iter() {
-                let v = read();
-                let v = if v.is_finite() { v.to_string() } else { "+Inf".to_string() };
-                out.push_str(&format!("# HELP farm_apiserver_{name} {help}.\n# TYPE farm_apiserver_{name} gauge\nfarm_apiserver_{name} {v}\n"));
+                let v = sample_value(read());
+                out.push_str(&format!(
+                    "# HELP {prefix}_{name} {help}.\n# TYPE {prefix}_{name} gauge\n{prefix}_{name} {v}\n"
+                ));
             }
         }
         let mut registered = String::new();
@@ -120,5 +148,32 @@ impl WatchGauge for Metrics {
 
     fn closed(&self, resource: &'static str) {
         self.watches.get_or_create(&ResourceLabels { resource: resource.into() }).dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_start_with_the_application_and_computed_values_read_as_before() {
+        assert_eq!(prefix_of("farm-apiserver"), "farm_apiserver");
+        assert_eq!(prefix_of("my.app-server"), "my_app_server");
+        let metrics = Metrics::new("farm-apiserver");
+        metrics.observe("create", "llamas", 201, Duration::from_millis(3));
+        metrics.gauge_fn("staleness_seconds", "How stale", || 0.0);
+        metrics.gauge_fn("never_synced_seconds", "Forever", || f64::INFINITY);
+        metrics.gauge_fn("lag_seconds", "Some lag", || 2.5);
+        let text = metrics.render(&[]);
+        for line in [
+            "# HELP farm_apiserver_staleness_seconds How stale.\n# TYPE farm_apiserver_staleness_seconds gauge\nfarm_apiserver_staleness_seconds 0\n",
+            "farm_apiserver_never_synced_seconds +Inf\n",
+            "farm_apiserver_lag_seconds 2.5\n",
+            "farm_apiserver_requests_total{verb=\"create\",resource=\"llamas\",code=\"201\"} 1\n",
+            "# TYPE farm_apiserver_request_duration_seconds histogram\n",
+        ] {
+            assert!(text.contains(line), "{line:?} in\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

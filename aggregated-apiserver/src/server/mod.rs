@@ -4,6 +4,7 @@
 
 pub mod allocator;
 pub mod connection;
+pub mod dev_certs;
 pub mod health;
 pub mod metrics;
 pub mod open_files;
@@ -91,13 +92,13 @@ impl App {
         let mut served = Setup::new(&options.storage, cluster).await?;
         serve(&mut served).await?;
         let registries = served.registries;
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(Metrics::new(identity.name));
         for gauge in served.gauges {
             metrics.gauge_fn(gauge.name, gauge.help, gauge.value);
         }
         let settings: ApiSettings = options.api.clone();
         let discovery = Discovery::new(&registries);
-        let openapi = OpenApi::new(&registries, identity.version);
+        let openapi = OpenApi::new(&registries, identity.name, identity.version);
         let draining = shutdown.clone();
         let mut ready: Vec<Arc<dyn crate::server::health::Check>> = vec![Arc::new(FnCheck("shutdown", move || {
             if draining.is_cancelled() {
@@ -192,13 +193,18 @@ async fn route(State(app): State<Arc<App>>, req: Request<Body>) -> Response {
 }
 
 /// Resolves to the serving certificate files: the given ones, or development
-/// certificates made (or reused) in the cert dir.
-fn serving_cert_files(args: &ServingOptions) -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
+/// certificates made (or reused) in the cert dir, their CA named after the
+/// application.
+fn serving_cert_files(
+    args: &ServingOptions,
+    identity: &Identity,
+) -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
     match (&args.tls_cert_file, &args.tls_private_key_file) {
         (Some(c), Some(k)) => Ok((c.clone(), k.clone())),
         _ => {
-            let paths = tls::ensure_dev_certs(&args.cert_dir, &args.service_name, &args.service_namespace)
-                .with_context(|| format!("preparing development certificates in {}", args.cert_dir.display()))?;
+            let paths =
+                dev_certs::ensure_dev_certs(&args.cert_dir, identity, &args.service_name, &args.service_namespace)
+                    .with_context(|| format!("preparing development certificates in {}", args.cert_dir.display()))?;
             tracing::info!(ca = %paths.ca_cert.display(), "serving with development certificates; trust this CA");
             Ok((paths.cert, paths.key))
         }
@@ -217,7 +223,7 @@ pub async fn run(
     if authentication == Authentication::None && !args.bind.ip().is_loopback() {
         bail!("--authentication none trusts every caller and is only allowed on a loopback address, not {}", args.bind);
     }
-    let (cert, key) = serving_cert_files(args)?;
+    let (cert, key) = serving_cert_files(args, &identity)?;
     let reloading = tls::ReloadingCert::load(&cert, &key)
         .with_context(|| format!("loading serving certificate {} and key {}", cert.display(), key.display()))?;
     let _reloader = reloading.spawn_reloader(args.cert_reload_interval);
@@ -262,6 +268,9 @@ pub async fn run(
             "Connections without a request in flight, counted against --max-connections (the aggregator's are not)",
             move || idle.len() as f64,
         );
+        // A count since start, so by rights a counter; it stays a gauge because
+        // a counter's sample is exposed as `<name>_total`, and readers of the
+        // bare name (tests/connection_limits.rs) would find nothing.
         let closed = cap.clone();
         app.metrics.gauge_fn(
             "connections_closed_by_cap",

@@ -66,14 +66,14 @@ pub trait WatchGauge: Send + Sync {
 }
 
 /// The served kinds and what their handlers share.
-pub struct Resources {
+pub struct ServedKinds {
     pub registries: Vec<Arc<Registry>>,
     pub settings: ApiSettings,
     pub shutdown: CancellationToken,
     pub watches: Arc<dyn WatchGauge>,
 }
 
-impl Resources {
+impl ServedKinds {
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<Registry>> {
         self.registries.iter().find(|r| {
             let n = r.kind.names();
@@ -205,14 +205,14 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
 }
 
 /// Serves a request already classified as a resource request.
-pub async fn serve(res: Arc<Resources>, info: RequestInfo, req: http::Request<Body>) -> Response {
+pub async fn serve(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<Body>) -> Response {
     match dispatch(res, info, req).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-async fn dispatch(res: Arc<Resources>, info: RequestInfo, req: http::Request<Body>) -> ApiResult<Response> {
+async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<Body>) -> ApiResult<Response> {
     // What kube-apiserver's CRD handler does not route at all gets its plain
     // "404 page not found": an unknown resource, and (for a namespaced kind)
     // anything but a list or watch across all namespaces.
@@ -498,7 +498,7 @@ fn converted_bytes<'a>(output: Output, encoding: Encoding, objects: impl Iterato
 const WATCH_CHUNKS_IN_FLIGHT: usize = 16;
 
 async fn start_watch(
-    res: &Arc<Resources>,
+    res: &Arc<ServedKinds>,
     reg: Arc<Registry>,
     ns: Option<&str>,
     opts: ListOptions,

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use crate::apimachinery::errors::ApiError;
 use crate::auth::authn::UserInfo;
 use crate::auth::authz::{self, Attributes, Authorizer, Decision};
-use crate::endpoints::handlers::Resources;
+use crate::endpoints::handlers::ServedKinds;
 use crate::endpoints::request_info::RequestInfo;
 
 /// `--authorization-always-allow-paths` (kube's delegating default: `/healthz`,
@@ -51,7 +51,7 @@ pub struct Authorization {
     pub authorizer: Arc<Authorizer>,
     pub always_allow: AlwaysAllowPaths,
     /// To find what else a kind requires (a FarmPod read is also a Pod read).
-    pub resources: Arc<Resources>,
+    pub resources: Arc<ServedKinds>,
 }
 
 pub async fn authorize(State(authz): State<Arc<Authorization>>, mut req: Request, next: Next) -> Response {

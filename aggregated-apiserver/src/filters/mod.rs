@@ -41,7 +41,7 @@ use http::Request;
 use tower::{Service, ServiceBuilder};
 
 use crate::auth::Guard;
-use crate::endpoints::handlers::Resources;
+use crate::endpoints::handlers::ServedKinds;
 use crate::endpoints::request_info::RequestVerb;
 use crate::options::ServerOptions;
 use crate::registry::kind::Verb;
@@ -64,7 +64,7 @@ impl Filters {
     pub fn new(
         options: &ServerOptions,
         guard: Option<&Guard>,
-        resources: Arc<Resources>,
+        resources: Arc<ServedKinds>,
         metrics: Arc<Metrics>,
     ) -> Self {
         let limits = &options.limits;

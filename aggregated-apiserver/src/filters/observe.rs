@@ -11,14 +11,14 @@ use axum::middleware::Next;
 use axum::response::Response;
 use http::Request;
 
-use crate::endpoints::handlers::Resources;
+use crate::endpoints::handlers::ServedKinds;
 use crate::endpoints::request_info::{RequestInfo, RequestVerb};
 use crate::server::metrics::Metrics;
 
 /// What the filter counts into, and the served resources it names.
 pub struct Observe {
     pub metrics: Arc<Metrics>,
-    pub resources: Arc<Resources>,
+    pub resources: Arc<ServedKinds>,
 }
 
 /// Counts and logs every answer, the filters' refusals included.
@@ -48,7 +48,7 @@ pub async fn observe(State(observed): State<Arc<Observe>>, req: Request<Body>, n
 
 /// Label values with bounded cardinality: only served resources and known
 /// verbs are named; everything else counts as "other".
-fn metric_labels(resources: &Resources, info: &RequestInfo) -> (&'static str, &'static str) {
+fn metric_labels(resources: &ServedKinds, info: &RequestInfo) -> (&'static str, &'static str) {
     if !info.is_resource_request {
         return ("nonresource", "");
     }

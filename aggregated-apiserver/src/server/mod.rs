@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::apimachinery::errors::{ApiError, Reason};
 use crate::auth::options::Authentication;
 use crate::endpoints::discovery::Discovery;
-use crate::endpoints::handlers::{self, ApiSettings, Resources};
+use crate::endpoints::handlers::{self, ApiSettings, ServedKinds};
 use crate::endpoints::openapi::OpenApi;
 use crate::endpoints::request_info::RequestInfo;
 use crate::filters::{authorization, Filters};
@@ -48,7 +48,7 @@ pub struct Identity {
 
 /// Everything a request may need.
 pub struct App {
-    pub resources: Arc<Resources>,
+    pub resources: Arc<ServedKinds>,
     /// Authentication and authorization; None with `--authentication none`.
     pub guard: Option<crate::auth::Guard>,
     pub discovery: Discovery,
@@ -120,7 +120,7 @@ impl App {
             "compiler": "rustc",
             "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
         });
-        let resources = Arc::new(Resources { registries, settings, shutdown, watches: metrics.clone() });
+        let resources = Arc::new(ServedKinds { registries, settings, shutdown, watches: metrics.clone() });
         let filters = Filters::new(options, guard.as_ref(), resources.clone(), metrics.clone());
         Ok(Arc::new(Self {
             guard,

@@ -18,13 +18,13 @@ use crate::apimachinery::managed_fields::Writer;
 use crate::apimachinery::options::{
     decode_delete_options, DeleteOptions, ListOptions, Query, Rv, WriteOptions, WriteVerb,
 };
-use crate::apimachinery::serializer::{self, BodyError};
+use crate::apimachinery::serializer::{self, BodyError, BodyType};
 use crate::endpoints::list_body::ObjectListBody;
-use crate::endpoints::negotiation::{self, BodyType, Encoding, Output, Shape};
+use crate::endpoints::negotiation::{self, Encoding, Output, Shape};
 use crate::endpoints::request_info::{RequestInfo, RequestVerb};
 use crate::endpoints::watch::{self, WatchJob};
 use crate::heavy;
-use crate::options::parse_seconds;
+use crate::options::values::parse_seconds;
 use crate::registry::encode::{self, IncludeObject, ListMeta};
 use crate::registry::kind::Verb;
 use crate::registry::patch::Patch;
@@ -322,7 +322,7 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
             .await
         }
         Verb::Patch => {
-            let body_type = negotiation::body_type(header_str(&parts.headers, header::CONTENT_TYPE));
+            let body_type = serializer::body_type(header_str(&parts.headers, header::CONTENT_TYPE));
             if body_type == Some(BodyType::ApplyPatchYaml) {
                 let wopts = write_options(&query, WriteVerb::Apply, &parts.headers)?;
                 let raw = read_body(body, res.settings.max_body_bytes).await?;
@@ -419,7 +419,7 @@ fn object_body<'a>(reg: &Registry, content_type: Option<&str>, raw: &'a [u8]) ->
 }
 
 fn require_json_body(headers: &HeaderMap) -> ApiResult<()> {
-    match negotiation::body_type(header_str(headers, header::CONTENT_TYPE)) {
+    match serializer::body_type(header_str(headers, header::CONTENT_TYPE)) {
         Some(BodyType::Json) => Ok(()),
         _ => Err(ApiError::unsupported_media_type(format!(
             "the body of the request was in an unknown format - accepted media types include: application/json (got {})",

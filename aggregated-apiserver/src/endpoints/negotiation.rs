@@ -144,32 +144,6 @@ pub fn plain_encoding(accept: Option<&str>) -> Encoding {
         .unwrap_or(Encoding::Json)
 }
 
-/// The body formats of writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BodyType {
-    Json,
-    JsonPatch,
-    MergePatch,
-    StrategicMergePatch,
-    /// Server-side apply with a YAML (or JSON, which is YAML) body.
-    ApplyPatchYaml,
-    /// Server-side apply in CBOR: not served (415).
-    ApplyPatchCbor,
-}
-
-pub fn body_type(content_type: Option<&str>) -> Option<BodyType> {
-    let essence = content_type.unwrap_or("application/json").split(';').next().unwrap_or("").trim();
-    match essence.to_ascii_lowercase().as_str() {
-        "application/json" | "" => Some(BodyType::Json),
-        "application/json-patch+json" => Some(BodyType::JsonPatch),
-        "application/merge-patch+json" => Some(BodyType::MergePatch),
-        "application/strategic-merge-patch+json" => Some(BodyType::StrategicMergePatch),
-        "application/apply-patch+yaml" => Some(BodyType::ApplyPatchYaml),
-        "application/apply-patch+cbor" => Some(BodyType::ApplyPatchCbor),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

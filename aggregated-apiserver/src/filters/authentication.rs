@@ -13,8 +13,8 @@ use axum::response::{IntoResponse, Response};
 use http::header::AUTHORIZATION;
 
 use crate::apimachinery::errors::ApiError;
+use crate::auth::authn::peer_certificates::PeerCertificates;
 use crate::auth::authn::{Authenticator, AuthnOutcome, UserInfo, ANONYMOUS_USER, UNAUTHENTICATED_GROUP};
-use crate::server::tls::PeerCertificates;
 
 use super::authorization::AlwaysAllowPaths;
 

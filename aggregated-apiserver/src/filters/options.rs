@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::options::parse_seconds;
+use crate::options::values::parse_seconds;
 
 #[derive(Args, Debug, Clone)]
 pub struct RequestLimits {

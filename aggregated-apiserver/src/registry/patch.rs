@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::apimachinery::errors::{ApiError, Reason, StatusDetails};
 use crate::apimachinery::gojson::{decode_json, MAX_NESTING_DEPTH, VERSION_KIND_ERROR_PREFIX};
-use crate::endpoints::negotiation::BodyType;
+use crate::apimachinery::serializer::BodyType;
 
 pub enum Patch {
     Json(json_patch::Patch),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use tracing_subscriber::EnvFilter;
 
-use crate::options::parse_seconds;
+use crate::options::values::parse_seconds;
 
 /// Where the server listens, with which certificate, and how it stops.
 #[derive(Args, Debug, Clone)]

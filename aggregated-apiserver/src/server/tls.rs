@@ -40,6 +40,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::server::TlsStream;
 use x509_parser::certificate::X509Certificate;
 
+use crate::auth::authn::peer_certificates::PeerCertificates;
 use crate::server::connection::{ConnectionLimits, HasPeerCertificates, IdleConnections};
 
 pub(crate) fn ring_provider() -> Arc<CryptoProvider> {
@@ -340,24 +341,6 @@ impl ClientCertVerifier for DeferredClientCertVerifier {
 // ---------------------------------------------------------------------------------------------
 // Server config, acceptor and serving
 // ---------------------------------------------------------------------------------------------
-
-/// The client's certificate chain (end-entity first) as presented in the TLS handshake, not
-/// verified beyond syntax and proof of key possession; `None` when the client sent none. Added as
-/// a request extension to every request of the connection by [`PeerCertAcceptor`].
-#[derive(Clone, Debug, Default)]
-pub struct PeerCertificates(pub Option<Arc<Vec<CertificateDer<'static>>>>);
-
-impl PeerCertificates {
-    /// The client's end-entity certificate, if any.
-    pub fn end_entity(&self) -> Option<&CertificateDer<'static>> {
-        self.0.as_ref().and_then(|chain| chain.first())
-    }
-
-    /// The certificates after the end-entity one (possibly empty).
-    pub fn intermediates(&self) -> &[CertificateDer<'static>] {
-        self.0.as_ref().and_then(|chain| chain.get(1..)).unwrap_or(&[])
-    }
-}
 
 /// Builds the server TLS configuration: ring provider, TLS 1.2 and 1.3, ALPN `h2` then
 /// `http/1.1`, the serving certificate from `cert`, and an optional, unverified-chain client

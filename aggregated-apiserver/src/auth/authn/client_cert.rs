@@ -16,8 +16,8 @@ use x509_parser::certificate::X509Certificate;
 use x509_parser::der_parser::asn1_rs::Tag;
 use x509_parser::x509::AttributeTypeAndValue;
 
+use super::peer_certificates::PeerCertificates;
 use super::{Step, UserInfo, CREDENTIAL_ID_EXTRA_KEY};
-use crate::server::tls::PeerCertificates;
 
 /// OID of the `UID` subject attribute kube reads a certificate user's UID from (1.3.6.1.4.1.57683.2).
 const UID_ATTRIBUTE_OID: &[u64] = &[1, 3, 6, 1, 4, 1, 57683, 2];

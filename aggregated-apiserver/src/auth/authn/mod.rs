@@ -25,6 +25,7 @@
 
 mod client_cert;
 mod configmap;
+pub mod peer_certificates;
 mod request_header;
 #[cfg(test)]
 mod test_support;
@@ -41,8 +42,8 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use anyhow::Context as _;
 use http::HeaderMap;
 
-use crate::server::tls::PeerCertificates;
 use client_cert::{client_cert_user, ring_provider, CaBundle};
+use peer_certificates::PeerCertificates;
 use request_header::RequestHeaderAuth;
 use token::{bearer_token, TokenAuth};
 

@@ -11,8 +11,8 @@ use http::HeaderMap;
 use rustls::crypto::CryptoProvider;
 
 use super::client_cert::{subject_of, CaBundle};
+use super::peer_certificates::PeerCertificates;
 use super::{RequestHeaderConfig, Step, UserInfo};
-use crate::server::tls::PeerCertificates;
 
 // ---------------------------------------------------------------------------------------------
 // Compiled configuration

@@ -19,8 +19,8 @@ use super::{
     Authenticator, AuthnConfig, AuthnOutcome, RequestHeaderConfig, TokenOptions, TokenReviewer, UserInfo,
     ANONYMOUS_USER,
 };
+pub(super) use crate::auth::authn::peer_certificates::PeerCertificates;
 pub(super) use crate::auth::review::ReviewError;
-pub(super) use crate::server::tls::PeerCertificates;
 
 pub(super) const HOUR: Duration = Duration::from_secs(3600);
 pub(super) const DAY: Duration = Duration::from_secs(86400);

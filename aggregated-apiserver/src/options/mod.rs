@@ -5,9 +5,9 @@
 //! alone. An application flattens [`ServerOptions`] into its own command line
 //! and may give every flag an environment variable with [`with_env_prefix`].
 
-use std::time::Duration;
-
 use clap::Args;
+
+pub mod values;
 
 use crate::auth::options::{AuthenticationOptions, AuthorizationOptions, ReviewOptions};
 use crate::endpoints::handlers::ApiSettings;
@@ -55,13 +55,4 @@ pub fn with_env_prefix(command: clap::Command, prefix: &str) -> clap::Command {
             arg.env(name)
         })
         .mut_subcommands(|sub| with_env_prefix(sub, prefix))
-}
-
-/// Seconds as an integer or a decimal ("0.5").
-pub fn parse_seconds(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s.trim_end_matches('s').parse().map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("{s:?} is not a number of seconds"));
-    }
-    Ok(Duration::from_secs_f64(secs))
 }

@@ -54,7 +54,7 @@ static HEAVY_AT_ONCE: LazyLock<Semaphore> =
     LazyLock::new(|| Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get())));
 
 /// Awaits `work`, off the async workers when its input is large, and then
-/// only while fewer than [`HEAVY_AT_ONCE`] others run. The thread that
+/// only while fewer than `HEAVY_AT_ONCE` others run. The thread that
 /// computes also waits for its I/O (a store write), which the runtime's
 /// drivers still serve. The turn is waited for asynchronously, so a request
 /// waiting costs no thread and its deadline still applies.

@@ -172,7 +172,7 @@ impl RateLimiter {
         Ok(at)
     }
 
-    /// Waits for a turn (see [`reserve`](Self::reserve)).
+    /// Waits for a turn (see `reserve`).
     pub async fn acquire(&self, deadline: Instant) -> Result<(), String> {
         let at = self.reserve(Instant::now(), deadline)?;
         tokio::time::sleep_until(at).await;

@@ -3,9 +3,9 @@
 //! selectors) for any [`Kind`] over any [`Store`]. The HTTP layer only parses
 //! requests and encodes answers around it.
 //!
-//! [`read`] serves get, list and watch; [`write`] create, update and patch,
-//! [`apply`] server-side apply, [`delete`] delete and deletecollection; every
-//! write goes through the kind's [`strategy`].
+//! `read.rs` serves get, list and watch; `write.rs` create, update and patch,
+//! `apply.rs` server-side apply, `delete.rs` delete and deletecollection;
+//! every write goes through the kind's strategy (`strategy.rs`).
 
 mod apply;
 mod delete;

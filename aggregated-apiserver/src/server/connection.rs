@@ -289,7 +289,7 @@ struct IdleKey {
 ///
 /// Locking: this lock is always taken before a connection's [`ConnectionClock`] lock, never
 /// after. Every change of an entry holds both; a connection's own state (whether it counts,
-/// its place) changes under its own lock, and [`Self::idle`] with it. The queue holds at most
+/// its place) changes under its own lock, and `idle` with it. The queue holds at most
 /// one entry per open connection, and an entry for every connection that counts, except for
 /// the moment between a connection starting to count again and its thread taking this lock
 /// to enter it. A second connection's lock is taken only under this lock (to check or close

@@ -78,7 +78,7 @@ fn sample_value(v: f64) -> String {
 }
 
 impl Metrics {
-    /// The metrics of the application named `application` (see [`prefix_of`]).
+    /// The metrics of the application named `application` (see `prefix_of`).
     pub fn new(application: &str) -> Self {
         let prefix = prefix_of(application);
         let mut registry = PromRegistry::with_prefix(&prefix);

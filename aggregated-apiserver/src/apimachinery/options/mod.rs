@@ -1,6 +1,6 @@
 //! Request options, the one place they are decoded: the query of every verb
 //! through kube-apiserver's parameter codec ([`params`]), ListOptions
-//! ([`list`]), Create/Update/PatchOptions ([`write`]) and DeleteOptions from a
+//! ([`list`]), Create/Update/PatchOptions ([`write`](mod@write)) and DeleteOptions from a
 //! body or the query ([`delete`]). Each decodes into a typed value and refuses
 //! what kube-apiserver refuses, with its status code and wording, so a
 //! malformed option is never silently ignored.

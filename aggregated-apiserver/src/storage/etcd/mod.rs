@@ -2,8 +2,8 @@
 //! resources: etcd is the source of truth and resourceVersion is its revision;
 //! creates, updates and deletes are transactions comparing the key's revision;
 //! each replica serves get, list and watch from an in-memory cache fed by one
-//! etcd watch per kind ([`feed`]), and a read of the latest state first learns
-//! etcd's revision ([`revision`]) and waits until the cache has it, so no
+//! etcd watch per kind (`feed.rs`), and a read of the latest state first learns
+//! etcd's revision (`revision.rs`) and waits until the cache has it, so no
 //! replica answers with a state older than a write another one acknowledged.
 
 pub mod client;

@@ -55,12 +55,6 @@ impl PartialEq<&str> for RequestVerb {
     }
 }
 
-impl std::fmt::Display for RequestVerb {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RequestInfo {
     /// False for discovery, OpenAPI, health and other non-resource paths.

@@ -90,9 +90,10 @@ pub(super) fn prepare_for_update(
             next
         }
     };
-    let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    // Read in place: a clone would copy the stored managedFields on every write.
+    let no_meta = Value::Object(Map::new());
     if let Some(meta) = next.get_mut("metadata") {
-        objectmeta::prepare_meta_for_update(meta, &old_meta);
+        objectmeta::prepare_meta_for_update(meta, old.get("metadata").unwrap_or(&no_meta));
     }
     let meta = meta_mut(&mut next)?;
     meta.remove("managedFields");
@@ -157,18 +158,14 @@ fn drop_empty_meta_fields(obj: &mut Value) {
 }
 
 /// Everything but metadata and status: a change here bumps `generation`.
+/// Compared in place (the fields were cloned into two maps on every write).
 fn spec_changed(old: &Value, new: &Value) -> bool {
-    let strip = |v: &Value| -> Map<String, Value> {
-        v.as_object()
-            .map(|m| {
-                m.iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    strip(old) != strip(new)
+    fn spec_fields(v: &Value) -> impl Iterator<Item = (&String, &Value)> {
+        v.as_object().into_iter().flatten().filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
+    }
+    // Keys are unique: as many fields, each equal to the old one, is the same set.
+    spec_fields(old).count() != spec_fields(new).count()
+        || spec_fields(new).any(|(k, v)| old.get(k.as_str()) != Some(v))
 }
 
 #[cfg(test)]
@@ -194,5 +191,17 @@ mod tests {
         // Kept ones warn no more; on create every one counts.
         assert!(warnings(&with_finalizers(&new), Some(&with_finalizers(&new))).is_empty());
         assert_eq!(warnings(&with_finalizers(&["plain".to_string()]), None).len(), 1);
+    }
+
+    #[test]
+    fn only_what_is_not_metadata_or_status_changes_the_spec() {
+        let old = json!({"metadata": {"name": "a"}, "spec": {"w": 1}, "status": {"x": 1}, "extra": [1]});
+        let same = json!({"extra": [1], "spec": {"w": 1}, "metadata": {"name": "b"}, "status": {"x": 2}});
+        assert!(!spec_changed(&old, &same));
+        assert!(spec_changed(&old, &json!({"metadata": {}, "spec": {"w": 2}, "extra": [1]})));
+        assert!(spec_changed(&old, &json!({"spec": {"w": 1}})), "a field removed");
+        assert!(spec_changed(&old, &json!({"spec": {"w": 1}, "extra": [1], "more": true})), "a field added");
+        assert!(!spec_changed(&json!(null), &json!({"metadata": {}})));
+        assert!(spec_changed(&json!(null), &json!({"spec": {}})));
     }
 }

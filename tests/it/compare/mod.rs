@@ -2,5 +2,6 @@
 //! Llamas through the aggregator and against the Llama CRD served by
 //! kube-apiserver, compared after the normalization of `common::compare`.
 
+pub mod admission;
 mod apply;
 mod crd;

@@ -470,7 +470,7 @@ impl Registry {
         let key = self.key(ns, name);
         let work_bytes = self.store.cached_size(&key).unwrap_or(0) + growth_bytes;
         let admission = self.admission_for(Operation::Update, part, ns);
-        heavy::run_async(work_bytes, async {
+        let write = async {
             let mut drop_managed_fields = false;
             let mut attempts = 0;
             loop {
@@ -498,7 +498,7 @@ impl Registry {
                             .and_then(|c| c.ok_or(StoreError::NotFound))
                             .map_err(|e| self.store_error(name, e))?;
                         let decision = self
-                            .admitted_update(admission, ns, name, part, wopts, user, &current, &mut propose)
+                            .admitted_update(admission, ns, name, part, wopts, user, &current, work_bytes, &mut propose)
                             .await?;
                         warnings = decision.1;
                         let decision = Ok(decision.0);
@@ -546,8 +546,14 @@ impl Registry {
                 };
                 return Ok(WriteOutcome { code: 200, body, warnings });
             }
-        })
-        .await
+        };
+        // Without admission the whole write is one computation; with it, only
+        // its computing steps take turns ([`Self::admitted_update`]): a turn
+        // held while a webhook answers would stall every large write.
+        match admission {
+            None => heavy::run_async(work_bytes, write).await,
+            Some(_) => write.await,
+        }
     }
 
     /// What the store is asked to do with a decision: refusals and dry runs
@@ -599,9 +605,10 @@ impl Registry {
         wopts: &WriteOptions,
         user: &UserInfo,
         current: &StoredObject,
+        work_bytes: usize,
         propose: &mut (impl FnMut(&StoredObject) -> ApiResult<(Value, Fields<'f>)> + Send),
     ) -> ApiResult<(Decision, Vec<String>)> {
-        let (proposed, fields) = propose(current)?;
+        let (proposed, fields) = heavy::run_async(work_bytes, async { propose(current) }).await?;
         let old = current.value().map_err(|e| self.store_error(name, e))?;
         let options = write_options_object(Operation::Update, wopts);
         let mut attributes = self.attributes(
@@ -619,7 +626,10 @@ impl Registry {
         let mut mutated = attributes.object.take().unwrap_or(Value::Null);
         self.settle_mutated(&mut mutated, ns)?;
         let mut warnings = std::mem::take(&mut attributes.warnings);
-        let decision = self.prepare_update(name, part, current, mutated, fields, &mut warnings)?;
+        let decision = heavy::run_async(work_bytes, async {
+            self.prepare_update(name, part, current, mutated, fields, &mut warnings)
+        })
+        .await?;
         // Validation sees what would be stored (the stored object itself
         // for a write that changes nothing, which kube validates too).
         attributes.object = Some(match &decision {

@@ -29,6 +29,7 @@ use crate::admission::NamespaceAdmission;
 use crate::apimachinery::errors::{ApiError, ApiResult, Reason, Target};
 use crate::apimachinery::field_error::FieldError;
 use crate::apimachinery::options::{is_dry_run, DeleteOptions, ListOptions};
+use crate::apimachinery::schema::validations::{RuleErrors, SchemaRules};
 use crate::apimachinery::typed::Shape;
 use crate::registry::encode::{column_definitions, ListMeta};
 use crate::registry::kind::Kind;
@@ -43,6 +44,8 @@ pub struct Registry {
     /// Table column definitions, computed once.
     pub columns: Value,
     schema: Value,
+    /// The schema's CEL rules, compiled once (None: it has none).
+    rules: Option<SchemaRules>,
     /// The schema as server-side apply reads it (list and map types).
     shape: Shape,
     /// Checked before a create in a namespace (None: every namespace is taken
@@ -91,11 +94,14 @@ fn encode_value(v: &Value) -> ApiResult<Bytes> {
 }
 
 impl Registry {
-    pub fn new(kind: Arc<dyn Kind>, store: Arc<dyn Store>) -> Self {
+    /// Fails when the kind's schema has CEL rules that do not compile or
+    /// may cost more than kube allows (each one named).
+    pub fn new(kind: Arc<dyn Kind>, store: Arc<dyn Store>) -> Result<Self, RuleErrors> {
         let columns = column_definitions(kind.as_ref());
         let schema = kind.schema();
         let shape = Shape::of_object(&schema);
-        Self { kind, store, columns, schema, shape, namespace_admission: None }
+        let rules = SchemaRules::compile(&schema)?;
+        Ok(Self { kind, store, columns, schema, rules, shape, namespace_admission: None })
     }
 
     /// Creates in a namespace must pass `admission` first.

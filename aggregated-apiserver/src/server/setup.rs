@@ -9,6 +9,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
+use crate::apimachinery::schema::validations::RuleErrors;
 use crate::registry::encode::KindIndexer;
 use crate::registry::kind::Kind;
 use crate::registry::Registry;
@@ -85,7 +86,16 @@ impl Setup {
     /// have, or is terminating, are refused as kube's NamespaceLifecycle
     /// refuses them; without a cluster there is no source of namespaces, and
     /// every namespace is taken to exist.
-    pub fn stored(&mut self, kind: Arc<dyn Kind>) -> Arc<Registry> {
+    ///
+    /// Fails when the kind's schema has CEL rules (`x-kubernetes-validations`)
+    /// that do not compile or may cost more than kube allows: the error
+    /// names each such rule by its place in the schema.
+    pub fn stored(&mut self, kind: Arc<dyn Kind>) -> anyhow::Result<Arc<Registry>> {
+        let names = kind.names();
+        self.stored_registry(kind).with_context(|| format!("serving {}.{}", names.plural, names.group))
+    }
+
+    fn stored_registry(&mut self, kind: Arc<dyn Kind>) -> Result<Arc<Registry>, RuleErrors> {
         let store: Arc<dyn Store> = match &self.storage {
             Storage::Memory => self.memory_store(&kind),
             Storage::Etcd { client, prefix } => {
@@ -101,13 +111,13 @@ impl Setup {
                 Arc::new(store)
             }
         };
-        let mut registry = Registry::new(kind, store);
+        let mut registry = Registry::new(kind, store)?;
         if let Some(lifecycle) = self.namespace_lifecycle() {
             registry = registry.with_namespace_admission(lifecycle);
         }
         let registry = Arc::new(registry);
         self.registries.push(registry.clone());
-        registry
+        Ok(registry)
     }
 
     /// Serves a registry the application built itself (a read-only view over

@@ -41,7 +41,6 @@ use aggregated_apiserver::registry::kind::{Column, Kind, Names};
     {
         "rule": "!has(self.maxWeight) || self.weight <= self.maxWeight",
         "message": "weight must not exceed maxWeight",
-        "messageExpression": "'weight ' + string(self.weight) + ' exceeds maxWeight ' + string(self.maxWeight)",
         "fieldPath": ".weight"
     },
     {
@@ -70,7 +69,9 @@ pub struct LlamaSpec {
         "maxLength" = 9,
         "x-kubernetes-validations" = [{
             "rule": "self.matches('^[A-Z]{2}-[0-9]{1,6}$')",
-            "message": "earTag must be two capital letters, a dash and 1 to 6 digits, e.g. AB-1234"
+            "message": "earTag must be two capital letters, a dash and 1 to 6 digits",
+            // Bounded by maxLength: kube refuses a message of unbounded length.
+            "messageExpression": "'earTag ' + self + ' is not two capital letters, a dash and 1 to 6 digits (e.g. AB-1234)'"
         }]
     ))]
     pub ear_tag: Option<String>,
@@ -265,11 +266,11 @@ mod tests {
         assert!(errors(json!({"weight": 31.4, "height": 1.7, "maxWeight": 40, "earTag": "AB-1234"}), None).is_empty());
         assert_eq!(
             errors(json!({"weight": 41, "height": 1.7, "maxWeight": 40.5}), None),
-            ["spec.weight: Invalid value: \"object\": weight 41 exceeds maxWeight 40.5"]
+            ["spec.weight: Invalid value: \"object\": weight must not exceed maxWeight"]
         );
         assert_eq!(
             errors(json!({"weight": 1, "height": 1, "earTag": "ab-1"}), None),
-            ["spec.earTag: Invalid value: \"string\": earTag must be two capital letters, a dash and 1 to 6 digits, e.g. AB-1234"]
+            ["spec.earTag: Invalid value: \"string\": earTag ab-1 is not two capital letters, a dash and 1 to 6 digits (e.g. AB-1234)"]
         );
         let tagged = json!({"weight": 1, "height": 1, "earTag": "AB-1"});
         assert!(errors(tagged.clone(), Some(json!({"weight": 1, "height": 1}))).is_empty(), "set once");

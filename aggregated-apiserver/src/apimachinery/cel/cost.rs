@@ -163,7 +163,7 @@ pub(super) fn estimate<'a>(e: &'a IdedExpr, scope: &mut Scope<'a>) -> Result<Est
             for a in &call.args {
                 args.push(estimate(a, scope)?);
             }
-            Ok(function(&name, args))
+            Ok(function(&name, args, scope.strict))
         }
     }
 }
@@ -295,8 +295,22 @@ fn is_type_name(name: &str) -> bool {
     matches!(name, "int" | "uint" | "double" | "bool" | "string" | "bytes" | "list" | "map" | "null_type" | "type")
 }
 
-fn function(name: &str, args: Vec<Estimate>) -> Estimate {
+fn function(name: &str, args: Vec<Estimate>, strict: bool) -> Estimate {
     let sum: f64 = args.iter().map(|a| a.cost).sum();
+    if name == "string" {
+        let ty = match args.first().map(|a| &a.ty) {
+            Some(t @ DeclType::String { .. }) => t.clone(),
+            // kube's estimator does not know how long a number or a
+            // timestamp prints, and neither does this one at compile time
+            // (so `'x' + string(self.n)` is refused as kube refuses it); a
+            // value at hand prints in at most 32 bytes.
+            Some(t) if is_scalar(t) && !strict => DeclType::String { max_len: 32 },
+            Some(t) if !strict => dyn_of(1.0 + 6.0 * t.size()),
+            _ => DeclType::Dyn { max_size: u64::MAX },
+        };
+        let work = args.first().map_or(0.0, |a| traversal(&a.ty));
+        return est(sum + 1.0 + work, ty);
+    }
     let mut tys = args.into_iter().map(|a| a.ty);
     match name {
         operators::LOGICAL_AND | operators::LOGICAL_OR | operators::LOGICAL_NOT | operators::NOT_STRICTLY_FALSE => {

@@ -289,8 +289,21 @@ thread_local! {
     static FUNCTIONS: Context<'static> = {
         let mut ctx = Context::default();
         ctx.register_all();
+        ctx.add_function("string", go_string);
         ctx
     };
+}
+
+/// `string(x)` as cel-go converts: a double as Go's `%g` (`41`, `40.5`,
+/// `1e+06`), where the `cel` crate writes Rust's `1000000`.
+fn go_string(
+    ftx: &cel::FunctionContext,
+    this: cel::extractors::This<cel::Value>,
+) -> Result<cel::Value, ExecutionError> {
+    match this.0 {
+        cel::Value::Float(f) => Ok(cel::Value::String(std::sync::Arc::new(crate::apimachinery::gofmt::go_float(f)))),
+        other => cel::functions::string(ftx, cel::extractors::This(other)),
+    }
 }
 
 impl Expression {

@@ -66,6 +66,14 @@ fn unbounded_quadratic_rules_are_refused_bounded_ones_accepted() {
     let (env, _) = env_self(bounded);
     let e = env.compile("self.l.all(x, self.l.all(y, x != y || true))").unwrap();
     assert!(e.max_cost() > 10_000 && e.max_cost() < STATIC_ESTIMATED_COST_LIMIT, "{}", e.max_cost());
+    // The length of a printed number is unknown to kube's estimator: a
+    // concatenation with one is refused, as kube refuses it.
+    let (env, _) = env_self(
+        json!({"type": "object", "properties": {"n": {"type": "number"}, "s": {"type": "string", "maxLength": 9}}}),
+    );
+    let err = env.compile("'n is ' + string(self.n)").unwrap_err();
+    assert!(err.to_string().contains("more than 100x"), "{err}");
+    env.compile("'s is ' + self.s + string(self.s)").unwrap();
     // Linear in an unbounded list is fine, as in kube.
     let (env, _) =
         env_self(json!({"type": "object", "properties": {"l": {"type": "array", "items": {"type": "integer"}}}}));
@@ -116,6 +124,8 @@ fn kubernetes_functions_are_there() {
         ("sets.contains(self.l, [1, 2])", true),
         ("self.l.sum() == 6", true),
         ("'%s-%d'.format(['a', 1]) == 'a-1'", true),
+        // Doubles print as cel-go prints them (Go's %g).
+        ("string(41.0) == '41' && string(40.5) == '40.5' && string(1000000.0) == '1e+06'", true),
         ("self.l.exists_one(x, x == 3)", true),
         ("self.l.filter(x, x > 1).size() == 2", true),
         ("has(self.s) && !has(self.missing)", true),

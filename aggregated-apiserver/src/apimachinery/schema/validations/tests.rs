@@ -87,16 +87,16 @@ fn optional_old_self_runs_on_create() {
 #[test]
 fn message_expressions_and_their_fallbacks() {
     let r = rules(json!([
-        {"rule": "self.weight < 10.0", "messageExpression": "'weight ' + string(self.weight) + ' is too much'"},
+        {"rule": "self.weight < 10.0", "messageExpression": "'too heavy for ' + self.tag"},
         {"rule": "self.weight < 10.0", "message": "static", "messageExpression": "'x' + self.height"},
         {"rule": "self.weight < 10.0", "messageExpression": "'  '"},
         {"rule": "self.weight < 10.0", "messageExpression": "1"},
     ]));
-    let out = r.validate(&obj(json!({"weight": 12})), None);
+    let out = r.validate(&obj(json!({"weight": 12, "tag": "t1"})), None);
     assert_eq!(
         messages(&out),
         [
-            "spec: Invalid value: \"object\": weight 12 is too much",
+            "spec: Invalid value: \"object\": too heavy for t1",
             "spec: Invalid value: \"object\": static",
             "spec: Invalid value: \"object\": failed rule: self.weight < 10.0",
             "spec: Invalid value: \"object\": failed rule: self.weight < 10.0",

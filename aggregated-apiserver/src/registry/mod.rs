@@ -174,3 +174,63 @@ fn storage_unavailable(why: &str) -> ApiError {
 fn object_too_large() -> ApiError {
     ApiError::new(500, Reason::Unknown, StoreError::ObjectTooLarge.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::encode::KindIndexer;
+    use crate::registry::kind::Names;
+    use crate::storage::memory::MemoryStore;
+
+    static NAMES: Names = Names {
+        group: "example.com",
+        version: "v1",
+        kind: "Widget",
+        list_kind: "WidgetList",
+        plural: "widgets",
+        singular: "widget",
+        short_names: &[],
+        categories: &[],
+    };
+
+    struct Ruled(Value);
+
+    impl Kind for Ruled {
+        fn names(&self) -> &'static Names {
+            &NAMES
+        }
+        fn schema(&self) -> Value {
+            self.0.clone()
+        }
+    }
+
+    fn registry(rules: Value) -> Result<Registry, RuleErrors> {
+        let kind: Arc<dyn Kind> = Arc::new(Ruled(json!({"type": "object", "properties": {
+            "spec": {"type": "object", "x-kubernetes-validations": rules,
+                     "properties": {"items": {"type": "array", "items": {"type": "string"}}}}}})));
+        let store = Arc::new(MemoryStore::new(Arc::new(KindIndexer(kind.clone())), 10, 10));
+        Registry::new(kind, store)
+    }
+
+    #[test]
+    fn a_kind_whose_rules_do_not_compile_or_cost_too_much_is_refused_naming_them() {
+        assert!(registry(json!([{"rule": "self.items.all(i, i.size() < 10)"}])).is_ok());
+        let err = registry(json!([
+            {"rule": "self.items.all(i, self.items.all(j, i == j))"},
+            {"rule": "self.items.exists(i, "},
+        ]))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(
+            err.contains("openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x"),
+            "{err}"
+        );
+        assert!(
+            err.contains(
+                "x-kubernetes-validations[1].rule: Invalid value: \"self.items.exists(i, \": compilation failed: "
+            ),
+            "{err}"
+        );
+    }
+}

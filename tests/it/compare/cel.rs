@@ -154,3 +154,79 @@ async fn rules_are_published_in_openapi() {
     assert_eq!(published(&client, &url, v2("com.example.farm.v1alpha.Llama")).await, ours[0]);
     assert_eq!(published(&client, &url, v2("com.example.farm.crd.v1alpha.Llama")).await, ours[0]);
 }
+
+/// Which rules kube-apiserver accepts in a CRD (its compiler and cost
+/// estimator, asked with a server-side dry run) against which this server
+/// accepts in a kind's schema: the same, but for the differences pinned here.
+#[tokio::test]
+async fn rules_compile_where_kube_compiles_them() {
+    use aggregated_apiserver::apimachinery::schema::validations::SchemaRules;
+    let cmp = comparison("cmp-cel-compile").await;
+    let strings = json!({"type": "array", "items": {"type": "string"}});
+    let bounded = json!({"type": "array", "maxItems": 50, "items": {"type": "string", "maxLength": 20}});
+    let ints = json!({"type": "array", "items": {"type": "integer"}});
+    let ints_2k = json!({"type": "array", "maxItems": 2000, "items": {"type": "integer"}});
+    let ints_10k = json!({"type": "array", "maxItems": 10000, "items": {"type": "integer"}});
+    let string = json!({"type": "string"});
+    let short = json!({"type": "string", "maxLength": 20});
+    let number = json!({"type": "number"});
+    let map = json!({"type": "object", "additionalProperties": {"type": "string"}});
+    // (field schema, rule on the field, accepted here, accepted by kube)
+    let cases = [
+        (&strings, "self.all(x, x.size() < 10)", true, true),
+        (&strings, "self.all(x, self.all(y, x == y))", false, false),
+        (&bounded, "self.all(x, self.all(y, x == y || x.startsWith(y)))", true, true),
+        (&ints, "self.all(x, x > 0) && self.exists(x, x == 1)", false, false),
+        (&ints, "self.all(x, x > 0)", true, true),
+        (&ints, "self.exists_one(x, x == 1)", true, true),
+        (&string, "self.startsWith('a') && self.size() < 100", true, true),
+        (&string, "self.matches('^[a-z]+$')", true, true),
+        (&short, "self + self == 'abab'", true, true),
+        (&number, "'n is ' + string(self) != ''", false, false),
+        (&short, "'s is ' + self != ''", true, true),
+        (&map, "self.all(k, self[k].size() < 10)", true, true),
+        (&map, "self.all(k, self.all(j, k == j))", false, false),
+        (&strings, "self.exists(x, x.matches('^a'))", false, false),
+        (&short, "self.split(',').size() < 5 && self.lowerAscii() == self", true, true),
+        (&bounded, "self.map(x, x.upperAscii()).all(y, y.size() > 0)", true, true),
+        (&string, "self.nope == 1", false, false),
+        (&string, "self ==", false, false),
+        (&string, "undeclared == 1", false, false),
+        // kube's map() and filter() cost linear time; the `cel` crate copies
+        // the list at each step (quadratic), which this estimate counts.
+        (&ints, "self.map(x, x * 2).size() >= 0", false, false),
+        (&ints_2k, "self.map(x, x * 2).size() >= 0", true, true),
+        (&ints_10k, "self.map(x, x * 2).size() >= 0", false, true),
+        (&ints_10k, "self.filter(x, x > 0).size() >= 0", false, true),
+        // kube checks types at compile time; the `cel` crate only at runtime.
+        (&string, "self + 1 == 2", true, false),
+    ];
+    let mut differences = Vec::new();
+    for (i, (field, rule, ours_expected, kube_expected)) in cases.iter().enumerate() {
+        let mut field = (*field).clone();
+        field["x-kubernetes-validations"] = json!([{"rule": rule}]);
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"f": field}}}});
+        let ours = SchemaRules::compile(&schema).is_ok();
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("oracles{i}.oracle.example.com")},
+            "spec": {"group": "oracle.example.com", "scope": "Namespaced",
+                "names": {"plural": format!("oracles{i}"), "singular": format!("oracle{i}"), "kind": format!("Oracle{i}")},
+                "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": schema}}]}
+        });
+        let out = crate::common::kubectl_stdin(
+            &cmp.cp.kubeconfig,
+            &["apply", "--dry-run=server", "-f", "-"],
+            Some(&crd.to_string()),
+        );
+        let kube = out.0;
+        assert!(kube || out.2.contains("is invalid"), "kubectl failed otherwise for {rule}: {out:?}");
+        if (ours, kube) != (*ours_expected, *kube_expected) {
+            differences.push(format!(
+                "{rule}: ours {ours} (expected {ours_expected}), kube {kube} (expected {kube_expected}): {}",
+                out.2.trim()
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{differences:#?}");
+}

@@ -32,6 +32,8 @@ use super::decl::{merge, DeclType};
 pub(super) struct Estimate {
     pub cost: f64,
     pub ty: DeclType,
+    /// Part of a variable's value (whose total size the scope knows).
+    pub input: bool,
 }
 
 /// What an expression names that its variables do not declare.
@@ -39,31 +41,58 @@ pub(super) struct Estimate {
 pub(super) enum Undeclared {
     Variable(String),
     Field(String),
+    /// A field selected from a value of this type, which has none.
+    Selection(&'static str),
+}
+
+/// The CEL type name of a declared type that has no fields to select.
+fn unselectable(t: &DeclType) -> Option<&'static str> {
+    Some(match t {
+        DeclType::Bool => "bool",
+        DeclType::Int => "int",
+        DeclType::Uint => "uint",
+        DeclType::Double => "double",
+        DeclType::String { .. } => "string",
+        DeclType::Bytes { .. } => "bytes",
+        DeclType::List { .. } => "list",
+        DeclType::Timestamp => "google.protobuf.Timestamp",
+        DeclType::Duration => "google.protobuf.Duration",
+        _ => return None,
+    })
 }
 
 /// Variables in scope: the declared ones, then comprehension variables.
 pub(super) struct Scope<'a> {
-    pub vars: Vec<(&'a str, DeclType)>,
+    /// Name, type, and whether the value is part of a declared variable's.
+    pub vars: Vec<(&'a str, DeclType, bool)>,
+    /// The size of all declared variables' values together, in bytes of
+    /// JSON: what copying every item of a range out of them costs at most.
+    pub input_bytes: f64,
     /// Compile time: an undeclared field or variable is an error. At runtime
     /// (types from values) a missing field is simply absent.
     pub strict: bool,
 }
 
 impl<'a> Scope<'a> {
-    fn lookup(&self, name: &str) -> Option<&DeclType> {
-        self.vars.iter().rev().find(|(n, _)| *n == name).map(|(_, t)| t)
+    fn lookup(&self, name: &str) -> Option<(&DeclType, bool)> {
+        self.vars.iter().rev().find(|(n, _, _)| *n == name).map(|(_, t, i)| (t, *i))
     }
 }
 
 const STRING_TRAVERSAL: f64 = 0.1;
 
 fn est(cost: f64, ty: DeclType) -> Estimate {
-    Estimate { cost, ty }
+    Estimate { cost, ty, input: false }
 }
+
+/// Copying a node of a value costs about what evaluating a node does, a byte
+/// of a string a tenth of it: half a unit a byte of JSON bounds both.
+const COPY_PER_BYTE: f64 = 0.5;
 
 /// Traversing every part of a value once (equality, `in`, conversion).
 fn traversal(t: &DeclType) -> f64 {
     match t {
+        _ if is_scalar(t) => 0.0,
         DeclType::String { max_len } | DeclType::Bytes { max_len } => *max_len as f64 * STRING_TRAVERSAL,
         _ => t.size(),
     }
@@ -89,7 +118,7 @@ pub(super) fn estimate<'a>(e: &'a IdedExpr, scope: &mut Scope<'a>) -> Result<Est
             },
         )),
         Expr::Ident(name) => match scope.lookup(name) {
-            Some(t) => Ok(est(1.0, t.clone())),
+            Some((t, input)) => Ok(Estimate { cost: 1.0, ty: t.clone(), input }),
             // Type names and the like (`int`, `string`): constants.
             None if is_type_name(name) => Ok(est(1.0, DeclType::Null)),
             None if scope.strict => Err(Undeclared::Variable(name.clone())),
@@ -97,12 +126,21 @@ pub(super) fn estimate<'a>(e: &'a IdedExpr, scope: &mut Scope<'a>) -> Result<Est
         },
         Expr::Select(sel) => {
             let operand = estimate(&sel.operand, scope)?;
+            if scope.strict {
+                if let Some(name) = unselectable(&operand.ty) {
+                    return Err(Undeclared::Selection(name));
+                }
+            }
             let ty = match operand.ty.field(&sel.field) {
                 Some(t) => t,
                 None if scope.strict => return Err(Undeclared::Field(sel.field.clone())),
                 None => DeclType::Null,
             };
-            Ok(est(operand.cost + 1.0, if sel.test { DeclType::Bool } else { ty }))
+            Ok(Estimate {
+                cost: operand.cost + 1.0,
+                ty: if sel.test { DeclType::Bool } else { ty },
+                input: operand.input && !sel.test,
+            })
         }
         Expr::List(list) => {
             let mut cost = 1.0;
@@ -130,24 +168,31 @@ pub(super) fn estimate<'a>(e: &'a IdedExpr, scope: &mut Scope<'a>) -> Result<Est
             // One variable: the item (or key); two: the index (or key) and the item.
             let first = if c.iter_var2.is_some() { iter_ty } else { range.ty.iteration_variable() };
             let depth = scope.vars.len();
-            scope.vars.push((c.iter_var.as_str(), first));
+            scope.vars.push((c.iter_var.as_str(), first, range.input));
             if let Some(v2) = &c.iter_var2 {
-                scope.vars.push((v2.as_str(), iter2_ty));
+                scope.vars.push((v2.as_str(), iter2_ty.clone(), range.input));
             }
             // The accumulator as the first step leaves it tells how much each
             // step adds; after n steps it is at most n times that.
-            scope.vars.push((c.accu_var.as_str(), init.ty.clone()));
+            scope.vars.push((c.accu_var.as_str(), init.ty.clone(), false));
             let first_step = estimate(&c.loop_step, scope)?;
             let grown = grow(&init.ty, first_step.ty, n);
             scope.vars.pop();
-            scope.vars.push((c.accu_var.as_str(), grown.clone()));
+            scope.vars.push((c.accu_var.as_str(), grown.clone(), false));
             let step = estimate(&c.loop_step, scope)?;
             let cond = estimate(&c.loop_cond, scope)?;
             scope.vars.truncate(depth);
-            scope.vars.push((c.accu_var.as_str(), grown));
+            scope.vars.push((c.accu_var.as_str(), grown, false));
             let result = estimate(&c.result, scope)?;
             scope.vars.truncate(depth);
-            Ok(est(range.cost + init.cost + n * (step.cost + cond.cost + 1.0) + result.cost, result.ty))
+            // Each step also copies its item into the variable: all the
+            // items of the range, at most the whole of the values the range
+            // is part of.
+            let mut copy = if is_scalar(&iter2_ty) { 0.0 } else { n * traversal(&iter2_ty) };
+            if range.input {
+                copy = copy.min(scope.input_bytes * COPY_PER_BYTE);
+            }
+            Ok(est(range.cost + init.cost + n * (step.cost + cond.cost) + copy + result.cost, result.ty))
         }
         Expr::Call(call) => {
             let mut args = Vec::with_capacity(call.args.len() + 1);
@@ -163,7 +208,11 @@ pub(super) fn estimate<'a>(e: &'a IdedExpr, scope: &mut Scope<'a>) -> Result<Est
             for a in &call.args {
                 args.push(estimate(a, scope)?);
             }
-            Ok(function(&name, args, scope.strict))
+            let indexes_input = matches!(name.as_str(), operators::INDEX | operators::OPT_INDEX)
+                && args.first().is_some_and(|a| a.input);
+            let mut out = function(&name, args, scope.strict);
+            out.input = indexes_input;
+            Ok(out)
         }
     }
 }

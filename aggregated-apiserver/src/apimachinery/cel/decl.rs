@@ -293,6 +293,18 @@ fn min_serialized_size(t: &DeclType) -> u64 {
     }
 }
 
+/// An upper bound of the bytes `v` takes as JSON, without writing it
+/// (numbers at most 24 bytes, strings escaped at most 6 bytes a byte).
+pub(super) fn json_len(v: &Value) -> u64 {
+    match v {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 24,
+        Value::String(s) => 2 + 6 * s.len() as u64,
+        Value::Array(items) => 2 + items.iter().map(|i| 1 + json_len(i)).sum::<u64>(),
+        Value::Object(m) => 2 + m.iter().map(|(k, x)| 4 + 6 * k.len() as u64 + json_len(x)).sum::<u64>(),
+    }
+}
+
 fn serialized_len(v: &Value) -> u64 {
     serde_json::to_vec(v).map_or(MAX, |b| b.len() as u64)
 }

@@ -146,12 +146,19 @@ impl Env {
             .max_recursion_depth(MAX_RECURSION_DEPTH)
             .parse(source)
             .map_err(|e| CompileError::Syntax(syntax_error(source, &e)))?;
-        let mut scope =
-            cost::Scope { vars: self.variables.iter().map(|(n, t)| (n.as_str(), t.clone())).collect(), strict: true };
+        let mut scope = cost::Scope {
+            vars: self.variables.iter().map(|(n, t)| (n.as_str(), t.clone(), true)).collect(),
+            // What a request can hold, kube's bound for what it declares unbounded.
+            input_bytes: MAX_REQUEST_SIZE_BYTES as f64,
+            strict: true,
+        };
         let estimate = cost::estimate(&ast, &mut scope).map_err(|u| {
             CompileError::Undeclared(match u {
                 cost::Undeclared::Variable(v) => format!("ERROR: <input>: undeclared reference to '{v}'"),
                 cost::Undeclared::Field(f) => format!("ERROR: <input>: undefined field '{f}'"),
+                cost::Undeclared::Selection(t) => {
+                    format!("ERROR: <input>: type '{t}' does not support field selection")
+                }
             })
         })?;
         let max_cost = to_u64(estimate.cost);
@@ -323,18 +330,22 @@ impl Expression {
 
     /// The cost bound for these values.
     pub fn cost_bound(&self, vars: &Activation<'_>) -> u64 {
-        let shapes: Vec<(&str, DeclType)> = vars
+        let mut input_bytes = 0.0;
+        let shapes: Vec<(&str, DeclType, bool)> = vars
             .vars
             .iter()
             .map(|(n, b)| {
                 let shape = match b {
-                    Binding::Json(v, _) | Binding::OptionalJson(Some(v), _) => DeclType::of_value(v),
+                    Binding::Json(v, _) | Binding::OptionalJson(Some(v), _) => {
+                        input_bytes += decl::json_len(v) as f64;
+                        DeclType::of_value(v)
+                    }
                     Binding::OptionalJson(None, _) => DeclType::Null,
                 };
-                (*n, shape)
+                (*n, shape, true)
             })
             .collect();
-        let mut scope = cost::Scope { vars: shapes, strict: false };
+        let mut scope = cost::Scope { vars: shapes, input_bytes, strict: false };
         cost::estimate(&self.ast, &mut scope).map_or(u64::MAX, |e| to_u64(e.cost))
     }
 

@@ -24,7 +24,7 @@ use aggregated_apiserver::server::setup::{Gauge, Setup};
 /// Adds Llamas and FarmPods to what the server serves; starts the Pod watch
 /// when a cluster is configured.
 pub async fn serve_kinds(setup: &mut Setup, pod_namespaces: Vec<String>) -> anyhow::Result<()> {
-    setup.stored(Arc::new(llama::LlamaKind));
+    setup.stored(Arc::new(llama::LlamaKind))?;
 
     let (pod_cache, client) = match &setup.cluster {
         Ok(client) => (Arc::new(farmpod::PodCache::default()), Some(client.clone())),
@@ -38,7 +38,7 @@ pub async fn serve_kinds(setup: &mut Setup, pod_namespaces: Vec<String>) -> anyh
     if let Some(client) = client {
         farmpod::spawn_pod_watch(client, pod_namespaces, pod_store.clone(), pod_cache.clone());
     }
-    setup.serve(Arc::new(Registry::new(farmpod, pod_store)));
+    setup.serve(Arc::new(Registry::new(farmpod, pod_store)?));
     let (cache, detail) = (pod_cache.clone(), pod_cache.clone());
     setup.ready_check(Arc::new(DetailedCheck(
         "farmpod-cache",

@@ -33,6 +33,23 @@ use aggregated_apiserver::registry::kind::{Column, Kind, Names};
     schema = "derived",
     doc = "A llama of the farm."
 )]
+#[serde(rename_all = "camelCase")]
+// The rules that involve several fields, or the previous object, are CEL
+// rules (`x-kubernetes-validations`) on the spec, as a CRD author writes
+// them; the server evaluates them as kube-apiserver does for the CRD.
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "!has(self.maxWeight) || self.weight <= self.maxWeight",
+        "message": "weight must not exceed maxWeight",
+        "fieldPath": ".weight"
+    },
+    {
+        "rule": "!has(oldSelf.earTag) || (has(self.earTag) && self.earTag == oldSelf.earTag)",
+        "message": "earTag may not be changed or removed once set",
+        "reason": "FieldValueForbidden",
+        "fieldPath": ".earTag"
+    }
+]))]
 pub struct LlamaSpec {
     /// Weight in kilograms; a finite number greater than 0.
     #[schemars(extend("minimum" = 0, "exclusiveMinimum" = true))]
@@ -40,6 +57,24 @@ pub struct LlamaSpec {
     /// Height in metres; a finite number greater than 0.
     #[schemars(extend("minimum" = 0, "exclusiveMinimum" = true))]
     pub height: f64,
+    /// The most the llama may weigh, in kilograms (its feed plan's limit);
+    /// the weight may not exceed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("minimum" = 0, "exclusiveMinimum" = true))]
+    pub max_weight: Option<f64>,
+    /// The llama's ear tag: two capital letters, a dash and 1 to 6 digits
+    /// (`AB-1234`). Once set it may not be changed or removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend(
+        "maxLength" = 9,
+        "x-kubernetes-validations" = [{
+            "rule": "self.matches('^[A-Z]{2}-[0-9]{1,6}$')",
+            "message": "earTag must be two capital letters, a dash and 1 to 6 digits",
+            // Bounded by maxLength: kube refuses a message of unbounded length.
+            "messageExpression": "'earTag ' + self + ' is not two capital letters, a dash and 1 to 6 digits (e.g. AB-1234)'"
+        }]
+    ))]
+    pub ear_tag: Option<String>,
 }
 
 /// What a controller last observed of the llama.
@@ -88,7 +123,7 @@ fn served_schema(mut schema: Value) -> Value {
     strip_keys(&mut schema, &["nullable", "default", "title"]);
     // schemars says `format: double` for f64; the kind never stated a format
     // (and the validator words type errors by the format when there is one).
-    for field in ["weight", "height"] {
+    for field in ["weight", "height", "maxWeight"] {
         if let Some(number) =
             schema.pointer_mut(&format!("/properties/spec/properties/{field}")).and_then(Value::as_object_mut)
         {
@@ -194,7 +229,7 @@ impl Kind for LlamaKind {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         // JSON cannot carry NaN or infinities, but a number too large for f64
         // must not slip through as one.
-        ["weight", "height"]
+        ["weight", "height", "maxWeight"]
             .iter()
             .filter_map(|f| {
                 let v = obj.pointer(&format!("/spec/{f}"))?;
@@ -218,6 +253,33 @@ mod tests {
         let l: Llama = serde_json::from_value(v).unwrap();
         assert_eq!(l.spec.weight, 31.4);
         assert_eq!(serde_json::to_string(&l.spec).unwrap(), r#"{"weight":31.4,"height":1.7}"#);
+    }
+
+    #[test]
+    fn the_rules_compile_and_say_what_they_mean() {
+        use aggregated_apiserver::apimachinery::schema::validations::SchemaRules;
+        let rules = SchemaRules::compile(llama_schema()).unwrap().expect("Llama has rules");
+        let llama = |spec: Value| json!({"apiVersion": "farm.example.com/v1alpha", "kind": "Llama", "metadata": {"name": "a"}, "spec": spec});
+        let errors = |new: Value, old: Option<Value>| -> Vec<String> {
+            rules.validate(&llama(new), old.map(llama).as_ref()).errors.iter().map(|e| e.full_message()).collect()
+        };
+        assert!(errors(json!({"weight": 31.4, "height": 1.7, "maxWeight": 40, "earTag": "AB-1234"}), None).is_empty());
+        assert_eq!(
+            errors(json!({"weight": 41, "height": 1.7, "maxWeight": 40.5}), None),
+            ["spec.weight: Invalid value: \"object\": weight must not exceed maxWeight"]
+        );
+        assert_eq!(
+            errors(json!({"weight": 1, "height": 1, "earTag": "ab-1"}), None),
+            ["spec.earTag: Invalid value: \"string\": earTag ab-1 is not two capital letters, a dash and 1 to 6 digits (e.g. AB-1234)"]
+        );
+        let tagged = json!({"weight": 1, "height": 1, "earTag": "AB-1"});
+        assert!(errors(tagged.clone(), Some(json!({"weight": 1, "height": 1}))).is_empty(), "set once");
+        for changed in [json!({"weight": 1, "height": 1, "earTag": "AB-2"}), json!({"weight": 1, "height": 1})] {
+            assert_eq!(
+                errors(changed, Some(tagged.clone())),
+                ["spec.earTag: Forbidden: earTag may not be changed or removed once set"]
+            );
+        }
     }
 
     #[test]

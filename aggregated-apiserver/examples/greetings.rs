@@ -102,7 +102,7 @@ async fn main() -> anyhow::Result<()> {
     cli.server.logging.init();
     let identity = Identity { name: "greetings", version: env!("CARGO_PKG_VERSION"), git_commit: "" };
     server::run(cli.server, identity, async |setup| {
-        setup.stored(Arc::new(Greeting));
+        setup.stored(Arc::new(Greeting))?;
         Ok(())
     })
     .await

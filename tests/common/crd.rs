@@ -5,8 +5,9 @@ use super::cluster::ControlPlane;
 
 /// The Llama CRD in API group `group` (its name is `llamas.<group>`), with the
 /// status subresource and the very schema farm-apiserver serves for Llamas
-/// (derived from the Rust types, `resources::llama::llama_schema`). JSON, which
-/// `kubectl apply` reads as YAML.
+/// (derived from the Rust types, `farm_apiserver::llama::llama_schema`), CEL
+/// rules (`x-kubernetes-validations`) included, so kube-apiserver enforces the
+/// same rules on the CRD. JSON, which `kubectl apply` reads as YAML.
 pub fn llama_crd(group: &str) -> String {
     serde_json::json!({
         "apiVersion": "apiextensions.k8s.io/v1",

@@ -5,7 +5,9 @@
 //!
 //! * [`gojson`]: Go-compatible JSON decoding (duplicate keys, Go's scanner
 //!   and error wording, strict-decoding texts);
-//! * [`schema`]: structural schemas (pruning, validation);
+//! * [`schema`]: structural schemas (pruning, validation, CEL rules);
+//! * [`cel`]: CEL expressions with kube's cost limits, for schema rules and
+//!   admission;
 //! * [`objectmeta`]: TypeMeta and ObjectMeta rules, on create and update;
 //! * [`names`]: DNS-1123 labels and subdomains, qualified names, label values;
 //! * [`labels`], [`fields`]: label and field selectors;
@@ -22,6 +24,7 @@
 //!
 //! [`crate::endpoints`] puts these behind HTTP.
 
+pub mod cel;
 pub mod errors;
 pub mod field_error;
 pub mod fieldpath;

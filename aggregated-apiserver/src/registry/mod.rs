@@ -29,6 +29,7 @@ use crate::admission::{Admission, Attributes, NamespaceAdmission, Operation};
 use crate::apimachinery::errors::{ApiError, ApiResult, Reason, Target};
 use crate::apimachinery::field_error::FieldError;
 use crate::apimachinery::options::{is_dry_run, DeleteOptions, ListOptions};
+use crate::apimachinery::schema::validations::{RuleErrors, SchemaRules};
 use crate::apimachinery::typed::Shape;
 use crate::auth::authn::UserInfo;
 use crate::registry::encode::{column_definitions, ListMeta};
@@ -44,6 +45,8 @@ pub struct Registry {
     /// Table column definitions, computed once.
     pub columns: Value,
     schema: Value,
+    /// The schema's CEL rules, compiled once (None: it has none).
+    rules: Option<SchemaRules>,
     /// The schema as server-side apply reads it (list and map types).
     shape: Shape,
     /// Checked before a create in a namespace (None: every namespace is taken
@@ -104,11 +107,23 @@ fn encode_value(v: &Value) -> ApiResult<Bytes> {
 }
 
 impl Registry {
-    pub fn new(kind: Arc<dyn Kind>, store: Arc<dyn Store>) -> Self {
+    /// Fails when the kind's schema has CEL rules that do not compile or
+    /// may cost more than kube allows (each one named).
+    pub fn new(kind: Arc<dyn Kind>, store: Arc<dyn Store>) -> Result<Self, RuleErrors> {
         let columns = column_definitions(kind.as_ref());
         let schema = kind.schema();
         let shape = Shape::of_object(&schema);
-        Self { kind, store, columns, schema, shape, namespace_admission: None, admission: Admission::default() }
+        let rules = SchemaRules::compile(&schema)?;
+        Ok(Self {
+            kind,
+            store,
+            columns,
+            schema,
+            rules,
+            shape,
+            namespace_admission: None,
+            admission: Admission::default(),
+        })
     }
 
     /// Writes pass these admission plugins (webhooks, policies) too.
@@ -224,4 +239,64 @@ fn storage_unavailable(why: &str) -> ApiError {
 /// and no reason.
 fn object_too_large() -> ApiError {
     ApiError::new(500, Reason::Unknown, StoreError::ObjectTooLarge.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::encode::KindIndexer;
+    use crate::registry::kind::Names;
+    use crate::storage::memory::MemoryStore;
+
+    static NAMES: Names = Names {
+        group: "example.com",
+        version: "v1",
+        kind: "Widget",
+        list_kind: "WidgetList",
+        plural: "widgets",
+        singular: "widget",
+        short_names: &[],
+        categories: &[],
+    };
+
+    struct Ruled(Value);
+
+    impl Kind for Ruled {
+        fn names(&self) -> &'static Names {
+            &NAMES
+        }
+        fn schema(&self) -> Value {
+            self.0.clone()
+        }
+    }
+
+    fn registry(rules: Value) -> Result<Registry, RuleErrors> {
+        let kind: Arc<dyn Kind> = Arc::new(Ruled(json!({"type": "object", "properties": {
+            "spec": {"type": "object", "x-kubernetes-validations": rules,
+                     "properties": {"items": {"type": "array", "items": {"type": "string"}}}}}})));
+        let store = Arc::new(MemoryStore::new(Arc::new(KindIndexer(kind.clone())), 10, 10));
+        Registry::new(kind, store)
+    }
+
+    #[test]
+    fn a_kind_whose_rules_do_not_compile_or_cost_too_much_is_refused_naming_them() {
+        assert!(registry(json!([{"rule": "self.items.all(i, i.size() < 10)"}])).is_ok());
+        let err = registry(json!([
+            {"rule": "self.items.all(i, self.items.all(j, i == j))"},
+            {"rule": "self.items.exists(i, "},
+        ]))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(
+            err.contains("openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x"),
+            "{err}"
+        );
+        assert!(
+            err.contains(
+                "x-kubernetes-validations[1].rule: Invalid value: \"self.items.exists(i, \": compilation failed: "
+            ),
+            "{err}"
+        );
+    }
 }

@@ -9,7 +9,7 @@ use super::strategy::{self, finalizers, meta_mut};
 use super::*;
 use crate::admission::attributes::write_options_object;
 use crate::apimachinery::errors::{ApiError, ApiResult};
-use crate::apimachinery::field_error::FieldError;
+use crate::apimachinery::field_error::{FieldError, FieldErrorKind};
 use crate::apimachinery::managed_fields::ManagedFields;
 use crate::apimachinery::options::{FieldValidation, WriteOptions};
 use crate::apimachinery::schema::{prune::prune_unknown_fields, validate::validate_against_schema};
@@ -106,7 +106,9 @@ impl Registry {
     }
 
     /// Schema, metadata and kind-specific validation; 422 with every cause.
-    pub(super) fn validate(&self, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
+    /// Validates a new object (and an update against `old`); the warnings
+    /// are failed CEL rules an update did not touch (kube's ratcheting).
+    pub(super) fn validate(&self, obj: &Value, old: Option<&Value>) -> ApiResult<Vec<String>> {
         let empty = json!({});
         let meta = obj.get("metadata").unwrap_or(&empty);
         let mut errs = objectmeta::validate_object_meta(meta, self.kind.namespaced());
@@ -120,11 +122,39 @@ impl Registry {
             errs.extend(update_errs);
         }
         errs.extend(validate_against_schema(obj, &self.schema));
+        let mut warnings = Vec::new();
+        if let Some(rules) = &self.rules {
+            // As apiextensions' strategy: the rules run unless an error
+            // makes the object unfit to evaluate them (a wrong type, a
+            // missing or unsupported value, a list or string over its bound,
+            // which also keeps the rules' cost within their estimate).
+            let blocking = errs.iter().any(|e| {
+                matches!(
+                    e.kind,
+                    FieldErrorKind::NotSupported
+                        | FieldErrorKind::Required
+                        | FieldErrorKind::TooLong
+                        | FieldErrorKind::TooMany
+                        | FieldErrorKind::TypeInvalid
+                )
+            });
+            if blocking {
+                errs.push(FieldError::invalid(
+                    "<nil>",
+                    &Value::Null,
+                    "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+                ));
+            } else {
+                let results = rules.validate(obj, old);
+                errs.extend(results.errors);
+                warnings = results.warnings;
+            }
+        }
         if errs.is_empty() {
             errs.extend(self.kind.validate(obj));
         }
         if errs.is_empty() {
-            return Ok(());
+            return Ok(warnings);
         }
         let name =
             meta_str(obj, "name").filter(|n| !n.is_empty()).or_else(|| meta_str(obj, "generateName")).unwrap_or("");
@@ -266,9 +296,10 @@ impl Registry {
                     sent_managed_fields.as_ref(),
                 )?,
             }
-            self.validate(&plain, None)?;
+            let rule_warnings = self.validate(&plain, None)?;
             let obj = plain;
             if attempt == 0 {
+                warnings.extend(rule_warnings);
                 warnings.extend(strategy::warnings(&obj, None));
             }
             let name = meta_str(&obj, "name").unwrap_or("").to_string();
@@ -663,7 +694,7 @@ impl Registry {
             Fields::Applied(managed) => set_managed_fields(&mut next, Some(&managed))?,
         }
         let deleting = old.pointer("/metadata/deletionTimestamp").is_some();
-        self.validate(&next, Some(&old))?;
+        warnings.extend(self.validate(&next, Some(&old))?);
         if part == Part::Main {
             warnings.extend(strategy::warnings(&next, Some(&old)));
         }

@@ -15,6 +15,7 @@ use crate::admission::options::{
 };
 use crate::admission::webhook::Webhooks;
 use crate::admission::{Admission, AdmissionPlugin};
+use crate::apimachinery::schema::validations::RuleErrors;
 use crate::registry::encode::KindIndexer;
 use crate::registry::kind::Kind;
 use crate::registry::Registry;
@@ -105,7 +106,16 @@ impl Setup {
     /// and every write goes through the cluster's admission webhooks.
     /// Without a cluster there is no source of namespaces or webhooks: every
     /// namespace is taken to exist, and nothing else is asked.
-    pub fn stored(&mut self, kind: Arc<dyn Kind>) -> Arc<Registry> {
+    ///
+    /// Fails when the kind's schema has CEL rules (`x-kubernetes-validations`)
+    /// that do not compile or may cost more than kube allows: the error
+    /// names each such rule by its place in the schema.
+    pub fn stored(&mut self, kind: Arc<dyn Kind>) -> anyhow::Result<Arc<Registry>> {
+        let names = kind.names();
+        self.stored_registry(kind).with_context(|| format!("serving {}.{}", names.plural, names.group))
+    }
+
+    fn stored_registry(&mut self, kind: Arc<dyn Kind>) -> Result<Arc<Registry>, RuleErrors> {
         let store: Arc<dyn Store> = match &self.storage {
             Storage::Memory => self.memory_store(&kind),
             Storage::Etcd { client, prefix } => {
@@ -121,7 +131,7 @@ impl Setup {
                 Arc::new(store)
             }
         };
-        let mut registry = Registry::new(kind, store);
+        let mut registry = Registry::new(kind, store)?;
         if let Some(lifecycle) = self.namespace_lifecycle() {
             if self.admission_options.enabled(NAMESPACE_LIFECYCLE) {
                 registry = registry.with_namespace_admission(lifecycle);
@@ -132,7 +142,7 @@ impl Setup {
         }
         let registry = Arc::new(registry);
         self.registries.push(registry.clone());
-        registry
+        Ok(registry)
     }
 
     /// Serves a registry the application built itself (a read-only view over

@@ -126,7 +126,10 @@ async fn large_lists_cross_the_aggregator_gzipped() {
         (0..12).map(|i| (format!("l{i}"), "v".repeat(63))).collect();
     futures::stream::iter(0..200)
         .for_each_concurrent(16, |i| {
-            let mut llama = Llama::new(&format!("big-{i:03}"), LlamaSpec { weight: 1.0, height: 1.0 });
+            let mut llama = Llama::new(
+                &format!("big-{i:03}"),
+                LlamaSpec { weight: 1.0, height: 1.0, max_weight: None, ear_tag: None },
+            );
             llama.metadata.labels = Some(labels.clone());
             let api = &api;
             async move {
@@ -178,7 +181,10 @@ async fn owner_references_to_llamas_are_garbage_collected() {
     let client = cp.client().await;
     let llamas: Api<Llama> = Api::namespaced(client.clone(), &ns);
     let owner = llamas
-        .create(&PostParams::default(), &Llama::new("mother", LlamaSpec { weight: 90.0, height: 1.8 }))
+        .create(
+            &PostParams::default(),
+            &Llama::new("mother", LlamaSpec { weight: 90.0, height: 1.8, max_weight: None, ear_tag: None }),
+        )
         .await
         .unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(client, &ns);
@@ -249,9 +255,12 @@ async fn kube_rs_controller_reconciles_llamas() {
         .for_each(|_| async {});
     let task = tokio::spawn(controller);
     for (i, name) in ["alpha", "beta", "gamma"].iter().enumerate() {
-        api.create(&PostParams::default(), &Llama::new(name, LlamaSpec { weight: 10.0 + i as f64, height: 1.0 }))
-            .await
-            .unwrap();
+        api.create(
+            &PostParams::default(),
+            &Llama::new(name, LlamaSpec { weight: 10.0 + i as f64, height: 1.0, max_weight: None, ear_tag: None }),
+        )
+        .await
+        .unwrap();
     }
     // Every llama gets the finalizer and a status for its generation.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);

@@ -4,4 +4,5 @@
 
 pub mod admission;
 mod apply;
+mod cel;
 mod crd;

@@ -20,7 +20,7 @@ async fn client(s: &Server) -> Client {
 }
 
 fn new_llama(name: &str, weight: f64) -> Llama {
-    Llama::new(name, LlamaSpec { weight, height: 1.2 })
+    Llama::new(name, LlamaSpec { weight, height: 1.2, max_weight: None, ear_tag: None })
 }
 
 async fn typed_api_round_trip(backend: Backend) {

@@ -6,7 +6,8 @@
 //!
 //! * [`prune`]: drop what the schema does not declare (and non-nullable
 //!   `null`s), reporting the removed paths;
-//! * [`validate`]: check an object against the schema, as field errors.
+//! * [`validate`]: check an object against the schema, as field errors;
+//! * [`validations`]: its CEL rules (`x-kubernetes-validations`).
 //!
 //! The schema is read as plain JSON (`serde_json::Value`): a kind hands over
 //! the schema it also publishes in OpenAPI, and these helpers read the few
@@ -18,6 +19,7 @@ use serde_json::{Map, Value};
 
 pub mod prune;
 pub mod validate;
+pub mod validations;
 
 /// Recursion guard for the schema walks (values from
 /// [`decode_json`](crate::apimachinery::gojson::decode_json) are never deeper

@@ -201,7 +201,10 @@ impl SchemaValidator {
         let len = st.chars().count() as i64;
         if let Some(max) = sint(s, "maxLength") {
             if len > max {
-                self.push(FieldErrorKind::TooLong, path, None, format!("may not be longer than {max}"));
+                // field.TooLong's words since kube 1.34 (which say bytes for
+                // what kube-openapi counts in characters).
+                let unit = if max == 1 { "byte" } else { "bytes" };
+                self.push(FieldErrorKind::TooLong, path, None, format!("may not be more than {max} {unit}"));
                 return;
             }
         }
@@ -666,7 +669,7 @@ mod tests {
             r#"num: Unsupported value: 3: supported values: "1", "2""#,
             r#"pick: Unsupported value: "c": supported values: "a", "b""#,
             r#"props.a: Invalid value: "string": props.a in body must be of type integer: "string""#,
-            "short: Too long: may not be longer than 3",
+            "short: Too long: may not be more than 3 bytes",
             "small: Too many: 2: must have at most 1 items",
             "third: Invalid value: 7: third in body should be a multiple of 3",
             "top: Invalid value: 10: top in body should be less than 10",

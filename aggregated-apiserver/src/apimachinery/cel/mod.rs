@@ -1,0 +1,403 @@
+//! CEL expressions with kube's cost limits: compile once with declared
+//! variables, evaluate many times against JSON values, never for longer than
+//! a bound. The one home of CEL in this crate: schema validation rules
+//! ([`crate::apimachinery::schema::validations`]) use it, and so can
+//! admission's `matchConditions` and ValidatingAdmissionPolicy (variables
+//! `object`, `oldObject`, `request`, `params`, `namespaceObject`, ...).
+//!
+//! Evaluation is the `cel` crate's interpreter with the Kubernetes function
+//! libraries of `kube-cel` (strings, lists, sets, regex, URLs, IPs and CIDRs,
+//! quantities, semver, format, math, encoders), and optional syntax
+//! (`oldSelf.?x`, `hasValue()`), as kube's environment has them.
+//!
+//! ```ignore
+//! let env = Env::new(STATIC_ESTIMATED_COST_LIMIT)
+//!     .variable("object", DeclType::any())
+//!     .variable("params", DeclType::from_schema(&params_schema));
+//! let expr = env.compile("object.spec.replicas <= params.max")?;   // once
+//! let out = expr.evaluate(
+//!     &Activation::new().json("object", &obj, &DeclType::any()).json("params", &p, &params_type),
+//!     PER_CALL_LIMIT,
+//! )?;                                                                // per request
+//! assert_eq!(out.value, cel::Value::Bool(true));
+//! ```
+//!
+//! **Cost.** The `cel` crate neither counts cost nor can be interrupted, so
+//! [`cost`] bounds it instead: [`Env::compile`] refuses an expression whose
+//! bound, from the declared types (schema `maxItems`/`maxLength`/
+//! `maxProperties`, else what a 3 MiB request can hold), exceeds the
+//! environment's limit (kube's static estimate), and
+//! [`Expression::evaluate`] takes the bound again from the values at hand
+//! and does not run the expression when it exceeds the per-call limit
+//! (kube's runtime `PerCallLimit`), reporting kube's
+//! `operation cancelled: actual cost limit exceeded`. The bound is in
+//! cel-go's units but coarser than kube's estimate (see [`cost`]): an
+//! expression near a limit may be refused here that kube would run.
+//!
+//! **Differences from kube's CEL.** The `cel` crate is dynamically typed:
+//! compiling checks syntax, that every variable is declared and every field
+//! of a declared object exists, not the types of operands; a type error shows
+//! at evaluation (`no such overload`). `duration` strings are not converted.
+//! Optional field selection is unreliable in the `cel` crate 0.13: `x.?f`
+//! on a map without `f` fails with `no such key`, and on an optional gives an
+//! optional of none (cel-go: `optional.none()` for both); `hasValue()`,
+//! `value()`, `orValue()` and `optional.of/none` work, which is what an
+//! `optionalOldSelf` rule needs (`!oldSelf.hasValue() || ...`).
+
+mod cost;
+pub mod decl;
+mod value;
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+pub use decl::DeclType;
+pub use kube_cel::cel;
+use kube_cel::KubeCelExt;
+use serde_json::Value as Json;
+
+use cel::common::ast::Expr;
+use cel::{Context, ExecutionError, IdedExpr};
+
+/// kube's `PerCallLimit`: the most one evaluation may cost (~0.1 s of CPU).
+pub const PER_CALL_LIMIT: u64 = 1_000_000;
+/// kube's `RuntimeCELCostBudget`: the most all the rules of one object (or
+/// one policy binding) may cost together (~1 s).
+pub const RUNTIME_CEL_COST_BUDGET: i64 = 10_000_000;
+/// apiextensions' `StaticEstimatedCostLimit`: the most one rule's estimate
+/// may be, times the number of times the schema lets it run.
+pub const STATIC_ESTIMATED_COST_LIMIT: u64 = 10_000_000;
+/// apiextensions' `StaticEstimatedCRDCostLimit`: all rules of a schema together.
+pub const STATIC_ESTIMATED_CRD_COST_LIMIT: u64 = 100_000_000;
+/// kube's `MaxRequestSizeBytes`, what unbounded sizes are estimated from.
+pub const MAX_REQUEST_SIZE_BYTES: u64 = 3 * 1024 * 1024;
+/// kube's `MaxEvaluatedMessageExpressionSizeBytes`.
+pub const MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES: usize = 5 * 1024;
+
+/// Nesting the parser accepts (cel-go's default recursion limit is 250;
+/// the `cel` crate's parser recurses on the native stack, so less).
+const MAX_RECURSION_DEPTH: u16 = 96;
+
+/// The variables expressions may name, and the estimated-cost limit they must
+/// keep to.
+#[derive(Debug, Clone)]
+pub struct Env {
+    variables: Vec<(String, DeclType)>,
+    cost_limit: u64,
+}
+
+/// An expression that did not compile, worded as cel-go's issues are.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CompileError {
+    /// Syntax: `ERROR: <input>:1:6: Syntax error: ...`.
+    Syntax(String),
+    /// A variable or field the declarations do not have.
+    Undeclared(String),
+    /// The estimated cost exceeds the environment's limit.
+    CostExceeded { estimated: u64, limit: u64 },
+}
+
+impl fmt::Display for CompileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CompileError::Syntax(s) | CompileError::Undeclared(s) => f.write_str(s),
+            CompileError::CostExceeded { estimated, limit } => {
+                write!(f, "{}", cost_error_message("estimated rule cost", *estimated, *limit))
+            }
+        }
+    }
+}
+
+impl std::error::Error for CompileError {}
+
+/// kube's `getCostErrorMessage`.
+pub fn cost_error_message(cost_name: &str, cost: u64, limit: u64) -> String {
+    let factor = cost as f64 / limit as f64;
+    let factor = if factor > 100.0 {
+        "more than 100x".to_string()
+    } else if factor < 1.5 {
+        format!("{factor:.6}x")
+    } else {
+        format!("{factor:.1}x")
+    };
+    format!(
+        "{cost_name} exceeds budget by factor of {factor} (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+    )
+}
+
+impl Env {
+    /// An environment with no variables whose expressions may be estimated
+    /// to cost at most `cost_limit`.
+    pub fn new(cost_limit: u64) -> Self {
+        Self { variables: Vec::new(), cost_limit }
+    }
+
+    /// Declares a variable (a later declaration of the same name wins).
+    pub fn variable(mut self, name: impl Into<String>, decl: DeclType) -> Self {
+        self.variables.push((name.into(), decl));
+        self
+    }
+
+    /// Parses `source`, checks the names it uses against the declarations
+    /// and bounds its cost with the declared types.
+    pub fn compile(&self, source: &str) -> Result<Expression, CompileError> {
+        let ast = cel::parser::Parser::new()
+            .enable_optional_syntax(true)
+            .max_recursion_depth(MAX_RECURSION_DEPTH)
+            .parse(source)
+            .map_err(|e| CompileError::Syntax(syntax_error(source, &e)))?;
+        let mut scope = cost::Scope {
+            vars: self.variables.iter().map(|(n, t)| (n.as_str(), t.clone(), true)).collect(),
+            // What a request can hold, kube's bound for what it declares unbounded.
+            input_bytes: MAX_REQUEST_SIZE_BYTES as f64,
+            strict: true,
+        };
+        let estimate = cost::estimate(&ast, &mut scope).map_err(|u| {
+            CompileError::Undeclared(match u {
+                cost::Undeclared::Variable(v) => format!("ERROR: <input>: undeclared reference to '{v}'"),
+                cost::Undeclared::Field(f) => format!("ERROR: <input>: undefined field '{f}'"),
+                cost::Undeclared::Selection(t) => {
+                    format!("ERROR: <input>: type '{t}' does not support field selection")
+                }
+            })
+        })?;
+        let max_cost = to_u64(estimate.cost);
+        if max_cost > self.cost_limit {
+            return Err(CompileError::CostExceeded { estimated: max_cost, limit: self.cost_limit });
+        }
+        let mut uses = BTreeSet::new();
+        names_used(&ast, &mut uses);
+        Ok(Expression { source: source.to_string(), ast, max_cost, uses })
+    }
+}
+
+fn syntax_error(source: &str, e: &cel::ParseErrors) -> String {
+    // The `cel` crate's errors render with their position, as cel-go's do.
+    let text = e.to_string();
+    if text.is_empty() {
+        format!("ERROR: <input>: Syntax error in {source:?}")
+    } else {
+        text
+    }
+}
+
+fn to_u64(cost: f64) -> u64 {
+    if cost.is_finite() && cost < u64::MAX as f64 {
+        cost.ceil() as u64
+    } else {
+        u64::MAX
+    }
+}
+
+/// Every identifier an expression reads (to tell, e.g., a transition rule by
+/// its use of `oldSelf`).
+fn names_used(e: &IdedExpr, out: &mut BTreeSet<String>) {
+    match &e.expr {
+        Expr::Ident(n) => {
+            out.insert(n.clone());
+        }
+        Expr::Select(s) => names_used(&s.operand, out),
+        Expr::Call(c) => {
+            c.target.iter().for_each(|t| names_used(t, out));
+            c.args.iter().for_each(|a| names_used(a, out));
+        }
+        Expr::List(l) => l.elements.iter().for_each(|x| names_used(x, out)),
+        Expr::Map(m) => m.entries.iter().for_each(|x| entry_names(x, out)),
+        Expr::Struct(s) => s.entries.iter().for_each(|x| entry_names(x, out)),
+        Expr::Comprehension(c) => {
+            for x in [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result] {
+                names_used(x, out);
+            }
+        }
+        Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+fn entry_names(e: &cel::common::ast::IdedEntryExpr, out: &mut BTreeSet<String>) {
+    match &e.expr {
+        cel::common::ast::EntryExpr::MapEntry(m) => {
+            names_used(&m.key, out);
+            names_used(&m.value, out);
+        }
+        cel::common::ast::EntryExpr::StructField(f) => names_used(&f.value, out),
+    }
+}
+
+/// A compiled expression: share it (it is immutable), evaluate it often.
+#[derive(Debug)]
+pub struct Expression {
+    source: String,
+    ast: IdedExpr,
+    max_cost: u64,
+    uses: BTreeSet<String>,
+}
+
+/// Values for an evaluation's variables.
+#[derive(Default)]
+pub struct Activation<'a> {
+    vars: Vec<(&'a str, Binding<'a>)>,
+}
+
+enum Binding<'a> {
+    Json(&'a Json, &'a DeclType),
+    OptionalJson(Option<&'a Json>, &'a DeclType),
+}
+
+impl<'a> Activation<'a> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Binds `name` to a JSON value, converted by its declared type (a JSON
+    /// integer is a `double` where the schema says `number`).
+    pub fn json(mut self, name: &'a str, value: &'a Json, decl: &'a DeclType) -> Self {
+        self.vars.push((name, Binding::Json(value, decl)));
+        self
+    }
+
+    /// Binds `name` to an optional: `optional.of(value)` or `optional.none()`
+    /// (an `optionalOldSelf` rule's `oldSelf`).
+    pub fn optional_json(mut self, name: &'a str, value: Option<&'a Json>, decl: &'a DeclType) -> Self {
+        self.vars.push((name, Binding::OptionalJson(value, decl)));
+        self
+    }
+}
+
+/// What an evaluation gave, and the cost charged for it (its bound).
+#[derive(Debug)]
+pub struct Evaluated {
+    pub value: cel::Value,
+    pub cost: u64,
+}
+
+/// An evaluation that failed, in cel-go's words.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EvalError {
+    /// The bound from the values exceeds the per-call limit: not run.
+    CostLimitExceeded { bound: u64 },
+    /// The expression failed (`no such key: x`, `no such overload`, ...).
+    Failed { message: String, cost: u64 },
+}
+
+impl fmt::Display for EvalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EvalError::CostLimitExceeded { .. } => f.write_str("operation cancelled: actual cost limit exceeded"),
+            EvalError::Failed { message, .. } => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for EvalError {}
+
+thread_local! {
+    /// The functions, registered once per thread (a few hundred of them;
+    /// the `cel` crate's context is not `Sync`).
+    static FUNCTIONS: Context<'static> = {
+        let mut ctx = Context::default();
+        ctx.register_all();
+        ctx.add_function("string", go_string);
+        ctx
+    };
+}
+
+/// `string(x)` as cel-go converts: a double as Go's `%g` (`41`, `40.5`,
+/// `1e+06`), where the `cel` crate writes Rust's `1000000`.
+fn go_string(
+    ftx: &cel::FunctionContext,
+    this: cel::extractors::This<cel::Value>,
+) -> Result<cel::Value, ExecutionError> {
+    match this.0 {
+        cel::Value::Float(f) => Ok(cel::Value::String(std::sync::Arc::new(crate::apimachinery::gofmt::go_float(f)))),
+        other => cel::functions::string(ftx, cel::extractors::This(other)),
+    }
+}
+
+impl Expression {
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The cost bound from the declared types.
+    pub fn max_cost(&self) -> u64 {
+        self.max_cost
+    }
+
+    /// Whether the expression reads the variable `name`.
+    pub fn uses(&self, name: &str) -> bool {
+        self.uses.contains(name)
+    }
+
+    /// The cost bound for these values.
+    pub fn cost_bound(&self, vars: &Activation<'_>) -> u64 {
+        let mut input_bytes = 0.0;
+        let shapes: Vec<(&str, DeclType, bool)> = vars
+            .vars
+            .iter()
+            .map(|(n, b)| {
+                let shape = match b {
+                    Binding::Json(v, _) | Binding::OptionalJson(Some(v), _) => {
+                        input_bytes += decl::json_len(v) as f64;
+                        DeclType::of_value(v)
+                    }
+                    Binding::OptionalJson(None, _) => DeclType::Null,
+                };
+                (*n, shape, true)
+            })
+            .collect();
+        let mut scope = cost::Scope { vars: shapes, input_bytes, strict: false };
+        cost::estimate(&self.ast, &mut scope).map_or(u64::MAX, |e| to_u64(e.cost))
+    }
+
+    /// Evaluates the expression, unless its cost bound for these values
+    /// exceeds `per_call_limit`.
+    pub fn evaluate(&self, vars: &Activation<'_>, per_call_limit: u64) -> Result<Evaluated, EvalError> {
+        let bound = self.cost_bound(vars);
+        if bound > per_call_limit {
+            return Err(EvalError::CostLimitExceeded { bound });
+        }
+        let failed = |message: String| EvalError::Failed { message, cost: bound };
+        let outcome = FUNCTIONS.with(|functions| {
+            let mut ctx = functions.new_inner_scope();
+            for (name, binding) in &vars.vars {
+                let v = match binding {
+                    Binding::Json(v, decl) => value::to_cel(v, decl),
+                    Binding::OptionalJson(v, decl) => value::optional(v.map(|v| value::to_cel(v, decl))),
+                };
+                // Only a `Value::Function` fails to become a variable, and
+                // `to_cel` never makes one.
+                ctx.add_variable(*name, v).map_err(|e| failed(e.to_string()))?;
+            }
+            // The interpreter is a dependency's: should it panic on some
+            // input, this evaluation fails, not the request's task.
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ctx.resolve(&self.ast)))
+                .map_err(|_| failed("internal error: the CEL interpreter panicked".into()))?
+                .map_err(|e| failed(execution_error(&e)))
+        })?;
+        Ok(Evaluated { value: outcome, cost: bound })
+    }
+}
+
+/// The `cel` crate's errors in cel-go's words where they mean the same.
+fn execution_error(e: &ExecutionError) -> String {
+    match e {
+        ExecutionError::NoSuchKey(k) => format!("no such key: {k}"),
+        ExecutionError::NoSuchOverload
+        | ExecutionError::UnsupportedBinaryOperator(..)
+        | ExecutionError::UnsupportedUnaryOperator(..)
+        | ExecutionError::ValuesNotComparable(..)
+        | ExecutionError::UnexpectedType { .. }
+        | ExecutionError::UnsupportedTargetType { .. }
+        | ExecutionError::NotSupportedAsMethod { .. } => "no such overload".into(),
+        ExecutionError::DivisionByZero(_) => "division by zero".into(),
+        ExecutionError::RemainderByZero(_) => "modulus by zero".into(),
+        ExecutionError::Overflow(..) => "integer overflow".into(),
+        ExecutionError::IndexOutOfBounds(i) => format!("index out of bounds: {}", value::display(i)),
+        ExecutionError::UndeclaredReference(n) => format!("no such attribute(s): {n}"),
+        ExecutionError::FunctionError { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

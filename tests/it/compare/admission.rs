@@ -34,6 +34,8 @@ pub struct Hook {
     pub resources: Vec<&'static str>,
     pub operations: Vec<&'static str>,
     pub reinvocation: &'static str,
+    /// `matchConditions`: (name, CEL expression).
+    pub conditions: Vec<(&'static str, &'static str)>,
 }
 
 impl Hook {
@@ -48,6 +50,7 @@ impl Hook {
             resources: vec!["llamas"],
             operations: vec!["*"],
             reinvocation: "Never",
+            conditions: Vec::new(),
         }
     }
 
@@ -79,6 +82,11 @@ pub fn configuration(kind: &str, name: &str, ns: &str, server: &WebhookServer, h
             });
             if kind == "MutatingWebhookConfiguration" {
                 w["reinvocationPolicy"] = json!(h.reinvocation);
+            }
+            if !h.conditions.is_empty() {
+                let conditions: Vec<Value> =
+                    h.conditions.iter().map(|(name, expression)| json!({"name": name, "expression": expression})).collect();
+                w["matchConditions"] = json!(conditions);
             }
             w
         })
@@ -115,7 +123,7 @@ pub async fn install_on(
             let probe = json!({
                 "apiVersion": format!("{group}/{VERSION}"), "kind": "Llama",
                 "metadata": {"generateName": "probe-", "labels": probe_labels},
-                "spec": {"weight": 1, "height": 1},
+                "spec": {"weight": 100, "height": 1},
             });
             let url = format!("{}/apis/{group}/{VERSION}/namespaces/{ns}/llamas", cp.server);
             let _ = client.post(&url).json(&probe).send().await;
@@ -312,6 +320,56 @@ async fn failing_webhooks_fail_or_pass_by_their_policy_as_for_the_crd() {
             .expect(500)
             .body_at(&["/reason", "/code"]),
         Step::get("{llamas}/garbage").expect(404),
+    ])
+    .await
+    .assert_identical();
+    uninstall(cmp.cp, "validatingwebhookconfiguration", name);
+}
+
+#[tokio::test]
+async fn match_conditions_select_requests_as_for_the_crd() {
+    let cmp = comparison("adm-conditions").await;
+    let server = webhook_server().await;
+    let name = "adm-conditions";
+    let heavy = Hook {
+        conditions: vec![
+            ("heavy-only", "object.spec.weight > 10"),
+            ("not-a-probe", "!object.metadata.name.startsWith('x')"),
+        ],
+        ..Hook::new("heavy.farm.test", "/deny").selecting(json!({"webhook": "heavy"}))
+    };
+    let broken = Hook {
+        conditions: vec![("broken", "object.spec.nosuchfield == 1")],
+        ..Hook::new("broken.farm.test", "/deny").selecting(json!({"webhook": "broken"}))
+    };
+    let ignored = Hook {
+        conditions: vec![("broken", "object.spec.nosuchfield == 1")],
+        failure_policy: "Ignore",
+        ..Hook::new("broken-ignored.farm.test", "/deny").selecting(json!({"webhook": "broken-ignored"}))
+    };
+    let by_user = Hook {
+        conditions: vec![("deletes-only", "request.operation == 'DELETE' && oldObject.spec.weight > 1")],
+        ..Hook::new("by-request.farm.test", "/deny").selecting(json!({"webhook": "by-request"}))
+    };
+    let yaml =
+        configuration("ValidatingWebhookConfiguration", name, &cmp.ns, server, &[heavy, broken, ignored, by_user]);
+    install(&cmp, server, &yaml, "/deny", json!({"webhook": "heavy"})).await;
+    let heavy = |name: &str, weight: i64| {
+        let mut l = llama(name, json!({"webhook": "heavy"}));
+        l["spec"]["weight"] = json!(weight);
+        l
+    };
+    cmp.run(&[
+        Step::post("{llamas}").json(heavy("light", 2)).expect(201),
+        Step::post("{llamas}").json(heavy("heavy", 20)).expect(403),
+        Step::post("{llamas}").json(heavy("xheavy", 20)).expect(201),
+        // A condition that fails to evaluate: 403 with the error, or skipped when ignored.
+        Step::post("{llamas}").json(llama("broken", json!({"webhook": "broken"}))).expect(403),
+        Step::post("{llamas}").json(llama("ignored", json!({"webhook": "broken-ignored"}))).expect(201),
+        // request and oldObject: only deletes of llamas heavier than 1 are denied.
+        Step::post("{llamas}").json(llama("kept", json!({"webhook": "by-request"}))).expect(201),
+        Step::patch("{llamas}/kept").patch_body(MERGE, json!({"spec": {"weight": 5}})).expect(200),
+        Step::delete("{llamas}/kept").expect(403),
     ])
     .await
     .assert_identical();

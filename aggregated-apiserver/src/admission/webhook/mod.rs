@@ -119,12 +119,11 @@ impl Webhooks {
             return Ok(false);
         }
         if !hook.match_conditions.is_empty() {
-            return crate::admission::match_conditions::matches(
-                &hook.name,
-                &hook.match_conditions,
-                attributes,
-                hook.fail_open,
-            );
+            let request = review::request_value("", attributes);
+            return hook
+                .match_conditions
+                .matches(attributes, &request, hook.fail_open)
+                .map_err(|why| forbidden(attributes, &why));
         }
         Ok(true)
     }

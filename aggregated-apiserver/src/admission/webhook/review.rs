@@ -71,6 +71,16 @@ struct Review<'a> {
 
 /// The JSON body of the review sent to a webhook.
 pub fn encode_request(version: &str, uid: &str, attributes: &Attributes<'_>) -> serde_json::Result<Vec<u8>> {
+    serde_json::to_vec(&review(version, uid, attributes))
+}
+
+/// The `request` of a review as a JSON value: what CEL expressions of
+/// admission (`matchConditions`, policies) see as `request`.
+pub fn request_value(uid: &str, attributes: &Attributes<'_>) -> Value {
+    serde_json::to_value(review("v1", uid, attributes).request).unwrap_or(Value::Null)
+}
+
+fn review<'a>(version: &str, uid: &'a str, attributes: &'a Attributes<'_>) -> Review<'a> {
     let names = attributes.names;
     let kind = GroupVersionKind { group: names.group, version: names.version, kind: names.kind };
     let resource = GroupVersionResource { group: names.group, version: names.version, resource: names.plural };
@@ -82,7 +92,7 @@ pub fn encode_request(version: &str, uid: &str, attributes: &Attributes<'_>) -> 
         groups: (!user.groups.is_empty()).then(|| user.groups.clone()),
         extra: (!user.extra.is_empty()).then(|| user.extra.clone()),
     };
-    let review = Review {
+    Review {
         kind: "AdmissionReview",
         api_version: format!("admission.k8s.io/{version}"),
         request: Request {
@@ -102,8 +112,7 @@ pub fn encode_request(version: &str, uid: &str, attributes: &Attributes<'_>) -> 
             dry_run: attributes.dry_run,
             options: &attributes.options,
         },
-    };
-    serde_json::to_vec(&review)
+    }
 }
 
 /// The response half as a webhook writes it.

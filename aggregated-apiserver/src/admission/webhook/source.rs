@@ -11,8 +11,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::{
-    MatchCondition, MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration,
-    WebhookClientConfig,
+    MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
@@ -20,6 +19,7 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
 use super::review::SUPPORTED_VERSIONS;
+use crate::admission::match_conditions::MatchConditions;
 use crate::admission::Operation;
 use crate::apimachinery::labels::LabelSelector;
 
@@ -41,7 +41,7 @@ pub struct Hook {
     /// (kube's 500), rather than matching all or nothing.
     pub namespace_selector: Result<LabelSelector, String>,
     pub object_selector: Result<LabelSelector, String>,
-    pub match_conditions: Vec<MatchCondition>,
+    pub match_conditions: MatchConditions,
     /// `failurePolicy: Ignore`: a failed call lets the request through.
     pub fail_open: bool,
     pub side_effects: String,
@@ -128,7 +128,7 @@ fn mutating_hooks(configuration: &MutatingWebhookConfiguration) -> impl Iterator
         rules: w.rules.clone().unwrap_or_default(),
         namespace_selector: selector(w.namespace_selector.as_ref()),
         object_selector: selector(w.object_selector.as_ref()),
-        match_conditions: w.match_conditions.clone().unwrap_or_default(),
+        match_conditions: MatchConditions::compile(w.match_conditions.as_deref().unwrap_or_default()),
         fail_open: w.failure_policy.as_deref() == Some("Ignore"),
         side_effects: w.side_effects.clone(),
         timeout: timeout(w.timeout_seconds),
@@ -147,7 +147,7 @@ fn validating_hooks(configuration: &ValidatingWebhookConfiguration) -> impl Iter
         rules: w.rules.clone().unwrap_or_default(),
         namespace_selector: selector(w.namespace_selector.as_ref()),
         object_selector: selector(w.object_selector.as_ref()),
-        match_conditions: w.match_conditions.clone().unwrap_or_default(),
+        match_conditions: MatchConditions::compile(w.match_conditions.as_deref().unwrap_or_default()),
         fail_open: w.failure_policy.as_deref() == Some("Ignore"),
         side_effects: w.side_effects.clone(),
         timeout: timeout(w.timeout_seconds),

@@ -1,42 +1,26 @@
-//! `matchConditions`: CEL expressions a webhook puts on the requests it is
-//! called for, compiled once per configuration and evaluated as
+//! `matchConditions`: CEL expressions a webhook or policy puts on the
+//! requests it applies to, compiled once per configuration and evaluated as
 //! k8s.io/apiserver's `matchconditions.Matcher` evaluates them: any false
-//! condition skips the webhook; otherwise an error fails the request (403)
-//! unless the failure policy is Ignore, when the webhook is skipped.
-//!
-//! The expressions see `object`, `oldObject` (null when absent) and
-//! `request` (the AdmissionRequest the webhook would be sent). kube's
-//! `authorizer` variable is not offered: an expression using it does not
-//! compile, and fails as any condition in error does.
+//! condition means "not this request"; otherwise an error fails the request
+//! unless the failure policy is Ignore, when it also means "not this one".
 
 use k8s_openapi::api::admissionregistration::v1::MatchCondition;
-use serde_json::Value;
 
-use crate::admission::Attributes;
-use crate::apimachinery::cel::{DeclType, Env, Expression, PER_CALL_LIMIT, STATIC_ESTIMATED_COST_LIMIT};
+use crate::admission::expressions::Inputs;
+use crate::apimachinery::cel::{cel, Env, Expression, PER_CALL_LIMIT};
 
-/// kube's `RuntimeCELCostBudgetMatchConditions`: all conditions of one
-/// webhook together.
+/// kube's `RuntimeCELCostBudgetMatchConditions`: all conditions together.
 const RUNTIME_BUDGET: u64 = 7_000_000;
 
-/// The compiled conditions of one webhook.
+/// Compiled conditions.
 #[derive(Debug)]
 pub struct MatchConditions {
     /// (name, the expression or why it did not compile).
     conditions: Vec<(String, Result<Expression, String>)>,
 }
 
-/// The environment of admission expressions without parameters.
-fn env() -> Env {
-    Env::new(STATIC_ESTIMATED_COST_LIMIT)
-        .variable("object", DeclType::any())
-        .variable("oldObject", DeclType::any())
-        .variable("request", DeclType::any())
-}
-
 impl MatchConditions {
-    pub fn compile(conditions: &[MatchCondition]) -> Self {
-        let env = env();
+    pub fn compile(env: &Env, conditions: &[MatchCondition]) -> Self {
         let conditions = conditions
             .iter()
             .map(|c| {
@@ -51,14 +35,9 @@ impl MatchConditions {
         self.conditions.is_empty()
     }
 
-    /// Whether the webhook is called: Ok(false) when a condition is false,
-    /// or failed under `fail_open`; Err(kube's text) when one failed and
-    /// none was false.
-    pub fn matches(&self, attributes: &Attributes<'_>, request: &Value, fail_open: bool) -> Result<bool, String> {
-        let any = DeclType::any();
-        let null = Value::Null;
-        let object = attributes.object.as_ref().unwrap_or(&null);
-        let old_object = attributes.old_object.unwrap_or(&null);
+    /// Ok(false) when a condition is false, or one failed under
+    /// `fail_open`; Err(kube's text) when one failed and none was false.
+    pub fn matches(&self, inputs: &Inputs<'_>, fail_open: bool) -> Result<bool, String> {
         let mut errors = Vec::new();
         let mut spent = 0u64;
         for (_, compiled) in &self.conditions {
@@ -69,17 +48,13 @@ impl MatchConditions {
                     continue;
                 }
             };
-            let vars = crate::apimachinery::cel::Activation::new()
-                .json("object", object, &any)
-                .json("oldObject", old_object, &any)
-                .json("request", request, &any);
             let limit = PER_CALL_LIMIT.min(RUNTIME_BUDGET.saturating_sub(spent));
-            match expression.evaluate(&vars, limit) {
+            match expression.evaluate(&inputs.activation(), limit) {
                 Ok(out) => {
                     spent += out.cost;
                     match out.value {
-                        crate::apimachinery::cel::cel::Value::Bool(false) => return Ok(false),
-                        crate::apimachinery::cel::cel::Value::Bool(true) => {}
+                        cel::Value::Bool(false) => return Ok(false),
+                        cel::Value::Bool(true) => {}
                         _ => errors
                             .push(format!("expression '{}' resulted in error: no such overload", expression.source())),
                     }

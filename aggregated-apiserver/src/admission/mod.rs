@@ -10,7 +10,9 @@
 //! plugins of that order; the registry calls it at those two points.
 
 pub mod attributes;
+pub mod expressions;
 pub mod match_conditions;
+pub mod matching;
 pub mod metrics;
 pub mod namespace_lifecycle;
 pub mod options;
@@ -22,7 +24,7 @@ use async_trait::async_trait;
 
 pub use attributes::{Attributes, Operation};
 
-use crate::apimachinery::errors::{ApiResult, Target};
+use crate::apimachinery::errors::{self, ApiError, ApiResult, Reason, Target};
 use crate::registry::kind::Names;
 
 /// Whether objects may be created in a namespace (kube's NamespaceLifecycle).
@@ -93,4 +95,21 @@ impl Admission {
         }
         Ok(())
     }
+}
+
+/// kube's `admission.NewForbidden` for the object written:
+/// `<resource>.<group> "<name>" is forbidden: <why>` (no name while a
+/// create has only a generateName).
+pub fn forbidden(attributes: &Attributes<'_>, why: &str) -> ApiError {
+    let names = attributes.names;
+    let message = if attributes.name.is_empty() {
+        format!("{} is forbidden: {why}", attributes.group_resource())
+    } else {
+        format!("{} {:?} is forbidden: {why}", attributes.group_resource(), attributes.name)
+    };
+    ApiError::new(403, Reason::Forbidden, message).with_details(errors::details(
+        names.group,
+        names.plural,
+        attributes.name,
+    ))
 }

@@ -14,21 +14,21 @@ pub mod client;
 pub mod review;
 pub mod source;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
-use serde_json::Value;
 
 use self::client::Caller;
 use self::source::{Hook, Source};
+use crate::admission::expressions::Inputs;
 use crate::admission::metrics::{AdmissionMetrics, RejectionKind, ADMIT, VALIDATING};
-use crate::admission::namespace_lifecycle::{namespace_not_found, NamespaceLifecycle};
+use crate::admission::namespace_lifecycle::NamespaceLifecycle;
+use crate::admission::{forbidden, matching};
 use crate::admission::{AdmissionPlugin, Attributes, Operation};
-use crate::apimachinery::errors::{self, ApiError, ApiResult, Reason, StatusDetails};
-use crate::apimachinery::labels::LabelSelector;
+use crate::apimachinery::errors::{self, ApiError, ApiResult, StatusDetails};
 use crate::apimachinery::serializer::BodyType;
 use crate::registry::kind::Names;
 use crate::registry::patch::Patch;
@@ -99,31 +99,23 @@ impl Webhooks {
         ) {
             return Ok(false);
         }
-        if !attributes.namespace.is_empty() {
-            let selector = hook.namespace_selector.as_ref().map_err(ApiError::internal_error)?;
-            if !selector.is_empty() {
-                let Some(namespace) = self.namespaces.lookup(attributes.namespace).await? else {
-                    return Err(namespace_not_found(attributes.namespace));
-                };
-                let labels = namespace.metadata.labels.clone().unwrap_or_default();
-                if !selector.matches(&labels) {
-                    return Ok(false);
-                }
-            }
-        }
-        let selector = hook.object_selector.as_ref().map_err(ApiError::internal_error)?;
-        if !selector.is_empty()
-            && !matches_labels(selector, attributes.object.as_ref())
-            && !matches_labels(selector, attributes.old_object)
+        if !matching::namespace_matches(&self.namespaces, &hook.namespace_selector, attributes).await?
+            || !matching::object_matches(&hook.object_selector, attributes)?
         {
             return Ok(false);
         }
         if !hook.match_conditions.is_empty() {
             let request = review::request_value("", attributes);
-            return hook
-                .match_conditions
-                .matches(attributes, &request, hook.fail_open)
-                .map_err(|why| forbidden(attributes, &why));
+            let null = serde_json::Value::Null;
+            let inputs = Inputs {
+                object: attributes.object.as_ref().unwrap_or(&null),
+                old_object: attributes.old_object.unwrap_or(&null),
+                request: &request,
+                params: &null,
+                namespace_object: &null,
+                variables: &null,
+            };
+            return hook.match_conditions.matches(&inputs, hook.fail_open).map_err(|why| forbidden(attributes, &why));
         }
         Ok(true)
     }
@@ -370,16 +362,6 @@ fn take_notes(hook: &Hook, answer: &review::Answer, attributes: &mut Attributes<
     }
 }
 
-fn matches_labels(selector: &LabelSelector, object: Option<&Value>) -> bool {
-    let Some(object) = object else { return false };
-    let labels: BTreeMap<String, String> = object
-        .pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
-        .unwrap_or_default();
-    selector.matches(&labels)
-}
-
 /// kube's `ToStatusErr`: the webhook's Status, its code at least 400, its
 /// message prefixed with who denied the request.
 fn denial(webhook: &str, status: Option<Status>) -> ApiError {
@@ -407,17 +389,6 @@ fn denial(webhook: &str, status: Option<Status>) -> ApiError {
 fn internal_error(message: &str) -> ApiError {
     ApiError::internal_error(message)
         .with_details(StatusDetails { causes: Some(vec![errors::cause("", message, "")]), ..Default::default() })
-}
-
-/// kube's `admission.NewForbidden` for the object written.
-fn forbidden(attributes: &Attributes<'_>, why: &str) -> ApiError {
-    let names = attributes.names;
-    ApiError::new(
-        403,
-        Reason::Forbidden,
-        format!("{} {:?} is forbidden: {why}", attributes.group_resource(), attributes.name),
-    )
-    .with_details(errors::details(names.group, names.plural, attributes.name))
 }
 
 #[cfg(test)]

@@ -19,8 +19,10 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
 use super::review::SUPPORTED_VERSIONS;
+use crate::admission::expressions;
 use crate::admission::match_conditions::MatchConditions;
 use crate::admission::Operation;
+use crate::apimachinery::cel::Env;
 use crate::apimachinery::labels::LabelSelector;
 
 /// kube's default and largest `timeoutSeconds`.
@@ -118,7 +120,10 @@ fn timeout(seconds: Option<i32>) -> Duration {
     }
 }
 
-fn mutating_hooks(configuration: &MutatingWebhookConfiguration) -> impl Iterator<Item = Hook> + '_ {
+fn mutating_hooks<'a>(
+    configuration: &'a MutatingWebhookConfiguration,
+    env: &'a Env,
+) -> impl Iterator<Item = Hook> + 'a {
     let name = configuration.metadata.name.clone().unwrap_or_default();
     configuration.webhooks.iter().flatten().enumerate().map(move |(i, w)| Hook {
         name: w.name.clone(),
@@ -128,7 +133,7 @@ fn mutating_hooks(configuration: &MutatingWebhookConfiguration) -> impl Iterator
         rules: w.rules.clone().unwrap_or_default(),
         namespace_selector: selector(w.namespace_selector.as_ref()),
         object_selector: selector(w.object_selector.as_ref()),
-        match_conditions: MatchConditions::compile(w.match_conditions.as_deref().unwrap_or_default()),
+        match_conditions: MatchConditions::compile(env, w.match_conditions.as_deref().unwrap_or_default()),
         fail_open: w.failure_policy.as_deref() == Some("Ignore"),
         side_effects: w.side_effects.clone(),
         timeout: timeout(w.timeout_seconds),
@@ -137,7 +142,10 @@ fn mutating_hooks(configuration: &MutatingWebhookConfiguration) -> impl Iterator
     })
 }
 
-fn validating_hooks(configuration: &ValidatingWebhookConfiguration) -> impl Iterator<Item = Hook> + '_ {
+fn validating_hooks<'a>(
+    configuration: &'a ValidatingWebhookConfiguration,
+    env: &'a Env,
+) -> impl Iterator<Item = Hook> + 'a {
     let name = configuration.metadata.name.clone().unwrap_or_default();
     configuration.webhooks.iter().flatten().enumerate().map(move |(i, w)| Hook {
         name: w.name.clone(),
@@ -147,7 +155,7 @@ fn validating_hooks(configuration: &ValidatingWebhookConfiguration) -> impl Iter
         rules: w.rules.clone().unwrap_or_default(),
         namespace_selector: selector(w.namespace_selector.as_ref()),
         object_selector: selector(w.object_selector.as_ref()),
-        match_conditions: MatchConditions::compile(w.match_conditions.as_deref().unwrap_or_default()),
+        match_conditions: MatchConditions::compile(env, w.match_conditions.as_deref().unwrap_or_default()),
         fail_open: w.failure_policy.as_deref() == Some("Ignore"),
         side_effects: w.side_effects.clone(),
         timeout: timeout(w.timeout_seconds),
@@ -236,9 +244,10 @@ impl Source {
         mutating.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         let mut validating = stores.1.state();
         validating.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let env = expressions::webhook_env();
         let hooks = Hooks {
-            mutating: mutating.iter().flat_map(|c| mutating_hooks(c)).map(Arc::new).collect(),
-            validating: validating.iter().flat_map(|c| validating_hooks(c)).map(Arc::new).collect(),
+            mutating: mutating.iter().flat_map(|c| mutating_hooks(c, &env)).map(Arc::new).collect(),
+            validating: validating.iter().flat_map(|c| validating_hooks(c, &env)).map(Arc::new).collect(),
         };
         tracing::debug!(
             mutating = hooks.mutating.len(),

@@ -41,6 +41,14 @@ struct RejectionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyCheckLabels {
+    policy: String,
+    policy_binding: String,
+    error_type: &'static str,
+    enforcement_action: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FailOpenLabels {
     name: String,
     r#type: &'static str,
@@ -80,6 +88,7 @@ pub struct AdmissionMetrics {
     requests: Family<RequestLabels, Counter>,
     rejections: Family<RejectionLabels, Counter>,
     fail_open: Family<FailOpenLabels, Counter>,
+    policy_checks: Family<PolicyCheckLabels, Counter>,
 }
 
 impl Default for AdmissionMetrics {
@@ -89,6 +98,7 @@ impl Default for AdmissionMetrics {
             requests: Family::default(),
             rejections: Family::default(),
             fail_open: Family::default(),
+            policy_checks: Family::default(),
         }
     }
 }
@@ -115,6 +125,11 @@ impl AdmissionMetrics {
             "apiserver_admission_webhook_fail_open_count",
             "Admission webhook fail open count, identified by name and broken out for each admission type (validating or mutating)",
             self.fail_open.clone(),
+        );
+        registry.register(
+            "apiserver_validating_admission_policy_check",
+            "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken",
+            self.policy_checks.clone(),
         );
     }
 
@@ -155,5 +170,27 @@ impl AdmissionMetrics {
 
     pub fn observe_fail_open(&self, name: &str, step: &'static str) {
         self.fail_open.get_or_create(&FailOpenLabels { name: name.to_string(), r#type: step }).inc();
+    }
+}
+
+impl AdmissionMetrics {
+    /// A validation of a policy failed under a binding: counted once per
+    /// action the binding takes (`deny`, `warn`, `audit`).
+    pub fn observe_policy_check(&self, policy: &str, binding: &str, actions: &[String]) {
+        for action in actions {
+            let enforcement_action = match action.as_str() {
+                "Deny" => "deny",
+                "Warn" => "warn",
+                "Audit" => "audit",
+                _ => continue,
+            };
+            let labels = PolicyCheckLabels {
+                policy: policy.to_string(),
+                policy_binding: binding.to_string(),
+                error_type: "no_error",
+                enforcement_action,
+            };
+            self.policy_checks.get_or_create(&labels).inc();
+        }
     }
 }

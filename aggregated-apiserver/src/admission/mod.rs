@@ -16,6 +16,7 @@ pub mod matching;
 pub mod metrics;
 pub mod namespace_lifecycle;
 pub mod options;
+pub mod policy;
 pub mod webhook;
 
 use std::sync::Arc;

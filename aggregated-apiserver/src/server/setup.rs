@@ -11,8 +11,10 @@ use anyhow::Context as _;
 use crate::admission::metrics::AdmissionMetrics;
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
 use crate::admission::options::{
-    AdmissionOptions, MUTATING_ADMISSION_WEBHOOK, NAMESPACE_LIFECYCLE, VALIDATING_ADMISSION_WEBHOOK,
+    AdmissionOptions, MUTATING_ADMISSION_WEBHOOK, NAMESPACE_LIFECYCLE, VALIDATING_ADMISSION_POLICY,
+    VALIDATING_ADMISSION_WEBHOOK,
 };
+use crate::admission::policy::Policies;
 use crate::admission::webhook::Webhooks;
 use crate::admission::{Admission, AdmissionPlugin};
 use crate::apimachinery::schema::validations::RuleErrors;
@@ -168,7 +170,17 @@ impl Setup {
             let namespaces = self.namespace_lifecycle()?;
             let mutating = self.admission_options.enabled(MUTATING_ADMISSION_WEBHOOK);
             let validating = self.admission_options.enabled(VALIDATING_ADMISSION_WEBHOOK);
+            // kube's order: policies validate before webhooks do (the
+            // mutating step has no policies here: MutatingAdmissionPolicy
+            // is not served by kube before 1.34's beta).
             let mut plugins: Vec<Arc<dyn AdmissionPlugin>> = Vec::new();
+            if self.admission_options.enabled(VALIDATING_ADMISSION_POLICY) {
+                let policies =
+                    Arc::new(Policies::start(client.clone(), namespaces.clone(), self.admission_metrics.clone()));
+                let readiness = policies.clone();
+                self.ready_checks.push(Arc::new(FnCheck("admission-policies", move || readiness.readiness())));
+                plugins.push(policies);
+            }
             if mutating || validating {
                 let webhooks =
                     Arc::new(Webhooks::start(client, namespaces, self.admission_metrics.clone(), mutating, validating));

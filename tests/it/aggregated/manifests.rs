@@ -259,7 +259,12 @@ fn dev_overlay_carries_ca_bundle_hardened_pod_and_rbac() {
             (vec!["authorization.k8s.io"], vec!["subjectaccessreviews"], vec!["create"]),
             (
                 vec!["admissionregistration.k8s.io"],
-                vec!["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+                vec![
+                    "mutatingwebhookconfigurations",
+                    "validatingwebhookconfigurations",
+                    "validatingadmissionpolicies",
+                    "validatingadmissionpolicybindings"
+                ],
                 vec!["list", "watch"]
             ),
             (vec![""], vec!["services"], vec!["get"]),

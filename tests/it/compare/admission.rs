@@ -375,3 +375,88 @@ async fn match_conditions_select_requests_as_for_the_crd() {
     .assert_identical();
     uninstall(cmp.cp, "validatingwebhookconfiguration", name);
 }
+
+/// Creates a probe on both groups until both answer `code` with `text` in
+/// the message: policies, like webhooks, take effect from a watch.
+async fn wait_until_refused(cmp: &Comparison, probe: Value, code: u16, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut refused = 0;
+        for target in [&crate::common::compare::CRD, &crate::common::compare::OURS] {
+            let answer = cmp.send_one(target, &Step::post("{llamas}?dryRun=All").json(probe.clone())).await;
+            if answer.code == code && answer.body["message"].as_str().is_some_and(|m| m.contains(text)) {
+                refused += 1;
+            }
+        }
+        if refused == 2 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the policy did not take effect on both servers within 30 s");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test]
+async fn validating_admission_policies_deny_warn_and_audit_as_for_the_crd() {
+    let cmp = comparison("adm-policies").await;
+    let ns = cmp.ns.clone();
+    let rules = json!([{"apiGroups": [OUR_GROUP, CRD_GROUP], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": ["llamas"]}]);
+    let constraints =
+        json!({"resourceRules": rules, "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}});
+    let yaml = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "adm-policy-params", "namespace": ns}, "data": {"reservedName": "reserved"}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "adm-policy-rules"},
+         "spec": {
+            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "matchConstraints": constraints,
+            "failurePolicy": "Fail",
+            "matchConditions": [{"name": "not-excluded", "expression": "!has(object.metadata.labels) || !('skip' in object.metadata.labels)"}],
+            "variables": [{"name": "big", "expression": "has(object.metadata.labels) && 'size' in object.metadata.labels && object.metadata.labels['size'] == 'big'"}],
+            "validations": [
+                {"expression": "object.metadata.name != params.data.reservedName", "message": "the name is reserved"},
+                {"expression": "!has(object.metadata.labels) || !('bad' in object.metadata.labels)",
+                 "messageExpression": "'label bad=' + object.metadata.labels['bad'] + ' is not allowed'", "reason": "Forbidden"},
+                {"expression": "!variables.big"},
+            ],
+         }},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "adm-policy-rules-binding"},
+         "spec": {"policyName": "adm-policy-rules", "validationActions": ["Deny"],
+                  "paramRef": {"name": "adm-policy-params", "namespace": ns, "parameterNotFoundAction": "Deny"}}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "adm-policy-warn"},
+         "spec": {"matchConstraints": constraints, "validations": [{"expression": "!has(object.metadata.labels) || !('tall' in object.metadata.labels)", "message": "a tall llama"}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "adm-policy-warn-binding"},
+         "spec": {"policyName": "adm-policy-warn", "validationActions": ["Warn", "Audit"]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "adm-policy-missing"},
+         "spec": {"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+                  "matchConstraints": {"resourceRules": rules, "objectSelector": {"matchLabels": {"params": "missing"}},
+                                       "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
+                  "validations": [{"expression": "true"}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "adm-policy-missing-binding"},
+         "spec": {"policyName": "adm-policy-missing", "validationActions": ["Deny"],
+                  "paramRef": {"name": "nowhere", "namespace": ns, "parameterNotFoundAction": "Deny"}}},
+    ]});
+    cmp.cp.apply(&yaml.to_string());
+    wait_until_refused(&cmp, llama("reserved", json!({})), 422, "the name is reserved").await;
+    cmp.run(&[
+        Step::post("{llamas}").json(llama("dolly", json!({}))).expect(201),
+        Step::post("{llamas}").json(llama("reserved", json!({}))).expect(422),
+        Step::post("{llamas}").json(llama("reserved", json!({"skip": "yes"}))).expect(201),
+        Step::post("{llamas}").json(llama("naughty", json!({"bad": "yes"}))).expect(403),
+        Step::post("{llamas}").json(llama("huge", json!({"size": "big"}))).expect(422),
+        Step::post("{llamas}").json(llama("tall", json!({"tall": "yes"}))).expect(201),
+        Step::patch("{llamas}/dolly").patch_body(MERGE, json!({"metadata": {"labels": {"bad": "no"}}})).expect(403),
+        Step::post("{llamas}").json(llama("orphan", json!({"params": "missing"}))).expect(422),
+    ])
+    .await
+    .assert_identical();
+    for (kind, name) in [
+        ("validatingadmissionpolicybinding", "adm-policy-rules-binding"),
+        ("validatingadmissionpolicybinding", "adm-policy-warn-binding"),
+        ("validatingadmissionpolicybinding", "adm-policy-missing-binding"),
+        ("validatingadmissionpolicy", "adm-policy-rules"),
+        ("validatingadmissionpolicy", "adm-policy-warn"),
+        ("validatingadmissionpolicy", "adm-policy-missing"),
+    ] {
+        uninstall(cmp.cp, kind, name);
+    }
+}

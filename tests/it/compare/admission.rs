@@ -431,12 +431,27 @@ async fn validating_admission_policies_deny_warn_and_audit_as_for_the_crd() {
                   "matchConstraints": {"resourceRules": rules, "objectSelector": {"matchLabels": {"params": "missing"}},
                                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
                   "validations": [{"expression": "true"}]}},
+        // An expression that would run for minutes: kube cancels it past its
+        // cost limit; here its bound refuses it before it runs.
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "adm-policy-cost"},
+         "spec": {"matchConstraints": {"resourceRules": rules, "objectSelector": {"matchLabels": {"cost": "high"}},
+                                       "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
+                  "validations": [{"expression": "object.metadata.annotations.all(k, object.metadata.annotations.all(j, k == j || k != j))"}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "adm-policy-cost-binding"},
+         "spec": {"policyName": "adm-policy-cost", "validationActions": ["Deny"]}},
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "adm-policy-missing-binding"},
          "spec": {"policyName": "adm-policy-missing", "validationActions": ["Deny"],
                   "paramRef": {"name": "nowhere", "namespace": ns, "parameterNotFoundAction": "Deny"}}},
     ]});
     cmp.cp.apply(&yaml.to_string());
+    let mut costly = llama("costly", json!({"cost": "high"}));
+    let annotations: serde_json::Map<String, Value> = (0..3000).map(|i| (format!("a{i}"), json!("x"))).collect();
+    costly["metadata"]["annotations"] = Value::Object(annotations);
+    // Every policy and binding must be in effect on both servers before the comparison.
     wait_until_refused(&cmp, llama("reserved", json!({})), 422, "the name is reserved").await;
+    wait_until_refused(&cmp, llama("probe", json!({"params": "missing"})), 422, "adm-policy-missing-binding").await;
+    wait_until_refused(&cmp, costly.clone(), 422, "adm-policy-cost").await;
+    wait_until_refused(&cmp, llama("probe", json!({"bad": "yes"})), 403, "is not allowed").await;
     cmp.run(&[
         Step::post("{llamas}").json(llama("dolly", json!({}))).expect(201),
         Step::post("{llamas}").json(llama("reserved", json!({}))).expect(422),
@@ -446,6 +461,7 @@ async fn validating_admission_policies_deny_warn_and_audit_as_for_the_crd() {
         Step::post("{llamas}").json(llama("tall", json!({"tall": "yes"}))).expect(201),
         Step::patch("{llamas}/dolly").patch_body(MERGE, json!({"metadata": {"labels": {"bad": "no"}}})).expect(403),
         Step::post("{llamas}").json(llama("orphan", json!({"params": "missing"}))).expect(422),
+        Step::post("{llamas}").json(costly).expect(422),
     ])
     .await
     .assert_identical();
@@ -453,6 +469,8 @@ async fn validating_admission_policies_deny_warn_and_audit_as_for_the_crd() {
         ("validatingadmissionpolicybinding", "adm-policy-rules-binding"),
         ("validatingadmissionpolicybinding", "adm-policy-warn-binding"),
         ("validatingadmissionpolicybinding", "adm-policy-missing-binding"),
+        ("validatingadmissionpolicybinding", "adm-policy-cost-binding"),
+        ("validatingadmissionpolicy", "adm-policy-cost"),
         ("validatingadmissionpolicy", "adm-policy-rules"),
         ("validatingadmissionpolicy", "adm-policy-warn"),
         ("validatingadmissionpolicy", "adm-policy-missing"),

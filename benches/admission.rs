@@ -15,7 +15,7 @@
 //!
 //! `cargo bench --bench admission` (release build; about a minute on 2 cores
 //! once the control plane is built). It prints a markdown table and never
-//! asserts timing. `FARM_BENCH_WRITES` (default 1000) creates per row,
+//! asserts timing. `FARM_BENCH_WRITES` (default 3000) creates per row,
 //! `FARM_BENCH_CLIENTS` (default 8) concurrent clients.
 
 #[path = "../tests/common/mod.rs"]
@@ -159,7 +159,7 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
     let started = Instant::now();
     let cp = cluster::controlplane();
     common::crd::install_llama_crd(cp, CRD_GROUP).map_err(anyhow::Error::msg)?;
-    let registered = cluster::register_on(cp, &["--log", "warn"]).await;
+    let registered = cluster::register_on(cp, &[]).await;
     let off = Server::start_with(quiet(
         &[
             "--disable-admission-plugins",
@@ -183,7 +183,7 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
                              collection: String,
                              group: &str|
            -> Result<()> {
-        let prefix = format!("{admission}-{}", rows.len());
+        let prefix = format!("row-{}", rows.len());
         let (rate, p50, p99) = creates(clients, &collection, group, &prefix, cfg.writes).await?;
         eprintln!("{path} {server} {admission}: {rate:.0} creates/s, p50 {p50:.2?}, p99 {p99:.2?}");
         rows.push(Row { path, server, admission, rate, p50, p99 });
@@ -203,8 +203,9 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
 
     let off_clients = direct_clients(&off, cfg.clients)?;
     let on_clients = direct_clients(&on, cfg.clients)?;
-    // Alternated, twice each: the two servers share the cores.
-    for _ in 0..2 {
+    // Alternated, three times each: the two servers share the cores, and
+    // the rate of one round moves by a third with the load of the machine.
+    for _ in 0..3 {
         measure(
             "direct",
             "farm-apiserver".into(),
@@ -388,7 +389,7 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
 }
 
 fn main() {
-    let cfg = match (report::env_usize("FARM_BENCH_WRITES", 1000), report::env_usize("FARM_BENCH_CLIENTS", 8)) {
+    let cfg = match (report::env_usize("FARM_BENCH_WRITES", 3000), report::env_usize("FARM_BENCH_CLIENTS", 8)) {
         (Ok(writes), Ok(clients)) if clients > 0 => Config { writes, clients },
         (Err(e), _) | (_, Err(e)) => {
             eprintln!("admission benchmark: {e:#}");

@@ -106,6 +106,8 @@ impl Node {
 /// The compiled rules of a kind's schema.
 pub struct SchemaRules {
     root: Node,
+    /// The estimated cost of all rules, each times how often it may run.
+    max_cost: u64,
 }
 
 /// What a rule of the schema does wrong, with its place in the schema, in
@@ -149,7 +151,14 @@ impl SchemaRules {
         if !c.errors.is_empty() {
             return Err(RuleErrors(c.errors));
         }
-        Ok((!root.is_empty()).then_some(SchemaRules { root }))
+        Ok((!root.is_empty()).then_some(SchemaRules { root, max_cost: c.total_cost }))
+    }
+
+    /// What all rules of an object may cost together, estimated from the
+    /// schema (at most [`STATIC_ESTIMATED_CRD_COST_LIMIT`]; at runtime they
+    /// stop at [`RUNTIME_CEL_COST_BUDGET`]).
+    pub fn max_cost(&self) -> u64 {
+        self.max_cost
     }
 }
 

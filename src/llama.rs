@@ -249,7 +249,7 @@ mod tests {
     #[test]
     fn typed_llama_round_trips_exact_numbers() {
         let v = json!({"apiVersion": "farm.example.com/v1alpha", "kind": "Llama",
-            "metadata": {"name": "a", "namespace": "n"}, "spec": {"weight": 31.4, "height": 1.7}});
+            "metadata": {"name": "a", "namespace": "n"}, "spec": {"weight": 31.4, "height": 1.7, "earTag": "AB-1"}});
         let l: Llama = serde_json::from_value(v).unwrap();
         assert_eq!(l.spec.weight, 31.4);
         assert_eq!(serde_json::to_string(&l.spec).unwrap(), r#"{"weight":31.4,"height":1.7}"#);

@@ -297,8 +297,40 @@ thread_local! {
         let mut ctx = Context::default();
         ctx.register_all();
         ctx.add_function("string", go_string);
+        ctx.add_function("matches", cached_matches);
         ctx
     };
+
+    /// Compiled regular expressions of `matches`, by pattern: rules use a
+    /// few constant ones (cel-go compiles those once with the program).
+    static PATTERNS: std::cell::RefCell<std::collections::HashMap<String, regex::Regex>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// Patterns kept per thread; past it the cache starts over, so patterns
+/// computed from input cannot grow it.
+const MAX_CACHED_PATTERNS: usize = 64;
+
+/// `s.matches(re)` (RE2 syntax; Rust's `regex` has the same guarantees of
+/// linear time), compiling each pattern once per thread.
+fn cached_matches(
+    ftx: &cel::FunctionContext,
+    this: cel::extractors::This<std::sync::Arc<String>>,
+    pattern: std::sync::Arc<String>,
+) -> Result<bool, ExecutionError> {
+    PATTERNS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some(re) = cache.get(pattern.as_str()) {
+            return Ok(re.is_match(&this.0));
+        }
+        let re = regex::Regex::new(&pattern).map_err(|e| ftx.error(format!("'{pattern}' not a valid regex:\n{e}")))?;
+        let matched = re.is_match(&this.0);
+        if cache.len() >= MAX_CACHED_PATTERNS {
+            cache.clear();
+        }
+        cache.insert(pattern.to_string(), re);
+        Ok(matched)
+    })
 }
 
 /// `string(x)` as cel-go converts: a double as Go's `%g` (`41`, `40.5`,

@@ -139,12 +139,16 @@ fn kubernetes_functions_are_there() {
 
 #[test]
 fn evaluation_errors_read_as_cel_go() {
-    let v = json!({"a": 1, "l": []});
+    let v = json!({"a": 1, "l": [], "s": "x"});
     let msg = |src| eval(src, v.clone()).unwrap_err().to_string();
     assert_eq!(msg("self.nope == 1"), "no such key: nope");
     assert_eq!(msg("self.a / 0 == 1"), "division by zero");
     assert_eq!(msg("self.a + 'x' == 1"), "no such overload");
     assert_eq!(msg("self.l[0] == 1"), "index out of bounds: 0");
+    assert!(msg("self.s.matches('[')").starts_with("'[' not a valid regex"), "{}", msg("self.s.matches('[')"));
+    // Compiled once, the pattern still applies to each string.
+    assert_eq!(eval("self.s.matches('^x$')", v.clone()), Ok(cel::Value::Bool(true)));
+    assert_eq!(eval("self.s.matches('^x$')", json!({"s": "y"})), Ok(cel::Value::Bool(false)));
 }
 
 #[test]

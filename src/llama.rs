@@ -249,10 +249,17 @@ mod tests {
     #[test]
     fn typed_llama_round_trips_exact_numbers() {
         let v = json!({"apiVersion": "farm.example.com/v1alpha", "kind": "Llama",
-            "metadata": {"name": "a", "namespace": "n"}, "spec": {"weight": 31.4, "height": 1.7, "earTag": "AB-1"}});
+            "metadata": {"name": "a", "namespace": "n"}, "spec": {"weight": 31.4, "height": 1.7}});
         let l: Llama = serde_json::from_value(v).unwrap();
         assert_eq!(l.spec.weight, 31.4);
         assert_eq!(serde_json::to_string(&l.spec).unwrap(), r#"{"weight":31.4,"height":1.7}"#);
+        let tagged: LlamaSpec =
+            serde_json::from_value(json!({"weight": 1, "height": 1, "maxWeight": 2, "earTag": "AB-1"})).unwrap();
+        assert_eq!((tagged.max_weight, tagged.ear_tag.as_deref()), (Some(2.0), Some("AB-1")));
+        assert_eq!(
+            serde_json::to_string(&tagged).unwrap(),
+            r#"{"weight":1.0,"height":1.0,"maxWeight":2.0,"earTag":"AB-1"}"#
+        );
     }
 
     #[test]

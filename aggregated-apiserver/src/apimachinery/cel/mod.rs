@@ -34,6 +34,12 @@
 //! cel-go's units but coarser than kube's estimate (see [`cost`]): an
 //! expression near a limit may be refused here that kube would run.
 //!
+//! Where the declared types say little (an admission `object` of any
+//! kind, `DeclType::any()`), compile-time estimates are large: an
+//! environment can take `u64::MAX` as its limit and rely on the bound each
+//! evaluation takes from its values. Functions beyond kube's libraries (the
+//! `authorizer` of policies) would be registered with the others (`FUNCTIONS`).
+//!
 //! **Differences from kube's CEL.** The `cel` crate is dynamically typed:
 //! compiling checks syntax, that every variable is declared and every field
 //! of a declared object exists, not the types of operands; a type error shows
@@ -241,6 +247,8 @@ pub struct Activation<'a> {
 enum Binding<'a> {
     Json(&'a Json, &'a DeclType),
     OptionalJson(Option<&'a Json>, &'a DeclType),
+    /// A value already in CEL's terms, with what its sizes are at most.
+    Cel(cel::Value, DeclType),
 }
 
 impl<'a> Activation<'a> {
@@ -259,6 +267,15 @@ impl<'a> Activation<'a> {
     /// (an `optionalOldSelf` rule's `oldSelf`).
     pub fn optional_json(mut self, name: &'a str, value: Option<&'a Json>, decl: &'a DeclType) -> Self {
         self.vars.push((name, Binding::OptionalJson(value, decl)));
+        self
+    }
+
+    /// Binds `name` to a CEL value, e.g. what another expression evaluated
+    /// to (a policy's `variables`); `shape` must bound its sizes (take it
+    /// from the JSON it came from with [`DeclType::of_value`], or use the
+    /// [`Evaluated::value`] of an expression whose cost was bounded).
+    pub fn cel(mut self, name: &'a str, value: cel::Value, shape: DeclType) -> Self {
+        self.vars.push((name, Binding::Cel(value, shape)));
         self
     }
 }
@@ -373,6 +390,10 @@ impl Expression {
                         DeclType::of_value(v)
                     }
                     Binding::OptionalJson(None, _) => DeclType::Null,
+                    Binding::Cel(_, shape) => {
+                        input_bytes += shape.size();
+                        shape.clone()
+                    }
                 };
                 (*n, shape, true)
             })
@@ -395,6 +416,7 @@ impl Expression {
                 let v = match binding {
                     Binding::Json(v, decl) => value::to_cel(v, decl),
                     Binding::OptionalJson(v, decl) => value::optional(v.map(|v| value::to_cel(v, decl))),
+                    Binding::Cel(v, _) => v.clone(),
                 };
                 // Only a `Value::Function` fails to become a variable, and
                 // `to_cel` never makes one.

@@ -188,3 +188,17 @@ fn admission_style_variables() {
         .unwrap();
     assert_eq!(out.value, cel::Value::Bool(true));
 }
+
+#[test]
+fn values_of_earlier_expressions_bind_as_variables() {
+    // A policy's `variables`: evaluated once, then read by name.
+    let any = DeclType::any();
+    let env = Env::new(u64::MAX).variable("object", any.clone());
+    let names = env.compile("object.items.map(i, i.name)").unwrap();
+    let obj = json!({"items": [{"name": "a"}, {"name": "b"}]});
+    let out = names.evaluate(&Activation::new().json("object", &obj, &any), PER_CALL_LIMIT).unwrap();
+    let check = Env::new(u64::MAX).variable("names", any.clone()).compile("'b' in names && names.size() == 2").unwrap();
+    let shape = DeclType::list(2, DeclType::string(1));
+    let result = check.evaluate(&Activation::new().cel("names", out.value, shape), PER_CALL_LIMIT).unwrap();
+    assert_eq!(result.value, cel::Value::Bool(true));
+}

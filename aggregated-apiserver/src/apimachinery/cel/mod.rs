@@ -7,8 +7,10 @@
 //!
 //! Evaluation is the `cel` crate's interpreter with the Kubernetes function
 //! libraries of `kube-cel` (strings, lists, sets, regex, URLs, IPs and CIDRs,
-//! quantities, semver, format, math, encoders), and optional syntax
-//! (`oldSelf.?x`, `hasValue()`), as kube's environment has them.
+//! quantities, semver, format, math, encoders) and optional values
+//! (`optional.of`, `hasValue()`, `value()`, `orValue()`; `.?` parses, see
+//! the differences below), as kube's environment has them; `string(double)`
+//! prints as cel-go does, and `matches` compiles each pattern once.
 //!
 //! ```ignore
 //! let env = Env::new(STATIC_ESTIMATED_COST_LIMIT)

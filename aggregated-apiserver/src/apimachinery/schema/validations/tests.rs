@@ -197,3 +197,20 @@ fn the_budget_stops_validation() {
         ["spec.items[0]: Invalid value: \"object\": validation failed due to running out of cost budget, no further validation rules will be run"]
     );
 }
+
+#[test]
+fn embedded_resources_are_seen_as_resources() {
+    let s = json!({"type": "object", "properties": {"template": {"type": "object",
+        "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true,
+        "x-kubernetes-validations": [{"rule": "self.kind == 'Pod' && self.metadata.name != 'x'"}]}}});
+    let r = SchemaRules::compile(&s).unwrap().unwrap();
+    let ok = json!({"template": {"kind": "Pod", "metadata": {"name": "y", "uid": "u"}, "spec": {}}});
+    assert!(r.validate(&ok, None).errors.is_empty());
+    let bad = json!({"template": {"kind": "Pod", "metadata": {"name": "x"}}});
+    assert_eq!(messages(&r.validate(&bad, None)).len(), 1);
+    // Its metadata has name and generateName, nothing else.
+    let s = json!({"type": "object", "properties": {"template": {"type": "object",
+        "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true,
+        "x-kubernetes-validations": [{"rule": "has(self.metadata.uid)"}]}}});
+    assert!(SchemaRules::compile(&s).is_err());
+}

@@ -171,6 +171,8 @@ async fn rules_compile_where_kube_compiles_them() {
     let short = json!({"type": "string", "maxLength": 20});
     let number = json!({"type": "number"});
     let map = json!({"type": "object", "additionalProperties": {"type": "string"}});
+    let escaped =
+        json!({"type": "object", "properties": {"max-size": {"type": "integer"}, "namespace": {"type": "string"}}});
     // (field schema, rule on the field, accepted here, accepted by kube)
     let cases = [
         (&strings, "self.all(x, x.size() < 10)", true, true),
@@ -190,6 +192,10 @@ async fn rules_compile_where_kube_compiles_them() {
         (&short, "self.split(',').size() < 5 && self.lowerAscii() == self", true, true),
         (&bounded, "self.map(x, x.upperAscii()).all(y, y.size() > 0)", true, true),
         (&string, "self.nope == 1", false, false),
+        (&escaped, "self.max__dash__size < 10 && self.__namespace__ != 'x'", true, true),
+        // Since kube 1.31 a reserved word selects a field by its own name too.
+        (&escaped, "self.namespace == 'x' || self.__namespace__ == 'y'", true, true),
+        (&escaped, "self.max_size == 1", false, false),
         (&string, "self ==", false, false),
         (&string, "undeclared == 1", false, false),
         // kube's map() and filter() cost linear time; the `cel` crate copies

@@ -46,6 +46,8 @@
 //! compiling checks syntax, that every variable is declared and every field
 //! of a declared object exists, not the types of operands; a type error shows
 //! at evaluation (`no such overload`). `duration` strings are not converted.
+//! Declared fields go by kube's escaped names ([`escape`]: `self.x__dash__y`,
+//! `self.__namespace__`, or `self.namespace` as kube 1.31+ allows), as in kube.
 //! Optional field selection is unreliable in the `cel` crate 0.13: `x.?f`
 //! on a map without `f` fails with `no such key`, and on an optional gives an
 //! optional of none (cel-go: `optional.none()` for both); `hasValue()`,
@@ -54,6 +56,7 @@
 
 mod cost;
 pub mod decl;
+pub mod escape;
 mod value;
 
 use std::collections::BTreeSet;

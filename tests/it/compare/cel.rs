@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 const MANAGED_FIELDS_WHY: &str = "managedFields belong to the server-side apply work (another engineer)";
 const MERGE: &str = "application/merge-patch+json";
 const JSON_PATCH: &str = "application/json-patch+json";
+const APPLY: &str = "application/apply-patch+yaml";
 
 async fn comparison(ns: &str) -> Comparison {
     Comparison::new(ns)
@@ -60,7 +61,8 @@ async fn rules_on_create() {
 }
 
 /// earTag's transition rule: skipped on create and while there is no old
-/// tag, refused on a change or a removal by update, merge patch and JSON patch.
+/// tag, refused on a change or a removal by update, merge patch, JSON patch
+/// and server-side apply.
 #[tokio::test]
 async fn transition_rule_on_updates_and_patches() {
     let cmp = comparison("cmp-cel-transition").await;
@@ -90,6 +92,16 @@ async fn transition_rule_on_updates_and_patches() {
             .json(json!({"apiVersion": "{gv}", "kind": "Llama", "metadata": {"name": "tagged", "resourceVersion": "{$rv}"},
                          "spec": {"weight": 3, "height": 1, "maxWeight": 3, "earTag": "AB-1"}}))
             .expect(200),
+        // Server-side apply: creating with a tag, then changing it, as a manager.
+        Step::patch("{llamas}/applied?fieldManager=m")
+            .patch_body(APPLY, llama_of("applied", json!({"weight": 1, "height": 1, "earTag": "AP-1"})))
+            .expect(201),
+        Step::patch("{llamas}/applied?fieldManager=m")
+            .patch_body(APPLY, llama_of("applied", json!({"weight": 1, "height": 1, "earTag": "AP-2"})))
+            .expect(422),
+        Step::patch("{llamas}/applied?fieldManager=m&force=true")
+            .patch_body(APPLY, llama_of("applied", json!({"weight": 5, "height": 1, "maxWeight": 4, "earTag": "AP-1"})))
+            .expect(422),
         // The status subresource keeps the spec: its rules pass.
         Step::patch("{llamas}/tagged/status")
             .patch_body(MERGE, json!({"status": {"observedGeneration": 1}, "spec": {"earTag": "XX-1"}}))

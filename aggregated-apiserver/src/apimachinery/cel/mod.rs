@@ -330,8 +330,10 @@ thread_local! {
 }
 
 /// Patterns kept per thread; past it the cache starts over, so patterns
-/// computed from input cannot grow it.
-const MAX_CACHED_PATTERNS: usize = 64;
+/// computed from input cannot grow it. Long patterns are not kept: those
+/// are rarely a rule's constant, and their compiled form can be large.
+const MAX_CACHED_PATTERNS: usize = 32;
+const MAX_CACHED_PATTERN_BYTES: usize = 512;
 
 /// `s.matches(re)` (RE2 syntax; Rust's `regex` has the same guarantees of
 /// linear time), compiling each pattern once per thread.
@@ -347,10 +349,12 @@ fn cached_matches(
         }
         let re = regex::Regex::new(&pattern).map_err(|e| ftx.error(format!("'{pattern}' not a valid regex:\n{e}")))?;
         let matched = re.is_match(&this.0);
-        if cache.len() >= MAX_CACHED_PATTERNS {
-            cache.clear();
+        if pattern.len() <= MAX_CACHED_PATTERN_BYTES {
+            if cache.len() >= MAX_CACHED_PATTERNS {
+                cache.clear();
+            }
+            cache.insert(pattern.to_string(), re);
         }
-        cache.insert(pattern.to_string(), re);
         Ok(matched)
     })
 }

@@ -149,6 +149,15 @@ fn evaluation_errors_read_as_cel_go() {
     // Compiled once, the pattern still applies to each string.
     assert_eq!(eval("self.s.matches('^x$')", v.clone()), Ok(cel::Value::Bool(true)));
     assert_eq!(eval("self.s.matches('^x$')", json!({"s": "y"})), Ok(cel::Value::Bool(false)));
+    // More patterns than the cache keeps, and a long one: each still applies.
+    for i in 0..40 {
+        assert_eq!(
+            eval(&format!("self.s.matches('^x{{{i}}}$')"), json!({"s": "x".repeat(i)})),
+            Ok(cel::Value::Bool(true))
+        );
+    }
+    let long = format!("^{}$", "x?".repeat(300));
+    assert_eq!(eval(&format!("self.s.matches('{long}')"), json!({"s": "xx"})), Ok(cel::Value::Bool(true)));
 }
 
 #[test]

@@ -22,7 +22,7 @@
 //!   and each evaluation is bounded by `PER_CALL_LIMIT` (see
 //!   [`crate::apimachinery::cel`] for how, without a counting interpreter).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use serde::Deserialize;
@@ -457,6 +457,12 @@ fn child_path(path: &str, key: &str) -> String {
     }
 }
 
+/// The identity of a map-type list's item: its key fields' values.
+fn list_map_key(keys: &[String], item: &Value) -> String {
+    let values: Vec<Option<&Value>> = keys.iter().map(|k| item.get(k)).collect();
+    serde_json::to_string(&values).unwrap_or_default()
+}
+
 /// A resource as its rules see it: metadata reduced to name and generateName.
 fn resource_view(obj: &Value) -> Value {
     let mut view = serde_json::Map::new();
@@ -516,11 +522,21 @@ impl Run {
             }
             Value::Array(items) => {
                 let Some(child) = node.items.as_deref() else { return };
-                for (i, x) in items.iter().enumerate() {
-                    let old = match (&node.list_map_keys, corr.old) {
-                        (Some(keys), Some(Value::Array(olds))) => {
-                            olds.iter().find(|o| keys.iter().all(|k| o.get(k) == x.get(k)))
+                // The previous items of a map-type list by their keys, looked
+                // up once each (a scan per item would be quadratic).
+                let olds: HashMap<String, &Value> = match (&node.list_map_keys, corr.old) {
+                    (Some(keys), Some(Value::Array(olds))) => {
+                        let mut by_key = HashMap::with_capacity(olds.len());
+                        for o in olds {
+                            by_key.entry(list_map_key(keys, o)).or_insert(o);
                         }
+                        by_key
+                    }
+                    _ => HashMap::new(),
+                };
+                for (i, x) in items.iter().enumerate() {
+                    let old = match &node.list_map_keys {
+                        Some(keys) if !olds.is_empty() => olds.get(&list_map_key(keys, x)).copied(),
                         _ => None,
                     };
                     let correlated = corr.correlated && node.list_map_keys.is_some();

@@ -11,6 +11,7 @@ pub mod etcd;
 pub mod fuzz;
 pub mod identity;
 pub mod relay;
+pub mod webhook;
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;

@@ -70,7 +70,7 @@ impl NamespaceLifecycle {
 
     /// The namespace from the cache, else from the API (kube's last resort
     /// before refusing); None when it does not exist.
-    async fn lookup(&self, name: &str) -> ApiResult<Option<Arc<Namespace>>> {
+    pub async fn lookup(&self, name: &str) -> ApiResult<Option<Arc<Namespace>>> {
         if let Some(ns) = self.cache.get(&ObjectRef::new(name)) {
             return Ok(Some(ns));
         }
@@ -83,7 +83,7 @@ impl NamespaceLifecycle {
 
 /// kube's 404 for a missing namespace: `namespaces "x" not found`, details
 /// naming the core resource (no group).
-fn namespace_not_found(name: &str) -> ApiError {
+pub fn namespace_not_found(name: &str) -> ApiError {
     ApiError::new(404, Reason::NotFound, format!("namespaces \"{name}\" not found")).with_details(errors::details(
         "",
         "namespaces",

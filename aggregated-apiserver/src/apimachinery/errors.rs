@@ -36,6 +36,31 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// The reason a Status names; one kube does not define reads as Unknown.
+    pub fn parse(text: &str) -> Self {
+        const ALL: [Reason; 18] = [
+            Reason::BadRequest,
+            Reason::Unauthorized,
+            Reason::Forbidden,
+            Reason::NotFound,
+            Reason::MethodNotAllowed,
+            Reason::NotAcceptable,
+            Reason::AlreadyExists,
+            Reason::Conflict,
+            Reason::Gone,
+            Reason::Expired,
+            Reason::RequestEntityTooLarge,
+            Reason::UnsupportedMediaType,
+            Reason::Invalid,
+            Reason::TooManyRequests,
+            Reason::InternalError,
+            Reason::ServiceUnavailable,
+            Reason::Timeout,
+            Reason::Unknown,
+        ];
+        ALL.into_iter().find(|r| r.as_str() == text).unwrap_or(Reason::Unknown)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::BadRequest => "BadRequest",
@@ -70,6 +95,12 @@ pub struct ApiError {
     pub details: Option<Box<StatusDetails>>,
     /// Seconds for a Retry-After header (429, 503, 504).
     pub retry_after: Option<u32>,
+    /// A Status someone else wrote (an admission webhook's denial), passed on
+    /// as it came: its reason need not be one kube defines.
+    pub verbatim: Option<Box<Status>>,
+    /// Warnings for the client gathered before the request failed (kube
+    /// sends them with a failure too).
+    pub warnings: Vec<String>,
 }
 
 impl std::fmt::Display for ApiError {
@@ -130,7 +161,31 @@ pub fn cause(reason: &str, message: impl Into<String>, field: &str) -> StatusCau
 
 impl ApiError {
     pub fn new(code: u16, reason: Reason, message: impl Into<String>) -> Self {
-        Self { code, reason, message: message.into(), details: None, retry_after: None }
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            retry_after: None,
+            verbatim: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The same error, with `earlier` warnings before its own.
+    pub fn with_warnings(mut self, mut earlier: Vec<String>) -> Self {
+        earlier.append(&mut self.warnings);
+        self.warnings = earlier;
+        self
+    }
+
+    /// An error answered with `status` as it is (code, reason, message and
+    /// details), as kube passes on a webhook's Status.
+    pub fn from_status(status: Status) -> Self {
+        let code = status.code.and_then(|c| u16::try_from(c).ok()).unwrap_or(500);
+        let reason = Reason::parse(status.reason.as_deref().unwrap_or(""));
+        let message = status.message.clone().unwrap_or_default();
+        Self { verbatim: Some(Box::new(status)), ..Self::new(code, reason, message) }
     }
 
     pub fn with_details(mut self, details: StatusDetails) -> Self {
@@ -263,6 +318,9 @@ impl ApiError {
 
     /// The `metav1.Status` document of this error.
     pub fn status(&self) -> Status {
+        if let Some(status) = &self.verbatim {
+            return Status { metadata: ListMeta::default(), ..(**status).clone() };
+        }
         let mut details = self.details.as_deref().cloned();
         if let Some(secs) = self.retry_after {
             details.get_or_insert_with(StatusDetails::default).retry_after_seconds =

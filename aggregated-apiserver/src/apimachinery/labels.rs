@@ -245,6 +245,28 @@ impl LabelSelector {
         Ok(LabelSelector { requirements })
     }
 
+    /// `metav1.LabelSelectorAsSelector` for a selector an object carries
+    /// (matchLabels and matchExpressions); an empty one selects everything.
+    pub fn from_api(selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector) -> Result<Self, String> {
+        let mut requirements = Vec::new();
+        for (key, value) in selector.match_labels.iter().flatten() {
+            requirements.push(Requirement::new(key, Operator::Equals, vec![value.clone()])?);
+        }
+        for expression in selector.match_expressions.iter().flatten() {
+            let operator = match expression.operator.as_str() {
+                "In" => Operator::In,
+                "NotIn" => Operator::NotIn,
+                "Exists" => Operator::Exists,
+                "DoesNotExist" => Operator::DoesNotExist,
+                other => return Err(format!("{other:?} is not a valid label selector operator")),
+            };
+            let values = expression.values.clone().unwrap_or_default();
+            requirements.push(Requirement::new(&expression.key, operator, values)?);
+        }
+        requirements.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(LabelSelector { requirements })
+    }
+
     /// `Selector.Matches`.
     pub fn matches(&self, labels: &impl Labels) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))

@@ -19,9 +19,11 @@ use crate::apimachinery::options::{
     decode_delete_options, DeleteOptions, ListOptions, Query, Rv, WriteOptions, WriteVerb,
 };
 use crate::apimachinery::serializer::{self, BodyError, BodyType};
+use crate::auth::authn::UserInfo;
 use crate::endpoints::list_body::ObjectListBody;
 use crate::endpoints::negotiation::{self, Encoding, Output, Shape};
 use crate::endpoints::request_info::{RequestInfo, RequestVerb};
+use crate::endpoints::warnings::warning_headers;
 use crate::endpoints::watch::{self, WatchJob};
 use crate::heavy;
 use crate::options::values::parse_seconds;
@@ -80,67 +82,6 @@ impl ServedKinds {
             n.group == group && n.version == version && n.plural == plural
         })
     }
-}
-
-/// A `Warning` header value (RFC 7234 form, as kube-apiserver sends).
-fn warning_header(text: &str) -> Option<HeaderValue> {
-    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
-    HeaderValue::from_str(&format!("299 - \"{escaped}\"")).ok()
-}
-
-/// The characters of warning text one response carries before its warnings
-/// are cut, and what each is cut to: kube-apiserver's warning recorder
-/// (k8s.io/apiserver `pkg/endpoints/filters/warning.go`). Without a bound, a
-/// body of 60,000 unknown fields was answered with 60,000 Warning headers
-/// (~2.4 MB): 50 bytes of response header per 10 bytes of body, more than
-/// HTTP clients accept (hyper's refuses the response, and over HTTP/2 the
-/// whole connection with it).
-const WARNING_TOTAL_CHARS: usize = 4 * 1024;
-const WARNING_ITEM_CHARS: usize = 256;
-
-/// The Warning headers of a response, as kube's recorder adds them: each
-/// text once; while the texts fit in [`WARNING_TOTAL_CHARS`] all of them
-/// whole; once one does not, every warning so far and after is cut to
-/// [`WARNING_ITEM_CHARS`], and none is added after the total is reached again.
-fn warning_headers(warnings: &[String]) -> Vec<HeaderValue> {
-    fn cut(text: &str) -> (&str, usize) {
-        match text.char_indices().nth(WARNING_ITEM_CHARS) {
-            Some((end, _)) => (&text[..end], WARNING_ITEM_CHARS),
-            None => (text, text.chars().count()),
-        }
-    }
-    let mut seen = std::collections::HashSet::new();
-    let mut recorded: Vec<&str> = Vec::new();
-    let mut headers = Vec::new();
-    let (mut written, mut truncating) = (0, false);
-    for text in warnings {
-        if text.is_empty() || !seen.insert(text.as_str()) {
-            continue;
-        }
-        if truncating && written >= WARNING_TOTAL_CHARS {
-            break;
-        }
-        recorded.push(text);
-        let (text, len) = if truncating { cut(text) } else { (text.as_str(), text.chars().count()) };
-        let Some(header) = warning_header(text) else { continue };
-        if truncating || written + len <= WARNING_TOTAL_CHARS {
-            written += len;
-            headers.push(header);
-            continue;
-        }
-        // This one does not fit: start again with every warning cut.
-        truncating = true;
-        written = 0;
-        headers.clear();
-        for text in &recorded {
-            let (text, len) = cut(text);
-            if let Some(header) = warning_header(text) {
-                written += len;
-                headers.push(header);
-            }
-        }
-    }
-    headers
 }
 
 fn respond(code: u16, body: Bytes, content_type: &str, warnings: &[String]) -> Response {
@@ -267,6 +208,10 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
     let name = info.name.as_str();
     let (parts, body) = req.into_parts();
     let accept = header_str(&parts.headers, header::ACCEPT);
+    // The user admission reports to webhooks: the one the aggregator
+    // authenticated (after impersonation), never this server's own.
+    let anonymous = UserInfo::default();
+    let user = parts.extensions.get::<UserInfo>().unwrap_or(&anonymous);
     match verb {
         Verb::Get => {
             let (output, encoding) = negotiation::negotiate(accept, Shape::Object)?;
@@ -305,7 +250,7 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
             let raw = read_body(body, res.settings.max_body_bytes).await?;
             heavy::run_async(reg.write_work(raw.len()), async {
                 let object = object_body(&reg, content_type, &raw)?;
-                write_response(reg.create(ns, &raw, &object, &wopts).await?, encoding)
+                write_response(reg.create(ns, &raw, &object, &wopts, user).await?, encoding)
             })
             .await
         }
@@ -317,7 +262,7 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
             let raw = read_body(body, res.settings.max_body_bytes).await?;
             heavy::run_async(reg.write_work(raw.len()), async {
                 let object = object_body(&reg, content_type, &raw)?;
-                write_response(reg.update(ns, name, part, &raw, &object, &wopts).await?, encoding)
+                write_response(reg.update(ns, name, part, &raw, &object, &wopts, user).await?, encoding)
             })
             .await
         }
@@ -328,7 +273,7 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
                 let raw = read_body(body, res.settings.max_body_bytes).await?;
                 return heavy::run_async(reg.write_work(raw.len()), async {
                     let config = object_body(&reg, header_str(&parts.headers, header::CONTENT_TYPE), &raw)?;
-                    let out = reg.apply(ns, name, part, &raw, &config, &wopts).await?;
+                    let out = reg.apply(ns, name, part, &raw, &config, &wopts, user).await?;
                     write_response(out, negotiation::plain_encoding(accept))
                 })
                 .await;
@@ -339,7 +284,10 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
             // the operations too (copies add up to 3 MiB).
             let patch = Patch::parse(body_type, &body)?;
             heavy::run_async(reg.write_work(body.len() + patch.growth_bytes()), async {
-                write_response(reg.patch(ns, name, part, &patch, &wopts).await?, negotiation::plain_encoding(accept))
+                write_response(
+                    reg.patch(ns, name, part, &patch, &wopts, user).await?,
+                    negotiation::plain_encoding(accept),
+                )
             })
             .await
         }
@@ -347,7 +295,8 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
             let body = read_body(body, res.settings.max_body_bytes).await?;
             let opts = delete_options(&parts.headers, &body, &query)?;
             let encoding = negotiation::plain_encoding(accept);
-            let answer = match reg.delete(ns, name, &opts).await? {
+            let (outcome, warnings) = reg.delete(ns, name, &opts, user).await?;
+            let answer = match outcome {
                 // Through a Value, as every Status body here (ApiError::status_body): its
                 // keys come out sorted, where k8s-openapi writes apiVersion and kind first.
                 DeleteOutcome::Deleted(status) => Bytes::from(
@@ -357,17 +306,17 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
                 ),
                 DeleteOutcome::Pending(obj) => obj,
             };
-            encoded(200, answer, "application/json", &[], encoding)
+            encoded(200, answer, "application/json", &warnings, encoding)
         }
         Verb::DeleteCollection => {
             // kube decodes and validates the ListOptions before it reads the body.
             let list = ListOptions::from_query(&query)?;
             let body = read_body(body, res.settings.max_body_bytes).await?;
             let opts = delete_options(&parts.headers, &body, &query)?;
-            let (meta, items) = reg.delete_collection(ns, &list, &opts).await?;
+            let (meta, items, warnings) = reg.delete_collection(ns, &list, &opts, user).await?;
             let meta = ListMeta { continue_token: None, ..meta };
             let list = ObjectListBody::new(reg.kind.names(), &meta, items);
-            encoded(200, list.into_bytes(), "application/json", &[], negotiation::plain_encoding(accept))
+            encoded(200, list.into_bytes(), "application/json", &warnings, negotiation::plain_encoding(accept))
         }
     }
 }
@@ -553,45 +502,3 @@ async fn start_watch(
 }
 
 use futures::StreamExt as _;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn texts(headers: &[HeaderValue]) -> Vec<String> {
-        headers.iter().map(|h| h.to_str().unwrap_or_default().to_string()).collect()
-    }
-
-    #[test]
-    fn warnings_that_fit_are_sent_whole_and_once() {
-        let w = vec!["unknown field \"spec.a\"".to_string(), String::new(), "unknown field \"spec.a\"".to_string()];
-        assert_eq!(texts(&warning_headers(&w)), vec![r#"299 - "unknown field \"spec.a\"""#]);
-    }
-
-    #[test]
-    fn warnings_past_four_kib_are_cut_as_kube_cuts_them() {
-        // 60,000 unknown fields: kube-apiserver sends what fits in 4 KiB of text.
-        let many: Vec<String> = (0..60_000).map(|i| format!("unknown field \"spec.u{i}\"")).collect();
-        let sent = warning_headers(&many);
-        let chars: usize = sent.len() * "unknown field \"spec.u0\"".len();
-        assert!(sent.len() < 200 && chars < WARNING_TOTAL_CHARS + WARNING_ITEM_CHARS, "{} warnings", sent.len());
-        assert_eq!(texts(&sent[..1]), vec![r#"299 - "unknown field \"spec.u0\"""#]);
-
-        // A long warning that does not fit cuts every warning to 256 characters, earlier ones too.
-        let long = vec!["a".repeat(300), "b".repeat(4000), "c".repeat(10)];
-        let sent = texts(&warning_headers(&long));
-        assert_eq!(
-            sent,
-            vec![
-                format!("299 - \"{}\"", "a".repeat(256)),
-                format!("299 - \"{}\"", "b".repeat(256)),
-                "299 - \"cccccccccc\"".to_string()
-            ]
-        );
-
-        // Once the cut warnings reach the total, later ones are dropped.
-        let long: Vec<String> = (0..40).map(|i| format!("{i:02}{}", "x".repeat(298))).collect();
-        let sent = warning_headers(&long);
-        assert_eq!(sent.len(), WARNING_TOTAL_CHARS.div_ceil(WARNING_ITEM_CHARS));
-    }
-}

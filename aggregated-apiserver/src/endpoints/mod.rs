@@ -2,8 +2,8 @@
 //! request is ([`request_info`]), what it asks for and gets back
 //! ([`negotiation`]), the resource handlers that turn it into a registry call
 //! ([`handlers`], [`watch`], [`list_body`]), and the documents that describe
-//! what is served ([`discovery`], [`openapi`], [`static_doc`]), and how an error is
-//! answered ([`status`]).
+//! what is served ([`discovery`], [`openapi`], [`static_doc`]), how an error is
+//! answered ([`status`]), and the warnings sent with an answer ([`warnings`]).
 
 pub mod discovery;
 pub mod handlers;
@@ -13,4 +13,5 @@ pub mod openapi;
 pub mod request_info;
 pub mod static_doc;
 pub mod status;
+pub mod warnings;
 pub mod watch;

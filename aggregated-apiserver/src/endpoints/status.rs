@@ -1,10 +1,12 @@
 //! An [`ApiError`] written as kube-apiserver writes a failure: its code, a
-//! `metav1.Status` body, and Retry-After when it asks the client to wait.
+//! `metav1.Status` body, Retry-After when it asks the client to wait, and
+//! the warnings gathered before it failed.
 
 use axum::response::{IntoResponse, Response};
 use http::{header, HeaderValue, StatusCode};
 
 use crate::apimachinery::errors::ApiError;
+use crate::endpoints::warnings::warning_headers;
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -15,6 +17,9 @@ impl IntoResponse for ApiError {
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(secs) = self.retry_after {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        for value in warning_headers(&self.warnings) {
+            headers.append(header::WARNING, value);
         }
         resp
     }

@@ -9,6 +9,7 @@ use clap::Args;
 
 pub mod values;
 
+use crate::admission::options::AdmissionOptions;
 use crate::auth::options::{AuthenticationOptions, AuthorizationOptions, ReviewOptions};
 use crate::endpoints::handlers::ApiSettings;
 use crate::filters::options::RequestLimits;
@@ -33,6 +34,8 @@ pub struct ServerOptions {
     pub reviews: ReviewOptions,
     #[command(flatten)]
     pub storage: StorageOptions,
+    #[command(flatten)]
+    pub admission: AdmissionOptions,
     #[command(flatten)]
     pub api: ApiSettings,
     #[command(flatten)]

@@ -11,6 +11,7 @@ use crate::apimachinery::managed_fields::{self, conflicts_message, ApplyError, F
 use crate::apimachinery::options::WriteOptions;
 use crate::apimachinery::serializer::JsonBody;
 use crate::apimachinery::typed;
+use crate::auth::authn::UserInfo;
 use crate::storage::StoreError;
 
 impl Registry {
@@ -72,6 +73,7 @@ impl Registry {
     /// already turned into JSON): merges the configuration into the object, which is
     /// created if it does not exist (201), and records the applier as the
     /// owner of exactly the fields it applied; 409 on conflicts unless forced.
+    #[allow(clippy::too_many_arguments)]
     pub async fn apply(
         &self,
         ns: &str,
@@ -80,6 +82,7 @@ impl Registry {
         raw: &[u8],
         body: &JsonBody<'_>,
         wopts: &WriteOptions,
+        user: &UserInfo,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
         // One parse for both pre-checks; an unparseable body is left to the
@@ -104,15 +107,13 @@ impl Registry {
                 let (created, managed) = fm
                     .apply(&self.empty_object(), &config, ManagedFields::default(), wopts.force)
                     .map_err(|e| self.apply_error(e))?;
-                match self.insert(ns, created, wopts, warnings.clone(), Some(managed)).await {
+                match self.insert(ns, created, wopts, warnings.clone(), Some(managed), user).await {
                     Err(e) if e.code == 409 && e.reason == Reason::AlreadyExists => continue,
                     other => return other,
                 }
             }
-            let mut update_warnings = Vec::new();
             let result = self
-                .write_current(ns, name, wopts, false, 0, |current| {
-                    update_warnings.clear();
+                .write_current(ns, name, part, wopts, user, false, 0, |current| {
                     if !requested_rv.is_empty() && requested_rv != current.rv.to_string() {
                         return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
                     }
@@ -123,7 +124,7 @@ impl Registry {
                     let fm = self.field_manager(part, &wopts.field_manager)?;
                     let (merged, managed) =
                         fm.apply(&live, &config, managed, wopts.force).map_err(|e| self.apply_error(e))?;
-                    self.prepare_update(name, part, current, merged, Fields::Applied(managed), &mut update_warnings)
+                    Ok((merged, Fields::Applied(managed)))
                 })
                 .await;
             match result {
@@ -131,7 +132,6 @@ impl Registry {
                 Err(e) if e.code == 404 && e.reason == Reason::NotFound => continue,
                 Err(e) => return Err(e),
                 Ok(mut out) => {
-                    warnings.append(&mut update_warnings);
                     out.warnings.splice(0..0, warnings);
                     return Ok(out);
                 }

@@ -2,6 +2,7 @@
 //! deletion while finalizers remain, dry run) and collections.
 
 use super::*;
+use crate::admission::attributes::delete_options_object;
 use crate::apimachinery::errors::StatusDetails;
 use crate::registry::kind::Names;
 
@@ -33,7 +34,34 @@ fn deleted_status(n: &Names, name: &str, uid: &str) -> Status {
 }
 
 impl Registry {
-    pub async fn delete(&self, ns: &str, name: &str, opts: &DeleteOptions) -> ApiResult<DeleteOutcome> {
+    /// DELETE of one object: what became of it, and admission's warnings.
+    pub async fn delete(
+        &self,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOptions,
+        user: &UserInfo,
+    ) -> ApiResult<(DeleteOutcome, Vec<String>)> {
+        let admission = self.admission_for(Operation::Delete, Part::Main, ns);
+        let options = admission.map(|_| delete_options_object(opts));
+        let mut warnings = Vec::new();
+        if let (Some(admission), Some(options)) = (admission, &options) {
+            // kube asks the mutating plugins with no object at all: they may
+            // refuse a delete, not change it.
+            let mut attributes = self.attributes(
+                Operation::Delete,
+                Part::Main,
+                ns,
+                name,
+                None,
+                None,
+                options.clone(),
+                is_dry_run(opts),
+                user,
+            );
+            admission.mutate(&mut attributes).await?;
+            warnings.append(&mut attributes.warnings);
+        }
         let wanted_finalizer = wanted_finalizer(opts);
         let dry_run = is_dry_run(opts);
         let preconditions = opts.preconditions.clone().unwrap_or_default();
@@ -97,27 +125,70 @@ impl Registry {
             Ok(Mutation::Put(obj))
         };
         let mut decide = decide;
-        let updated = self
-            .store
-            .guaranteed_update(&self.key(ns, name), &mut |current| {
-                decide(current).unwrap_or_else(|e| {
-                    refused = Some(e);
-                    Mutation::Abort
+        let key = self.key(ns, name);
+        let mut attempts = 0;
+        let updated = loop {
+            // With admission, the object validating plugins saw is the one
+            // deleted: the delete goes on only if it is still the stored one.
+            let mut seen = None;
+            if let (Some(admission), Some(options)) = (admission, &options) {
+                let current = self
+                    .store
+                    .get(&key)
+                    .await
+                    .and_then(|c| c.ok_or(StoreError::NotFound))
+                    .map_err(|e| self.store_error(name, e))?;
+                let old = current.value().map_err(|e| self.store_error(name, e))?;
+                let mut attributes = self.attributes(
+                    Operation::Delete,
+                    Part::Main,
+                    ns,
+                    name,
+                    None,
+                    Some(&old),
+                    options.clone(),
+                    dry_run,
+                    user,
+                );
+                admission.validate(&mut attributes).await.map_err(|e| e.with_warnings(warnings.clone()))?;
+                warnings.append(&mut attributes.warnings);
+                seen = Some(current.rv);
+            }
+            let mut stale = false;
+            let updated = self
+                .store
+                .guaranteed_update(&key, &mut |current| {
+                    if seen.is_some_and(|rv| rv != current.rv) {
+                        stale = true;
+                        return Mutation::Abort;
+                    }
+                    decide(current).unwrap_or_else(|e| {
+                        refused = Some(e);
+                        Mutation::Abort
+                    })
                 })
-            })
-            .await
-            .map_err(|e| self.store_error(name, e))?;
+                .await
+                .map_err(|e| self.store_error(name, e))?;
+            if !stale {
+                break updated;
+            }
+            attempts += 1;
+            if attempts >= WRITE_RETRIES * 4 {
+                return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
+            }
+        };
         let gone = || DeleteOutcome::Deleted(Box::new(deleted_status(self.kind.names(), name, &uid)));
-        match updated {
-            Updated::Deleted(_) => Ok(gone()),
-            Updated::Put(stored) | Updated::Kept(stored) => Ok(DeleteOutcome::Pending(stored.bytes.clone())),
+        let outcome = match updated {
+            Updated::Deleted(_) => gone(),
+            Updated::Put(stored) | Updated::Kept(stored) => DeleteOutcome::Pending(stored.bytes.clone()),
             Updated::Aborted => match (refused, dry_run_pending) {
-                (Some(e), _) => Err(e),
-                (None, Some(obj)) => Ok(DeleteOutcome::Pending(encode_value(&obj)?)),
+                (Some(e), _) => return Err(e.with_warnings(warnings)),
+                (None, Some(obj)) => DeleteOutcome::Pending(encode_value(&obj)?),
                 // A dry run of an immediate deletion.
-                (None, None) => Ok(gone()),
+                (None, None) => gone(),
             },
-        }
+        };
+        Ok((outcome, warnings))
     }
 
     /// DELETE on a collection: deletes every selected object as a single delete
@@ -127,19 +198,26 @@ impl Registry {
         ns: &str,
         list: &ListOptions,
         opts: &DeleteOptions,
-    ) -> ApiResult<(ListMeta, Vec<Bytes>)> {
+        user: &UserInfo,
+    ) -> ApiResult<(ListMeta, Vec<Bytes>, Vec<String>)> {
         let (meta, items) = self.list(Some(ns).filter(|_| self.kind.namespaced()), list).await?;
         let mut out = Vec::with_capacity(items.len());
+        let mut warnings = Vec::new();
         for item in items {
-            match self.delete(&item.key.namespace, &item.key.name, opts).await {
-                Ok(DeleteOutcome::Pending(b)) => out.push(b),
-                Ok(DeleteOutcome::Deleted(_)) => out.push(item.bytes.clone()),
+            match self.delete(&item.key.namespace, &item.key.name, opts, user).await {
+                Ok((outcome, mut more)) => {
+                    warnings.append(&mut more);
+                    match outcome {
+                        DeleteOutcome::Pending(b) => out.push(b),
+                        DeleteOutcome::Deleted(_) => out.push(item.bytes.clone()),
+                    }
+                }
                 // Deleted by someone else meanwhile: fine.
                 Err(e) if e.code == 404 => {}
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.with_warnings(warnings)),
             }
         }
-        Ok((meta, out))
+        Ok((meta, out, warnings))
     }
 }
 

@@ -25,12 +25,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use crate::admission::NamespaceAdmission;
+use crate::admission::{Admission, Attributes, NamespaceAdmission, Operation};
 use crate::apimachinery::errors::{ApiError, ApiResult, Reason, Target};
 use crate::apimachinery::field_error::FieldError;
 use crate::apimachinery::options::{is_dry_run, DeleteOptions, ListOptions};
 use crate::apimachinery::schema::validations::{RuleErrors, SchemaRules};
 use crate::apimachinery::typed::Shape;
+use crate::auth::authn::UserInfo;
 use crate::registry::encode::{column_definitions, ListMeta};
 use crate::registry::kind::Kind;
 use crate::storage::{Mutation, ObjectKey, Store, StoreError, StoredObject, Updated};
@@ -56,6 +57,8 @@ pub struct Registry {
     /// Checked before a create in a namespace (None: every namespace is taken
     /// to exist, as without a cluster there is no source of namespaces).
     namespace_admission: Option<Arc<dyn NamespaceAdmission>>,
+    /// The mutating and validating admission plugins (webhooks, policies).
+    admission: Admission,
 }
 
 /// The body of a successful write and the warnings to send with it.
@@ -70,6 +73,16 @@ pub struct WriteOutcome {
 pub enum Part {
     Main,
     Status,
+}
+
+impl Part {
+    /// The subresource's name in a path (`""` for the object itself).
+    pub fn subresource(self) -> &'static str {
+        match self {
+            Part::Main => "",
+            Part::Status => "status",
+        }
+    }
 }
 
 /// What an update or patch decides for the object as it is now.
@@ -106,7 +119,60 @@ impl Registry {
         let schema = kind.schema();
         let shape = Shape::of_object(&schema);
         let rules = SchemaRules::compile(&schema)?;
-        Ok(Self { kind, store, columns, schema, rules, shape, namespace_admission: None })
+        Ok(Self {
+            kind,
+            store,
+            columns,
+            schema,
+            rules,
+            shape,
+            namespace_admission: None,
+            admission: Admission::default(),
+        })
+    }
+
+    /// Writes pass these admission plugins (webhooks, policies) too.
+    pub fn with_admission(mut self, admission: Admission) -> Self {
+        self.admission = admission;
+        self
+    }
+
+    /// The admission plugins when one of them may act on this write (None
+    /// keeps the write to one pass over the store, as without admission).
+    fn admission_for(&self, operation: Operation, part: Part, ns: &str) -> Option<&Admission> {
+        let ns = if self.kind.namespaced() { ns } else { "" };
+        (!self.admission.is_empty() && self.admission.may_act(self.kind.names(), part.subresource(), ns, operation))
+            .then_some(&self.admission)
+    }
+
+    /// What admission is told of a write to this kind.
+    #[allow(clippy::too_many_arguments)]
+    fn attributes<'a>(
+        &'a self,
+        operation: Operation,
+        part: Part,
+        ns: &'a str,
+        name: &'a str,
+        object: Option<Value>,
+        old_object: Option<&'a Value>,
+        options: Value,
+        dry_run: bool,
+        user: &'a UserInfo,
+    ) -> Attributes<'a> {
+        Attributes {
+            operation,
+            names: self.kind.names(),
+            subresource: part.subresource(),
+            namespace: if self.kind.namespaced() { ns } else { "" },
+            name,
+            object,
+            old_object,
+            options,
+            dry_run,
+            user,
+            warnings: Vec::new(),
+            audit_annotations: Vec::new(),
+        }
     }
 
     /// How much work a write with `input_bytes` of input is taken to be, for

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use super::apply::{set_managed_fields, Fields};
 use super::strategy::{self, finalizers, meta_mut};
 use super::*;
+use crate::admission::attributes::write_options_object;
 use crate::apimachinery::errors::{ApiError, ApiResult};
 use crate::apimachinery::field_error::{FieldError, FieldErrorKind};
 use crate::apimachinery::managed_fields::ManagedFields;
@@ -204,11 +205,27 @@ impl Registry {
         raw: &[u8],
         body: &JsonBody<'_>,
         wopts: &WriteOptions,
+        user: &UserInfo,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
         // An empty body fails decoding like any other undecodable one, as in kube.
         let obj = self.decode_object(raw, body, wopts, &mut warnings)?;
-        self.insert(ns, obj, wopts, warnings, None).await
+        self.insert(ns, obj, wopts, warnings, None, user).await
+    }
+
+    /// What a mutating admission plugin may not change, put back as kube's
+    /// create and update checks find it: the namespace stays the request's,
+    /// and fields the schema does not declare are pruned.
+    fn settle_mutated(&self, obj: &mut Value, ns: &str) -> ApiResult<()> {
+        if !obj.is_object() {
+            return Err(ApiError::internal_error("admission returned an object that is not a JSON object"));
+        }
+        if obj.get("metadata").is_none() {
+            obj["metadata"] = json!({});
+        }
+        self.settle_namespace(obj, ns)?;
+        prune_unknown_fields(obj, &self.schema);
+        Ok(())
     }
 
     /// Creates a decoded object: kube's create rules, managed fields tracked
@@ -220,11 +237,13 @@ impl Registry {
         wopts: &WriteOptions,
         mut warnings: Vec<String>,
         applied: Option<ManagedFields>,
+        user: &UserInfo,
     ) -> ApiResult<WriteOutcome> {
         if obj.get("metadata").is_none() {
             obj["metadata"] = json!({});
         }
         self.settle_namespace(&mut obj, ns)?;
+        let admission = self.admission_for(Operation::Create, Part::Main, ns);
         if let (Some(admission), true) = (&self.namespace_admission, self.kind.namespaced()) {
             // kube names the object by its generateName while it has no name.
             let shown = meta_str(&obj, "name")
@@ -235,6 +254,27 @@ impl Registry {
         }
         if meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
             return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
+        }
+        let options = admission.map(|_| write_options_object(Operation::Create, wopts));
+        if let (Some(admission), Some(options)) = (admission, &options) {
+            // Mutating admission sees the object before the strategy gives it
+            // its system fields (no uid, no name yet for a generateName).
+            let name = meta_str(&obj, "name").unwrap_or("").to_string();
+            let mut attributes = self.attributes(
+                Operation::Create,
+                Part::Main,
+                ns,
+                &name,
+                Some(obj),
+                None,
+                options.clone(),
+                wopts.dry_run,
+                user,
+            );
+            admission.mutate(&mut attributes).await.map_err(|e| e.with_warnings(warnings.clone()))?;
+            warnings.append(&mut attributes.warnings);
+            obj = attributes.object.take().unwrap_or(Value::Null);
+            self.settle_mutated(&mut obj, ns)?;
         }
         strategy::prepare_for_create(self.kind.as_ref(), &mut obj)?;
         let sent_managed_fields = meta_mut(&mut obj)?.remove("managedFields");
@@ -263,6 +303,23 @@ impl Registry {
                 warnings.extend(strategy::warnings(&obj, None));
             }
             let name = meta_str(&obj, "name").unwrap_or("").to_string();
+            if let (Some(admission), Some(options)) = (admission, &options) {
+                let mut attributes = self.attributes(
+                    Operation::Create,
+                    Part::Main,
+                    ns,
+                    &name,
+                    Some(obj.clone()),
+                    None,
+                    options.clone(),
+                    wopts.dry_run,
+                    user,
+                );
+                admission.validate(&mut attributes).await.map_err(|e| e.with_warnings(warnings.clone()))?;
+                if attempt == 0 {
+                    warnings.append(&mut attributes.warnings);
+                }
+            }
             if wopts.dry_run {
                 if self.store.get(&self.key(ns, &name)).await.map_err(|e| self.store_error(&name, e))?.is_some() {
                     return Err(ApiError::already_exists(self.target(&name)));
@@ -287,6 +344,7 @@ impl Registry {
     }
 
     /// PUT: a whole object with the resourceVersion it was read at.
+    #[allow(clippy::too_many_arguments)]
     pub async fn update(
         &self,
         ns: &str,
@@ -295,6 +353,7 @@ impl Registry {
         raw: &[u8],
         body: &JsonBody<'_>,
         wopts: &WriteOptions,
+        user: &UserInfo,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
         let mut obj = self.decode_object(raw, body, wopts, &mut warnings)?;
@@ -303,9 +362,8 @@ impl Registry {
         // A uid in the body is a precondition, checked before anything else
         // about the stored object (kube's storage preconditions).
         let requested_uid = meta_str(&obj, "uid").unwrap_or("").to_string();
-        let mut update_warnings = Vec::new();
         let mut out = self
-            .write_current(ns, name, wopts, true, 0, |current| {
+            .write_current(ns, name, part, wopts, user, true, 0, |current| {
                 if !requested_uid.is_empty() && *requested_uid != *current.index.uid {
                     return Err(self.failed_precondition(
                         ns,
@@ -330,18 +388,10 @@ impl Registry {
                 if requested_rv != current.rv.to_string() {
                     return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
                 }
-                update_warnings.clear();
-                self.prepare_update(
-                    name,
-                    part,
-                    current,
-                    obj.clone(),
-                    Fields::Update(&wopts.field_manager),
-                    &mut update_warnings,
-                )
+                Ok((obj.clone(), Fields::Update(&wopts.field_manager)))
             })
-            .await?;
-        warnings.append(&mut update_warnings);
+            .await
+            .map_err(|e| e.with_warnings(warnings.clone()))?;
         out.warnings.splice(0..0, warnings);
         Ok(out)
     }
@@ -356,10 +406,11 @@ impl Registry {
         part: Part,
         patch: &crate::registry::patch::Patch,
         wopts: &WriteOptions,
+        user: &UserInfo,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
         let mut out = self
-            .write_current(ns, name, wopts, true, patch.growth_bytes(), |current| {
+            .write_current(ns, name, part, wopts, user, true, patch.growth_bytes(), |current| {
                 warnings.clear();
                 let patched = patch.apply(current.value().map_err(|e| self.store_error(name, e))?)?;
                 let patched_bytes = serde_json::to_vec(&patched).map_err(ApiError::internal_error)?;
@@ -408,93 +459,217 @@ impl Registry {
                         meta_str(&obj, "name").unwrap_or("")
                     )));
                 }
-                self.prepare_update(name, part, current, obj, Fields::Update(&wopts.field_manager), &mut warnings)
+                Ok((obj, Fields::Update(&wopts.field_manager)))
             })
-            .await?;
+            .await
+            .map_err(|e| e.with_warnings(warnings.clone()))?;
         out.warnings.splice(0..0, warnings);
         Ok(out)
     }
 
-    /// Runs `decide` on the current object inside the store's
-    /// read-mutate-compare-and-swap loop and writes what it decides (nothing
-    /// with dry run: the would-be result is answered instead).
+    /// Writes what `propose` makes of the current object (the object the
+    /// request asks for, and how its managed fields are decided) through the
+    /// shared rules of [`Self::prepare_update`], inside the store's
+    /// read-mutate-compare-and-swap loop (nothing with dry run: the would-be
+    /// result is answered instead).
+    ///
+    /// When an admission plugin may act on the update, the proposal is
+    /// admitted between reading and writing: mutating plugins before the
+    /// strategy, validating ones on the result. Their calls wait on the
+    /// network, so the proposal is written only if the object is still the
+    /// one it was made from, and made again from the newer object otherwise.
     ///
     /// An object too large to store is written again without its
     /// managedFields when `managed_fields_droppable` (updates and patches, not
     /// applies), as kube-apiserver's handlers do: they can be most of it.
     ///
-    /// `decide` works on the stored object plus up to `growth_bytes` that the
+    /// `propose` works on the stored object plus up to `growth_bytes` that the
     /// request may add beyond its body (a JSON patch's copies); when that is
-    /// large it runs off the async workers, in turn (see [`heavy`]).
-    pub(super) async fn write_current(
+    /// large the whole write runs off the async workers, in turn (see [`heavy`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn write_current<'f>(
         &self,
         ns: &str,
         name: &str,
-        wopts: &WriteOptions,
+        part: Part,
+        wopts: &'f WriteOptions,
+        user: &UserInfo,
         managed_fields_droppable: bool,
         growth_bytes: usize,
-        mut decide: impl FnMut(&StoredObject) -> ApiResult<Decision> + Send,
+        mut propose: impl FnMut(&StoredObject) -> ApiResult<(Value, Fields<'f>)> + Send,
     ) -> ApiResult<WriteOutcome> {
-        let mut refused = None;
-        let mut dry_run_result = None;
-        let mut deleted_as = None;
-        let mut drop_managed_fields = false;
         let key = self.key(ns, name);
-        // A large stored object (or a patch that copies) makes the decision
-        // long: the whole read-decide-write then runs off the async workers.
         let work_bytes = self.store.cached_size(&key).unwrap_or(0) + growth_bytes;
-        let updated = heavy::run_async(work_bytes, async {
+        let admission = self.admission_for(Operation::Update, part, ns);
+        let write = async {
+            let mut drop_managed_fields = false;
+            let mut attempts = 0;
             loop {
-                let written = self
-                    .store
-                    .guaranteed_update(&key, &mut |current| match decide(current) {
-                        Err(e) => {
-                            refused = Some(e);
-                            Mutation::Abort
-                        }
-                        Ok(Decision::Unchanged) => Mutation::Keep,
-                        Ok(decision) if wopts.dry_run => {
-                            dry_run_result = Some(decision);
-                            Mutation::Abort
-                        }
-                        Ok(Decision::Write(mut next)) => {
-                            if drop_managed_fields {
-                                if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
-                                    meta.remove("managedFields");
+                let mut warnings = Vec::new();
+                let mut refused = None;
+                let mut decided = None;
+                let mut stale = false;
+                let written = match admission {
+                    None => {
+                        self.store
+                            .guaranteed_update(&key, &mut |current| {
+                                warnings.clear();
+                                let decision = propose(current).and_then(|(obj, fields)| {
+                                    self.prepare_update(name, part, current, obj, fields, &mut warnings)
+                                });
+                                self.mutation(decision, wopts.dry_run, drop_managed_fields, &mut refused, &mut decided)
+                            })
+                            .await
+                    }
+                    Some(admission) => {
+                        let current = self
+                            .store
+                            .get(&key)
+                            .await
+                            .and_then(|c| c.ok_or(StoreError::NotFound))
+                            .map_err(|e| self.store_error(name, e))?;
+                        let decision = self
+                            .admitted_update(admission, ns, name, part, wopts, user, &current, work_bytes, &mut propose)
+                            .await?;
+                        warnings = decision.1;
+                        let decision = Ok(decision.0);
+                        let mutation =
+                            self.mutation(decision, wopts.dry_run, drop_managed_fields, &mut refused, &mut decided);
+                        let mut mutation = Some(mutation);
+                        self.store
+                            .guaranteed_update(&key, &mut |now| {
+                                if now.rv != current.rv {
+                                    stale = true;
+                                    return Mutation::Abort;
                                 }
-                            }
-                            Mutation::Put(next)
-                        }
-                        Ok(Decision::Delete(next)) => {
-                            deleted_as = Some(next);
-                            Mutation::Delete
-                        }
-                    })
-                    .await;
-                match written {
+                                mutation.take().unwrap_or(Mutation::Abort)
+                            })
+                            .await
+                    }
+                };
+                let updated = match written {
                     Err(StoreError::ObjectTooLarge) if managed_fields_droppable && !drop_managed_fields => {
                         drop_managed_fields = true;
+                        continue;
                     }
-                    other => break other.map_err(|e| self.store_error(name, e)),
-                }
+                    other => other.map_err(|e| self.store_error(name, e))?,
+                };
+                let body = match updated {
+                    // The write that removed the last finalizer answers with the
+                    // object as written (finalizers gone), not as it was stored.
+                    Updated::Deleted(stored) => match decided {
+                        Some(Decision::Delete(next)) => encode_value(&next)?,
+                        _ => stored.bytes.clone(),
+                    },
+                    Updated::Put(stored) | Updated::Kept(stored) => stored.bytes.clone(),
+                    Updated::Aborted if stale => {
+                        attempts += 1;
+                        if attempts >= WRITE_RETRIES * 4 {
+                            return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
+                        }
+                        continue;
+                    }
+                    Updated::Aborted => match (refused, decided) {
+                        (Some(e), _) => return Err(e),
+                        (None, Some(Decision::Write(next) | Decision::Delete(next))) => encode_value(&next)?,
+                        _ => return Err(ApiError::internal("the store refused a write without a reason")),
+                    },
+                };
+                return Ok(WriteOutcome { code: 200, body, warnings });
             }
+        };
+        // Without admission the whole write is one computation; with it, only
+        // its computing steps take turns ([`Self::admitted_update`]): a turn
+        // held while a webhook answers would stall every large write.
+        match admission {
+            None => heavy::run_async(work_bytes, write).await,
+            Some(_) => write.await,
+        }
+    }
+
+    /// What the store is asked to do with a decision: refusals and dry runs
+    /// abort (keeping the refusal, or the would-be object), a deletion keeps
+    /// the object it answers with.
+    fn mutation(
+        &self,
+        decision: ApiResult<Decision>,
+        dry_run: bool,
+        drop_managed_fields: bool,
+        refused: &mut Option<ApiError>,
+        decided: &mut Option<Decision>,
+    ) -> Mutation {
+        match decision {
+            Err(e) => {
+                *refused = Some(e);
+                Mutation::Abort
+            }
+            Ok(Decision::Unchanged) => Mutation::Keep,
+            Ok(decision) if dry_run => {
+                *decided = Some(decision);
+                Mutation::Abort
+            }
+            Ok(Decision::Write(mut next)) => {
+                if drop_managed_fields {
+                    if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                        meta.remove("managedFields");
+                    }
+                }
+                Mutation::Put(next)
+            }
+            Ok(Decision::Delete(next)) => {
+                *decided = Some(Decision::Delete(next));
+                Mutation::Delete
+            }
+        }
+    }
+
+    /// An update through admission: the proposal made from `current`,
+    /// mutated, decided by the shared rules, then validated. The decision
+    /// and the warnings gathered on the way.
+    #[allow(clippy::too_many_arguments)]
+    async fn admitted_update<'f>(
+        &self,
+        admission: &Admission,
+        ns: &str,
+        name: &str,
+        part: Part,
+        wopts: &WriteOptions,
+        user: &UserInfo,
+        current: &StoredObject,
+        work_bytes: usize,
+        propose: &mut (impl FnMut(&StoredObject) -> ApiResult<(Value, Fields<'f>)> + Send),
+    ) -> ApiResult<(Decision, Vec<String>)> {
+        let (proposed, fields) = heavy::run_async(work_bytes, async { propose(current) }).await?;
+        let old = current.value().map_err(|e| self.store_error(name, e))?;
+        let options = write_options_object(Operation::Update, wopts);
+        let mut attributes = self.attributes(
+            Operation::Update,
+            part,
+            ns,
+            name,
+            Some(proposed),
+            Some(&old),
+            options,
+            wopts.dry_run,
+            user,
+        );
+        admission.mutate(&mut attributes).await?;
+        let mut mutated = attributes.object.take().unwrap_or(Value::Null);
+        self.settle_mutated(&mut mutated, ns)?;
+        let mut warnings = std::mem::take(&mut attributes.warnings);
+        let decision = heavy::run_async(work_bytes, async {
+            self.prepare_update(name, part, current, mutated, fields, &mut warnings)
         })
         .await?;
-        let body = match updated {
-            // The write that removed the last finalizer answers with the
-            // object as written (finalizers gone), not as it was stored.
-            Updated::Deleted(stored) => match deleted_as {
-                Some(next) => encode_value(&next)?,
-                None => stored.bytes.clone(),
-            },
-            Updated::Put(stored) | Updated::Kept(stored) => stored.bytes.clone(),
-            Updated::Aborted => match (refused, dry_run_result) {
-                (Some(e), _) => return Err(e),
-                (None, Some(Decision::Write(next) | Decision::Delete(next))) => encode_value(&next)?,
-                _ => return Err(ApiError::internal("the store refused a write without a reason")),
-            },
-        };
-        Ok(WriteOutcome { code: 200, body, warnings: Vec::new() })
+        // Validation sees what would be stored (the stored object itself
+        // for a write that changes nothing, which kube validates too).
+        attributes.object = Some(match &decision {
+            Decision::Unchanged => old.clone(),
+            Decision::Write(next) | Decision::Delete(next) => next.clone(),
+        });
+        admission.validate(&mut attributes).await.map_err(|e| e.with_warnings(warnings.clone()))?;
+        warnings.append(&mut attributes.warnings);
+        Ok((decision, warnings))
     }
 
     /// The shared rules of update, patch and apply for the object as it is

@@ -1,7 +1,9 @@
 //! Prometheus metrics: requests by verb, resource and code with latency
 //! histograms, open watches, stored objects, and the gauges the application
 //! and the server compute at scrape time. Every name starts with the
-//! application's name (`farm-apiserver` gives `farm_apiserver_requests_total`).
+//! application's name (`farm-apiserver` gives `farm_apiserver_requests_total`),
+//! except the metrics kube-apiserver defines (admission's `apiserver_*`), which
+//! keep kube's names so that existing dashboards and alerts read them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,7 +83,8 @@ impl Metrics {
     /// The metrics of the application named `application` (see `prefix_of`).
     pub fn new(application: &str) -> Self {
         let prefix = prefix_of(application);
-        let mut registry = PromRegistry::with_prefix(&prefix);
+        let mut root = PromRegistry::default();
+        let registry = root.sub_registry_with_prefix(&prefix);
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
         let watches = Family::<ResourceLabels, Gauge>::default();
@@ -94,7 +97,20 @@ impl Metrics {
         );
         registry.register("open_watches", "Watch streams currently open", watches.clone());
         registry.register("stored_objects", "Objects currently stored", objects.clone());
-        Self { registry, prefix, requests, latency, watches, objects, computed: std::sync::Mutex::new(Vec::new()) }
+        Self {
+            registry: root,
+            prefix,
+            requests,
+            latency,
+            watches,
+            objects,
+            computed: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Registers metrics named as kube-apiserver names them: not prefixed.
+    pub fn register_kube_named(&mut self, register: impl FnOnce(&mut PromRegistry)) {
+        register(&mut self.registry);
     }
 
     /// Registers a gauge whose value is read by `f` at every scrape.

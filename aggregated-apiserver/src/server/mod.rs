@@ -89,10 +89,13 @@ impl App {
                 )
             }
         };
-        let mut served = Setup::new(&options.storage, cluster).await?;
+        let mut served = Setup::new(&options.storage, &options.admission, cluster).await?;
         serve(&mut served).await?;
         let registries = served.registries;
-        let metrics = Arc::new(Metrics::new(identity.name));
+        let mut metrics = Metrics::new(identity.name);
+        let admission_metrics = served.admission_metrics.clone();
+        metrics.register_kube_named(|registry| admission_metrics.register(registry));
+        let metrics = Arc::new(metrics);
         for gauge in served.gauges {
             metrics.gauge_fn(gauge.name, gauge.help, gauge.value);
         }

@@ -8,7 +8,15 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
+use crate::admission::metrics::AdmissionMetrics;
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
+use crate::admission::options::{
+    AdmissionOptions, MUTATING_ADMISSION_WEBHOOK, NAMESPACE_LIFECYCLE, VALIDATING_ADMISSION_POLICY,
+    VALIDATING_ADMISSION_WEBHOOK,
+};
+use crate::admission::policy::Policies;
+use crate::admission::webhook::Webhooks;
+use crate::admission::{Admission, AdmissionPlugin};
 use crate::apimachinery::schema::validations::RuleErrors;
 use crate::registry::encode::KindIndexer;
 use crate::registry::kind::Kind;
@@ -40,15 +48,24 @@ pub struct Setup {
     /// inference), or why there is none.
     pub cluster: anyhow::Result<kube::Client>,
     storage: Storage,
+    admission_options: AdmissionOptions,
     /// Started with the first stored kind, shared by every one.
     namespaces: Option<Arc<NamespaceLifecycle>>,
+    /// The admission plugins, started with the first stored kind.
+    admission: Option<Admission>,
+    /// Admission's metrics, under kube's names.
+    pub(crate) admission_metrics: Arc<AdmissionMetrics>,
     pub(crate) registries: Vec<Arc<Registry>>,
     pub(crate) ready_checks: Vec<Arc<dyn Check>>,
     pub(crate) gauges: Vec<Gauge>,
 }
 
 impl Setup {
-    pub(crate) async fn new(options: &StorageOptions, cluster: anyhow::Result<kube::Client>) -> anyhow::Result<Self> {
+    pub(crate) async fn new(
+        options: &StorageOptions,
+        admission_options: &AdmissionOptions,
+        cluster: anyhow::Result<kube::Client>,
+    ) -> anyhow::Result<Self> {
         let storage = match options.storage {
             StorageBackend::Memory => Storage::Memory,
             StorageBackend::Etcd => {
@@ -63,7 +80,10 @@ impl Setup {
             options: options.clone(),
             cluster,
             storage,
+            admission_options: admission_options.clone(),
             namespaces: None,
+            admission: None,
+            admission_metrics: Arc::new(AdmissionMetrics::default()),
             registries: Vec::new(),
             ready_checks: Vec::new(),
             gauges: Vec::new(),
@@ -82,10 +102,12 @@ impl Setup {
     }
 
     /// Serves `kind` as one this server owns and stores (in memory or in
-    /// etcd, as the options say). Creates in a namespace the cluster does not
-    /// have, or is terminating, are refused as kube's NamespaceLifecycle
-    /// refuses them; without a cluster there is no source of namespaces, and
-    /// every namespace is taken to exist.
+    /// etcd, as the options say), admitted as kube-apiserver admits a custom
+    /// resource: creates in a namespace the cluster does not have, or is
+    /// terminating, are refused as kube's NamespaceLifecycle refuses them,
+    /// and every write goes through the cluster's admission webhooks.
+    /// Without a cluster there is no source of namespaces or webhooks: every
+    /// namespace is taken to exist, and nothing else is asked.
     ///
     /// Fails when the kind's schema has CEL rules (`x-kubernetes-validations`)
     /// that do not compile or may cost more than kube allows: the error
@@ -113,7 +135,12 @@ impl Setup {
         };
         let mut registry = Registry::new(kind, store)?;
         if let Some(lifecycle) = self.namespace_lifecycle() {
-            registry = registry.with_namespace_admission(lifecycle);
+            if self.admission_options.enabled(NAMESPACE_LIFECYCLE) {
+                registry = registry.with_namespace_admission(lifecycle);
+            }
+        }
+        if let Some(admission) = self.admission() {
+            registry = registry.with_admission(admission);
         }
         let registry = Arc::new(registry);
         self.registries.push(registry.clone());
@@ -134,6 +161,36 @@ impl Setup {
     /// `/metrics` shows `gauge` too.
     pub fn gauge(&mut self, gauge: Gauge) {
         self.gauges.push(gauge);
+    }
+
+    /// The mutating and validating plugins (kube's order), started once.
+    fn admission(&mut self) -> Option<Admission> {
+        if self.admission.is_none() {
+            let client = self.cluster.as_ref().ok()?.clone();
+            let namespaces = self.namespace_lifecycle()?;
+            let mutating = self.admission_options.enabled(MUTATING_ADMISSION_WEBHOOK);
+            let validating = self.admission_options.enabled(VALIDATING_ADMISSION_WEBHOOK);
+            // kube's order: policies validate before webhooks do (the
+            // mutating step has no policies here: MutatingAdmissionPolicy
+            // is not served by kube before 1.34's beta).
+            let mut plugins: Vec<Arc<dyn AdmissionPlugin>> = Vec::new();
+            if self.admission_options.enabled(VALIDATING_ADMISSION_POLICY) {
+                let policies =
+                    Arc::new(Policies::start(client.clone(), namespaces.clone(), self.admission_metrics.clone()));
+                let readiness = policies.clone();
+                self.ready_checks.push(Arc::new(FnCheck("admission-policies", move || readiness.readiness())));
+                plugins.push(policies);
+            }
+            if mutating || validating {
+                let webhooks =
+                    Arc::new(Webhooks::start(client, namespaces, self.admission_metrics.clone(), mutating, validating));
+                let readiness = webhooks.clone();
+                self.ready_checks.push(Arc::new(FnCheck("webhook-configurations", move || readiness.readiness())));
+                plugins.push(webhooks);
+            }
+            self.admission = Some(Admission::new(plugins));
+        }
+        self.admission.clone()
     }
 
     fn namespace_lifecycle(&mut self) -> Option<Arc<NamespaceLifecycle>> {

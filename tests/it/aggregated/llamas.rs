@@ -61,21 +61,33 @@ async fn kubectl_through_the_aggregator() {
     let kc = &cp.kubeconfig;
     let out = ok(kubectl_stdin(kc, &["apply", "-f", "-"], Some(&dolly(&ns))));
     assert!(out.contains("llama.farm.example.com/dolly created"), "{out}");
-    let out = ok(cp.kubectl(&["get", "llamas", "-n", &ns]));
+    let out = ok(cp.kubectl(&["get", "llamas.farm.example.com", "-n", &ns]));
     let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(header, ["NAME", "WEIGHT", "HEIGHT", "AGE"], "{out}");
     assert!(out.lines().nth(1).unwrap().starts_with("dolly"), "{out}");
-    let yaml = ok(cp.kubectl(&["get", "llama", "dolly", "-n", &ns, "-o", "yaml"]));
+    let yaml = ok(cp.kubectl(&["get", "llama.farm.example.com", "dolly", "-n", &ns, "-o", "yaml"]));
     assert!(yaml.contains("weight: 31.4"), "{yaml}");
 
-    let watch = KubectlStream::start(kc, &["get", "llamas", "-n", &ns, "-w"]);
+    let watch = KubectlStream::start(kc, &["get", "llamas.farm.example.com", "-n", &ns, "-w"]);
     watch.expect_line(&["dolly", "31.4"], Duration::from_secs(20));
-    ok(cp.kubectl(&["patch", "llama", "dolly", "-n", &ns, "--type", "merge", "-p", r#"{"spec":{"weight":35}}"#]));
+    ok(cp.kubectl(&[
+        "patch",
+        "llama.farm.example.com",
+        "dolly",
+        "-n",
+        &ns,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"weight":35}}"#,
+    ]));
     watch.expect_line(&["dolly", "35"], Duration::from_secs(20));
-    assert!(ok(cp.kubectl(&["label", "llama", "dolly", "-n", &ns, "colour=brown"])).contains("labeled"));
+    assert!(
+        ok(cp.kubectl(&["label", "llama.farm.example.com", "dolly", "-n", &ns, "colour=brown"])).contains("labeled")
+    );
     let out = ok(cp.kubectl(&[
         "patch",
-        "llama",
+        "llama.farm.example.com",
         "dolly",
         "-n",
         &ns,
@@ -86,15 +98,17 @@ async fn kubectl_through_the_aggregator() {
     ]));
     assert!(out.contains("patched"), "{out}");
     let mut v: serde_json::Value =
-        serde_json::from_str(&ok(cp.kubectl(&["get", "llama", "dolly", "-n", &ns, "-o", "json"]))).unwrap();
+        serde_json::from_str(&ok(cp.kubectl(&["get", "llama.farm.example.com", "dolly", "-n", &ns, "-o", "json"])))
+            .unwrap();
     assert_eq!(v["metadata"]["labels"]["colour"], "brown");
     v["spec"]["weight"] = json!(36.5);
     assert!(ok(kubectl_stdin(kc, &["replace", "-f", "-"], Some(&v.to_string()))).contains("replaced"));
     watch.expect_line(&["dolly", "36.5"], Duration::from_secs(20));
-    assert!(ok(cp.kubectl(&["get", "llamas", "-n", &ns, "-l", "colour=brown"])).contains("dolly"));
-    assert!(ok(cp.kubectl(&["get", "llamas", "-A", "--field-selector", "metadata.name=dolly"])).contains(&ns));
-    assert!(ok(cp.kubectl(&["delete", "llama", "dolly", "-n", &ns])).contains("deleted"));
-    let gone = cp.kubectl(&["get", "llama", "dolly", "-n", &ns]);
+    assert!(ok(cp.kubectl(&["get", "llamas.farm.example.com", "-n", &ns, "-l", "colour=brown"])).contains("dolly"));
+    assert!(ok(cp.kubectl(&["get", "llamas.farm.example.com", "-A", "--field-selector", "metadata.name=dolly"]))
+        .contains(&ns));
+    assert!(ok(cp.kubectl(&["delete", "llama.farm.example.com", "dolly", "-n", &ns])).contains("deleted"));
+    let gone = cp.kubectl(&["get", "llama.farm.example.com", "dolly", "-n", &ns]);
     assert!(!gone.0 && gone.2.contains("NotFound"), "{gone:?}");
 }
 
@@ -123,7 +137,8 @@ async fn large_lists_cross_the_aggregator_gzipped() {
             }
         })
         .await;
-    let (ok_, out, err) = cp.kubectl(&["get", "llamas", "-n", &ns, "-o", "json", "--chunk-size=0", "-v=8"]);
+    let (ok_, out, err) =
+        cp.kubectl(&["get", "llamas.farm.example.com", "-n", &ns, "-o", "json", "--chunk-size=0", "-v=8"]);
     assert!(ok_, "{err}");
     let list: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(list["items"].as_array().unwrap().len(), 200);

@@ -241,7 +241,8 @@ fn dev_overlay_carries_ca_bundle_hardened_pod_and_rbac() {
     let tmp = volumes.iter().find(|v| v["name"] == tmp_mount["name"]).expect("/tmp volume");
     assert!(tmp["emptyDir"].is_object(), "/tmp is an emptyDir: {tmp}");
 
-    // The server's own ClusterRole: Pods and Namespaces read, token and access reviews, nothing else.
+    // The server's own ClusterRole: Pods and Namespaces read, token and access
+    // reviews, webhook configurations watched and their Services read, nothing else.
     let own = find(items, "ClusterRole", "farm-apiserver");
     let rules: Vec<(Vec<&str>, Vec<&str>, Vec<&str>)> = own["rules"]
         .as_array()
@@ -256,6 +257,17 @@ fn dev_overlay_carries_ca_bundle_hardened_pod_and_rbac() {
             (vec![""], vec!["namespaces"], vec!["get", "list", "watch"]),
             (vec!["authentication.k8s.io"], vec!["tokenreviews"], vec!["create"]),
             (vec!["authorization.k8s.io"], vec!["subjectaccessreviews"], vec!["create"]),
+            (
+                vec!["admissionregistration.k8s.io"],
+                vec![
+                    "mutatingwebhookconfigurations",
+                    "validatingwebhookconfigurations",
+                    "validatingadmissionpolicies",
+                    "validatingadmissionpolicybindings"
+                ],
+                vec!["list", "watch"]
+            ),
+            (vec![""], vec!["services"], vec!["get"]),
         ]
     );
     let reader = find(items, "RoleBinding", "farm-apiserver-auth-reader");

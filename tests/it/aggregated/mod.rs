@@ -3,6 +3,7 @@
 //! behind the aggregator, or started with the control plane's identities for
 //! delegated authentication and authorization.
 
+mod admission;
 mod apply;
 mod farmpods;
 mod filters;

@@ -156,7 +156,8 @@ async fn list_selectors_and_paging() {
     };
     cmp.run(&[
         Step::post("{llamas}").json(labelled("a", "brown", 1)).expect(201),
-        Step::post("{llamas}").json(labelled("b", "white", 2)).expect(201),
+        // A colour no other test uses: the last step lists every namespace.
+        Step::post("{llamas}").json(labelled("b", "cmp-list-white", 2)).expect(201),
         Step::post("{llamas}").json(labelled("c", "brown", 3)).expect(201),
         Step::get("{llamas}?labelSelector=colour%3Dbrown").expect(200),
         Step::get("{llamas}?labelSelector=colour+notin+(brown)").expect(200),
@@ -175,7 +176,7 @@ async fn list_selectors_and_paging() {
         Step::get("{llamas}?continue=x&resourceVersion=5").expect(400),
         Step::get("{llamas}?limit=2&continue={$next}&resourceVersion=5").expect(400),
         Step::get("{llamas}?limit=0").expect(200),
-        Step::get("/apis/{gv}/llamas?labelSelector=colour%3Dwhite").expect(200),
+        Step::get("/apis/{gv}/llamas?labelSelector=colour%3Dcmp-list-white").expect(200),
     ])
     .await
     .assert_identical();

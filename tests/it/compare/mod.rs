@@ -2,6 +2,7 @@
 //! Llamas through the aggregator and against the Llama CRD served by
 //! kube-apiserver, compared after the normalization of `common::compare`.
 
+pub mod admission;
 mod apply;
 mod cel;
 mod crd;

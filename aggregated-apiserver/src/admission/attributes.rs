@@ -1,0 +1,102 @@
+//! What admission is told about a write (k8s.io/apiserver's
+//! `admission.Attributes`): the operation, the resource, the object before and
+//! after, the request's options, dry run, and the user who asked.
+
+use serde_json::{json, Map, Value};
+
+use crate::apimachinery::options::{DeleteOptions, FieldValidation, WriteOptions};
+use crate::auth::authn::UserInfo;
+use crate::registry::kind::Names;
+
+/// An admission operation (`admission.Operation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+}
+
+impl Operation {
+    /// As admissionregistration and AdmissionReview spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+        }
+    }
+}
+
+/// One write, as the admission plugins see it.
+pub struct Attributes<'a> {
+    pub operation: Operation,
+    pub names: &'a Names,
+    /// `""`, or `status` for a write to the status subresource.
+    pub subresource: &'a str,
+    /// `""` for a cluster-scoped kind.
+    pub namespace: &'a str,
+    /// `""` while a create has only a generateName.
+    pub name: &'a str,
+    /// The object as it would be written (none for a delete); mutating
+    /// plugins change it in place.
+    pub object: Option<serde_json::Value>,
+    /// The object as stored (updates and deletes).
+    pub old_object: Option<&'a Value>,
+    /// The operation's options object (`CreateOptions`, `UpdateOptions` or
+    /// `DeleteOptions`), as kube sends it in an AdmissionReview.
+    pub options: Value,
+    pub dry_run: bool,
+    pub user: &'a UserInfo,
+    /// Warnings for the client, in the order the plugins gave them.
+    pub warnings: Vec<String>,
+    /// Audit annotations the plugins added (`<webhook name>/<key>` = value).
+    pub audit_annotations: Vec<(String, String)>,
+}
+
+impl Attributes<'_> {
+    /// The group-qualified resource, as errors name it (`llamas.example.com`).
+    pub fn group_resource(&self) -> String {
+        if self.names.group.is_empty() {
+            self.names.plural.to_string()
+        } else {
+            format!("{}.{}", self.names.plural, self.names.group)
+        }
+    }
+}
+
+/// The options object of a create or update, as kube converts the request's
+/// options for admission (a patch is an update with UpdateOptions, a create
+/// by apply a create with CreateOptions; `force` is not among them).
+pub fn write_options_object(operation: Operation, options: &WriteOptions) -> Value {
+    let kind = match operation {
+        Operation::Create => "CreateOptions",
+        _ => "UpdateOptions",
+    };
+    let mut object = Map::new();
+    object.insert("kind".into(), json!(kind));
+    object.insert("apiVersion".into(), json!("meta.k8s.io/v1"));
+    if options.dry_run {
+        object.insert("dryRun".into(), json!(["All"]));
+    }
+    if !options.field_manager.is_empty() {
+        object.insert("fieldManager".into(), json!(options.field_manager));
+    }
+    let validation = match options.field_validation {
+        FieldValidation::Ignore => "Ignore",
+        FieldValidation::Warn => "Warn",
+        FieldValidation::Strict => "Strict",
+    };
+    object.insert("fieldValidation".into(), json!(validation));
+    Value::Object(object)
+}
+
+/// The DeleteOptions object of a delete, as sent (kind and apiVersion set).
+pub fn delete_options_object(options: &DeleteOptions) -> Value {
+    let mut object = match serde_json::to_value(options) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    object.insert("kind".into(), json!("DeleteOptions"));
+    object.insert("apiVersion".into(), json!("meta.k8s.io/v1"));
+    Value::Object(object)
+}

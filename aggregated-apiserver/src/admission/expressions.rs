@@ -1,0 +1,56 @@
+//! The CEL environment of admission (k8s.io/apiserver `plugin/cel`): what
+//! webhook `matchConditions` and ValidatingAdmissionPolicy expressions see,
+//! and the values bound to it for one write. `object` and `oldObject` are
+//! null when absent, `request` is the AdmissionRequest a webhook would be
+//! sent; policies add `params`, `namespaceObject` and `variables`. kube's
+//! `authorizer` is not offered: an expression using it does not compile.
+
+use serde_json::Value;
+
+use crate::apimachinery::cel::{Activation, DeclType, Env};
+
+/// The environment of webhook match conditions. No cost limit at compile
+/// time, as kube's: the objects are untyped, so any estimate is the worst
+/// case of a 3 MiB request; each evaluation is bounded by the values at
+/// hand instead (kube's runtime limit, `operation cancelled: actual cost
+/// limit exceeded`).
+pub fn webhook_env() -> Env {
+    Env::new(u64::MAX)
+        .variable("object", DeclType::any())
+        .variable("oldObject", DeclType::any())
+        .variable("request", DeclType::any())
+}
+
+/// The environment of a ValidatingAdmissionPolicy's expressions.
+pub fn policy_env() -> Env {
+    webhook_env()
+        .variable("params", DeclType::any())
+        .variable("namespaceObject", DeclType::any())
+        .variable("variables", DeclType::any())
+}
+
+/// The values of one evaluation.
+pub struct Inputs<'a> {
+    pub object: &'a Value,
+    pub old_object: &'a Value,
+    pub request: &'a Value,
+    pub params: &'a Value,
+    pub namespace_object: &'a Value,
+    /// The policy's variables computed so far, by name.
+    pub variables: &'a Value,
+}
+
+/// The declared type every admission variable has.
+pub static ANY: std::sync::LazyLock<DeclType> = std::sync::LazyLock::new(DeclType::any);
+
+impl<'a> Inputs<'a> {
+    pub fn activation(&self) -> Activation<'a> {
+        Activation::new()
+            .json("object", self.object, &ANY)
+            .json("oldObject", self.old_object, &ANY)
+            .json("request", self.request, &ANY)
+            .json("params", self.params, &ANY)
+            .json("namespaceObject", self.namespace_object, &ANY)
+            .json("variables", self.variables, &ANY)
+    }
+}

@@ -1,0 +1,175 @@
+//! A real admission webhook server for the tests: HTTPS with a CA of its
+//! own (the caBundle of the configurations), answering each path with one
+//! behaviour, and recording every AdmissionReview it was sent.
+//!
+//! | path | answer |
+//! | --- | --- |
+//! | `/allow` | allowed |
+//! | `/deny` | denied: 403 Forbidden, "llamas named <name> are not welcome" |
+//! | `/deny-plain` | denied with no Status at all |
+//! | `/warn` | allowed, one warning and one audit annotation |
+//! | `/label` | a JSON patch adding the label `mutated: yes` |
+//! | `/bad-schema` | a JSON patch making `spec.weight` a string |
+//! | `/rename` | a JSON patch renaming the object |
+//! | `/reinvoke-first` | annotates `first-saw-second: yes` once the label `second` is there |
+//! | `/reinvoke-second` | adds the label `second: yes` |
+//! | `/hang` | answers after 5 s |
+//! | `/garbage` | a body that is no AdmissionReview |
+//! | `/wrong-uid` | an answer for another request |
+//! | `/http-error` | HTTP 500 with a text body |
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use rcgen::{CertificateParams, KeyPair, SanType};
+use serde_json::{json, Value};
+
+use super::identity::new_ca;
+
+/// A webhook server running until the test process ends.
+pub struct WebhookServer {
+    pub port: u16,
+    /// The CA that signed the serving certificate, PEM.
+    pub ca_pem: String,
+    /// Every review received: (path, AdmissionReview).
+    pub reviews: Arc<Mutex<Vec<(String, Value)>>>,
+}
+
+impl WebhookServer {
+    /// Serves on 127.0.0.1 with a certificate for `localhost`, 127.0.0.1 and `dns_names`.
+    pub async fn start(dns_names: &[&str]) -> WebhookServer {
+        let (issuer, ca_pem) = new_ca("test-webhook-ca");
+        let key = KeyPair::generate().unwrap();
+        let mut names: Vec<String> = vec!["localhost".into()];
+        names.extend(dns_names.iter().map(|s| s.to_string()));
+        let mut params = CertificateParams::new(names).unwrap();
+        params.subject_alt_names.push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        let certs = vec![cert.der().clone()];
+        let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
+        let mut config =
+            rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(certs, key)
+                .unwrap();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let reviews: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
+        let recorded = reviews.clone();
+        let app = axum::Router::new().fallback(move |uri: Uri, body: Bytes| {
+            let recorded = recorded.clone();
+            async move { answer(uri.path(), &body, &recorded).await }
+        });
+        let tls = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(config));
+        // Its own runtime: the server outlives any one test's runtime.
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+            rt.block_on(async move {
+                axum_server::from_tcp_rustls(listener, tls).unwrap().serve(app.into_make_service()).await.unwrap();
+            });
+        });
+        WebhookServer { port, ca_pem, reviews }
+    }
+
+    /// The caBundle field of a configuration (base64 of the CA's PEM).
+    pub fn ca_bundle(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
+    }
+
+    /// The reviews received for `path` about objects in `namespace`.
+    pub fn reviews_for(&self, path: &str, namespace: &str) -> Vec<Value> {
+        self.reviews
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, r)| p == path && r["request"]["namespace"] == namespace)
+            .map(|(_, r)| r.clone())
+            .collect()
+    }
+}
+
+fn review_answer(review: &Value, response: Value) -> Value {
+    let mut response = response;
+    response["uid"] = review["request"]["uid"].clone();
+    json!({"apiVersion": review["apiVersion"], "kind": "AdmissionReview", "response": response})
+}
+
+fn json_patch(review: &Value, operations: Value) -> Value {
+    let patch = base64::engine::general_purpose::STANDARD.encode(operations.to_string());
+    review_answer(review, json!({"allowed": true, "patchType": "JSONPatch", "patch": patch}))
+}
+
+async fn answer(path: &str, body: &[u8], recorded: &Mutex<Vec<(String, Value)>>) -> Response {
+    let Ok(review) = serde_json::from_slice::<Value>(body) else {
+        return (StatusCode::BAD_REQUEST, "not JSON").into_response();
+    };
+    recorded.lock().unwrap().push((path.to_string(), review.clone()));
+    let object = &review["request"]["object"];
+    let name = object["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let labels = &object["metadata"]["labels"];
+    let body = match path {
+        "/allow" => review_answer(&review, json!({"allowed": true})),
+        "/deny" => review_answer(
+            &review,
+            json!({"allowed": false, "status": {"code": 403, "reason": "Forbidden", "message": format!("llamas named {name} are not welcome")}}),
+        ),
+        "/deny-plain" => review_answer(&review, json!({"allowed": false})),
+        "/warn" => review_answer(
+            &review,
+            json!({"allowed": true, "warnings": ["this llama is watched"], "auditAnnotations": {"checked": "yes"}}),
+        ),
+        "/label" if labels.is_object() => {
+            json_patch(&review, json!([{"op": "add", "path": "/metadata/labels/mutated", "value": "yes"}]))
+        }
+        "/label" => {
+            json_patch(&review, json!([{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}]))
+        }
+        "/bad-schema" => json_patch(&review, json!([{"op": "replace", "path": "/spec/weight", "value": "heavy"}])),
+        "/rename" => json_patch(&review, json!([{"op": "replace", "path": "/metadata/name", "value": "renamed"}])),
+        "/reinvoke-second" if labels["second"] == "yes" => review_answer(&review, json!({"allowed": true})),
+        "/reinvoke-second" if labels.is_object() => {
+            json_patch(&review, json!([{"op": "add", "path": "/metadata/labels/second", "value": "yes"}]))
+        }
+        "/reinvoke-second" => {
+            json_patch(&review, json!([{"op": "add", "path": "/metadata/labels", "value": {"second": "yes"}}]))
+        }
+        "/reinvoke-first" if labels["second"] == "yes" => {
+            let annotations = &object["metadata"]["annotations"];
+            if annotations["first-saw-second"] == "yes" {
+                review_answer(&review, json!({"allowed": true}))
+            } else if annotations.is_object() {
+                json_patch(
+                    &review,
+                    json!([{"op": "add", "path": "/metadata/annotations/first-saw-second", "value": "yes"}]),
+                )
+            } else {
+                json_patch(
+                    &review,
+                    json!([{"op": "add", "path": "/metadata/annotations", "value": {"first-saw-second": "yes"}}]),
+                )
+            }
+        }
+        "/reinvoke-first" => review_answer(&review, json!({"allowed": true})),
+        "/hang" => {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            review_answer(&review, json!({"allowed": true}))
+        }
+        "/garbage" => return (StatusCode::OK, "this is not a review").into_response(),
+        "/wrong-uid" => {
+            let mut a = review_answer(&review, json!({"allowed": true}));
+            a["response"]["uid"] = json!("not-the-uid");
+            a
+        }
+        "/http-error" => return (StatusCode::INTERNAL_SERVER_ERROR, "webhook broke").into_response(),
+        _ => return (StatusCode::NOT_FOUND, "no such webhook").into_response(),
+    };
+    ([("content-type", "application/json")], body.to_string()).into_response()
+}

@@ -1,0 +1,154 @@
+//! What farm-apiserver tells the cluster's admission webhooks, checked
+//! against what kube-apiserver tells them for the Llama CRD: the same
+//! AdmissionReview fields for the same request (the user the aggregator
+//! authenticated, never this server's own identity; the operation, options,
+//! object and old object), a webhook reached through its Service as
+//! kube-apiserver reaches it, and kube's admission metrics.
+
+use serde_json::{json, Value};
+
+use crate::common::cluster::{self, ControlPlane};
+use crate::common::compare::{admin_client, Comparison, Step, CRD_GROUP, OUR_GROUP, VERSION};
+use crate::common::crd;
+use crate::common::identity::{client_with_identity, files};
+use crate::common::webhook::WebhookServer;
+use crate::compare::admission::{configuration, install, install_on, uninstall, webhook_server, Hook};
+
+const MERGE: &str = "application/merge-patch+json";
+
+/// The review a webhook received for `operation` of `name` in `group`.
+fn review_of(server: &WebhookServer, path: &str, ns: &str, group: &str, name: &str, operation: &str) -> Value {
+    let reviews = server.reviews_for(path, ns);
+    let found = reviews.iter().rev().find(|r| {
+        let req = &r["request"];
+        req["kind"]["group"] == group && req["name"] == name && req["operation"] == operation
+    });
+    found.unwrap_or_else(|| panic!("no {operation} review of {name} in {group}: {reviews:#?}"))["request"].clone()
+}
+
+/// The parts of a review both servers must fill the same way.
+fn comparable(request: &Value) -> Value {
+    let object = |o: &Value| {
+        if o.is_null() {
+            Value::Null
+        } else {
+            json!({"name": o["metadata"]["name"], "labels": o["metadata"]["labels"], "spec": o["spec"], "hasUid": o["metadata"]["uid"].is_string()})
+        }
+    };
+    json!({
+        "operation": request["operation"],
+        "userInfo": {"username": request["userInfo"]["username"], "groups": request["userInfo"]["groups"]},
+        "kind": request["kind"]["kind"],
+        "resource": request["resource"]["resource"],
+        "subResource": request["subResource"],
+        "namespace": request["namespace"],
+        "dryRun": request["dryRun"],
+        "optionsKind": request["options"]["kind"],
+        "object": object(&request["object"]),
+        "oldObject": object(&request["oldObject"]),
+    })
+}
+
+#[tokio::test]
+async fn webhooks_are_told_who_asked_and_what_as_kube_tells_them() {
+    // Delegated authentication, as in a cluster: farm-apiserver learns the
+    // user from the aggregator (on the shared control plane it runs without).
+    let cp = ControlPlane::start();
+    let reg = cluster::register_on(&cp, &["--authentication", "delegated"]).await;
+    crd::install_llama_crd(&cp, CRD_GROUP).unwrap_or_else(|e| panic!("{e}"));
+    let admin = admin_client(&cp);
+    let ns = cluster::namespace(&cp, "adm-review");
+    let server = webhook_server().await;
+    let mut review = Hook::new("review.farm.test", "/allow");
+    review.resources = vec!["llamas", "llamas/status"];
+    let yaml = configuration("ValidatingWebhookConfiguration", "adm-review", &ns, server, &[review]);
+    install_on(&cp, &admin, &ns, server, &yaml, "/allow", json!({})).await;
+    // alice may do anything in the namespace; she acts through impersonation,
+    // so the aggregator authenticates her, not the admin who asked.
+    let out =
+        cp.kubectl(&["create", "rolebinding", "alice-admin", "--clusterrole=cluster-admin", "--user=alice", "-n", &ns]);
+    assert!(out.0, "{out:?}");
+    for group in [CRD_GROUP, OUR_GROUP] {
+        let llamas = format!("{}/apis/{group}/{VERSION}/namespaces/{ns}/llamas", cp.server);
+        let as_alice =
+            |r: reqwest::RequestBuilder| r.header("Impersonate-User", "alice").header("Impersonate-Group", "farmers");
+        let merge = |r: reqwest::RequestBuilder, body: Value| r.header("Content-Type", MERGE).body(body.to_string());
+        let api_version = format!("{group}/{VERSION}");
+        let llama = |name: &str| json!({"apiVersion": api_version, "kind": "Llama", "metadata": {"name": name, "labels": {"a": "b"}}, "spec": {"weight": 2, "height": 1}});
+        for request in [
+            as_alice(admin.post(&llamas)).json(&llama("dolly")),
+            merge(as_alice(admin.patch(format!("{llamas}/dolly"))), json!({"spec": {"weight": 3}})),
+            merge(
+                as_alice(admin.patch(format!("{llamas}/dolly/status"))),
+                json!({"status": {"observedGeneration": 1}}),
+            ),
+            as_alice(admin.post(format!("{llamas}?dryRun=All"))).json(&llama("dry")),
+            as_alice(admin.delete(format!("{llamas}/dolly"))),
+        ] {
+            let answer = request.send().await.unwrap();
+            let code = answer.status();
+            assert!(code.is_success(), "{group}: {code} {}", answer.text().await.unwrap_or_default());
+        }
+    }
+    for (name, operation) in [("dolly", "CREATE"), ("dolly", "UPDATE"), ("dry", "CREATE"), ("dolly", "DELETE")] {
+        let crd = review_of(server, "/allow", &ns, CRD_GROUP, name, operation);
+        let ours = review_of(server, "/allow", &ns, OUR_GROUP, name, operation);
+        assert_eq!(comparable(&ours), comparable(&crd), "{operation} {name}");
+        assert_eq!(ours["userInfo"]["username"], "alice", "{ours:#}");
+    }
+    // The status subresource is admitted as its own resource.
+    let reviews = server.reviews_for("/allow", &ns);
+    let status_updates = |group: &str| {
+        reviews
+            .iter()
+            .filter(|r| r["request"]["kind"]["group"] == group && r["request"]["subResource"] == "status")
+            .count()
+    };
+    assert_eq!((status_updates(OUR_GROUP), status_updates(CRD_GROUP)), (1, 1), "{reviews:#?}");
+
+    // The calls are counted under kube's metric names.
+    let (cert, key) = files(&cp, "adminCertFile", "adminKeyFile");
+    let direct = client_with_identity(&reg.server, &cert, &key);
+    let metrics = direct.get(reg.server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    for expected in [
+        "apiserver_admission_webhook_admission_duration_seconds_count{name=\"review.farm.test\",operation=\"CREATE\",rejected=\"false\",type=\"validating\"}",
+        "apiserver_admission_webhook_request_total{name=\"review.farm.test\",operation=\"DELETE\",code=\"200\",rejected=\"false\",type=\"validating\"}",
+    ] {
+        assert!(metrics.contains(expected), "{expected} in\n{metrics}");
+    }
+}
+
+#[tokio::test]
+async fn a_webhook_behind_a_service_is_reached_as_kube_apiserver_reaches_it() {
+    let cmp = Comparison::new("adm-service").await;
+    let service = "adm-hook";
+    let server = WebhookServer::start(&[&format!("{service}.{}.svc", cmp.ns)]).await;
+    // An ExternalName Service to this host: kube-apiserver resolves it to
+    // localhost, and so must farm-apiserver; TLS checks <service>.<ns>.svc.
+    cmp.cp.apply(
+        &json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": service, "namespace": cmp.ns},
+            "spec": {"type": "ExternalName", "externalName": "localhost", "ports": [{"port": server.port}]},
+        })
+        .to_string(),
+    );
+    let name = "adm-service";
+    let yaml =
+        configuration("ValidatingWebhookConfiguration", name, &cmp.ns, &server, &[Hook::new("svc.farm.test", "/deny")]);
+    let mut configuration: Value = serde_json::from_str(&yaml).unwrap();
+    configuration["webhooks"][0]["clientConfig"] = json!({
+        "service": {"name": service, "namespace": cmp.ns, "port": server.port, "path": "/deny"},
+        "caBundle": server.ca_bundle(),
+    });
+    let yaml = configuration.to_string();
+    install(&cmp, &server, &yaml, "/deny", json!({})).await;
+    cmp.run(&[
+        Step::post("{llamas}")
+            .json(json!({"apiVersion": "{gv}", "kind": "Llama", "metadata": {"name": "dolly"}, "spec": {"weight": 2, "height": 1}}))
+            .expect(403),
+    ])
+    .await
+    .assert_identical();
+    uninstall(cmp.cp, "validatingwebhookconfiguration", name);
+}

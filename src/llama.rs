@@ -253,12 +253,21 @@ mod tests {
         let l: Llama = serde_json::from_value(v).unwrap();
         assert_eq!(l.spec.weight, 31.4);
         assert_eq!(serde_json::to_string(&l.spec).unwrap(), r#"{"weight":31.4,"height":1.7}"#);
+        let tagged: LlamaSpec =
+            serde_json::from_value(json!({"weight": 1, "height": 1, "maxWeight": 2, "earTag": "AB-1"})).unwrap();
+        assert_eq!((tagged.max_weight, tagged.ear_tag.as_deref()), (Some(2.0), Some("AB-1")));
+        assert_eq!(
+            serde_json::to_string(&tagged).unwrap(),
+            r#"{"weight":1.0,"height":1.0,"maxWeight":2.0,"earTag":"AB-1"}"#
+        );
     }
 
     #[test]
     fn the_rules_compile_and_say_what_they_mean() {
         use aggregated_apiserver::apimachinery::schema::validations::SchemaRules;
         let rules = SchemaRules::compile(llama_schema()).unwrap().expect("Llama has rules");
+        // Cheap: a Llama write stays small work on the async workers.
+        assert!(rules.max_cost() < 100, "{}", rules.max_cost());
         let llama = |spec: Value| json!({"apiVersion": "farm.example.com/v1alpha", "kind": "Llama", "metadata": {"name": "a"}, "spec": spec});
         let errors = |new: Value, old: Option<Value>| -> Vec<String> {
             rules.validate(&llama(new), old.map(llama).as_ref()).errors.iter().map(|e| e.full_message()).collect()

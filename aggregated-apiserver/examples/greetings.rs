@@ -1,7 +1,7 @@
 //! A kind of one's own, served in one file: Greetings (`example.com/v1`),
 //! stored in memory (or in etcd with `--storage etcd`), with every verb,
 //! watch, server-side apply, Table output for `kubectl get`, discovery and
-//! OpenAPI for `kubectl explain`.
+//! OpenAPI for `kubectl explain`, and a CEL validation rule in its schema.
 //!
 //! ```sh
 //! cargo run -p aggregated-apiserver --example greetings -- --bind 127.0.0.1:8444
@@ -50,6 +50,11 @@ impl Kind for Greeting {
                 "spec": {
                     "type": "object",
                     "required": ["message"],
+                    // A CEL rule across two fields, as a CRD author writes one.
+                    "x-kubernetes-validations": [{
+                        "rule": "!has(self.times) || self.times <= 10 || self.message.size() <= 20",
+                        "message": "a message longer than 20 characters may be said at most 10 times"
+                    }],
                     "properties": {
                         "message": {"type": "string", "description": "What to say."},
                         "times": {"type": "integer", "description": "How often to say it."}

@@ -94,6 +94,15 @@ async fn a_kind_of_ones_own_is_served_from_one_file() {
         refused["message"],
         "Greeting.example.com \"never\" is invalid: spec.times: Invalid value: 0: must be at least 1"
     );
+    // The CEL rule of its schema.
+    let mut long = greeting("long", 11);
+    long["spec"]["message"] = json!("hello, hello, hello, hello");
+    let (code, refused) = send(server.client.post(&greetings).json(&long)).await;
+    assert_eq!(code, 422, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "Greeting.example.com \"long\" is invalid: spec: Invalid value: \"object\": a message longer than 20 characters may be said at most 10 times"
+    );
     // The schema's rule.
     let no_message =
         json!({"apiVersion": "example.com/v1", "kind": "Greeting", "metadata": {"name": "mute"}, "spec": {}});

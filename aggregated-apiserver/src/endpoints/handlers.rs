@@ -248,7 +248,7 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
             let content_type = header_str(&parts.headers, header::CONTENT_TYPE);
             object_body_format(content_type)?;
             let raw = read_body(body, res.settings.max_body_bytes).await?;
-            heavy::run_async(raw.len(), async {
+            heavy::run_async(reg.write_work(raw.len()), async {
                 let object = object_body(&reg, content_type, &raw)?;
                 write_response(reg.create(ns, &raw, &object, &wopts, user).await?, encoding)
             })
@@ -260,7 +260,7 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
             let content_type = header_str(&parts.headers, header::CONTENT_TYPE);
             object_body_format(content_type)?;
             let raw = read_body(body, res.settings.max_body_bytes).await?;
-            heavy::run_async(raw.len(), async {
+            heavy::run_async(reg.write_work(raw.len()), async {
                 let object = object_body(&reg, content_type, &raw)?;
                 write_response(reg.update(ns, name, part, &raw, &object, &wopts, user).await?, encoding)
             })
@@ -271,7 +271,7 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
             if body_type == Some(BodyType::ApplyPatchYaml) {
                 let wopts = write_options(&query, WriteVerb::Apply, &parts.headers)?;
                 let raw = read_body(body, res.settings.max_body_bytes).await?;
-                return heavy::run_async(raw.len(), async {
+                return heavy::run_async(reg.write_work(raw.len()), async {
                     let config = object_body(&reg, header_str(&parts.headers, header::CONTENT_TYPE), &raw)?;
                     let out = reg.apply(ns, name, part, &raw, &config, &wopts, user).await?;
                     write_response(out, negotiation::plain_encoding(accept))
@@ -283,7 +283,7 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
             // Parsing costs what reading did; what applying costs depends on
             // the operations too (copies add up to 3 MiB).
             let patch = Patch::parse(body_type, &body)?;
-            heavy::run_async(body.len() + patch.growth_bytes(), async {
+            heavy::run_async(reg.write_work(body.len() + patch.growth_bytes()), async {
                 write_response(
                     reg.patch(ns, name, part, &patch, &wopts, user).await?,
                     negotiation::plain_encoding(accept),

@@ -38,6 +38,11 @@ use crate::storage::{Mutation, ObjectKey, Store, StoreError, StoredObject, Updat
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use strategy::{finalizers, meta_mut, now_rfc3339};
 
+/// Rules estimated to cost more than this (cel-go units; the `cel` crate
+/// took 0.2 to 2 µs a unit in a debug build, so some milliseconds) make a
+/// kind's writes heavy work.
+const HEAVY_RULES_COST: u64 = 50_000;
+
 /// One kind served from one store.
 pub struct Registry {
     pub kind: Arc<dyn Kind>,
@@ -170,6 +175,17 @@ impl Registry {
         }
     }
 
+    /// How much work a write with `input_bytes` of input is taken to be, for
+    /// [`crate::heavy`]: its input, or, when the kind's CEL rules may cost
+    /// more than a few milliseconds, enough to run it off the async workers
+    /// in turns (the rules are bounded, but up to ~1e7 units a request).
+    pub fn write_work(&self, input_bytes: usize) -> usize {
+        match &self.rules {
+            Some(rules) if rules.max_cost() > HEAVY_RULES_COST => input_bytes.max(crate::heavy::HEAVY_BYTES),
+            _ => input_bytes,
+        }
+    }
+
     /// Creates in a namespace must pass `admission` first.
     pub fn with_namespace_admission(mut self, admission: Arc<dyn NamespaceAdmission>) -> Self {
         self.namespace_admission = Some(admission);
@@ -298,5 +314,15 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn writes_of_a_kind_with_costly_rules_are_heavy_work() {
+        let cheap = registry(json!([{"rule": "self.items.size() < 10"}])).ok().unwrap();
+        assert_eq!(cheap.write_work(100), 100);
+        // Linear in a list that may hold a million items.
+        let costly = registry(json!([{"rule": "self.items.all(i, i.size() < 10)"}])).ok().unwrap();
+        assert_eq!(costly.write_work(100), crate::heavy::HEAVY_BYTES);
+        assert_eq!(costly.write_work(crate::heavy::HEAVY_BYTES * 2), crate::heavy::HEAVY_BYTES * 2);
     }
 }

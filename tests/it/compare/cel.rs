@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 const MANAGED_FIELDS_WHY: &str = "managedFields belong to the server-side apply work (another engineer)";
 const MERGE: &str = "application/merge-patch+json";
 const JSON_PATCH: &str = "application/json-patch+json";
+const APPLY: &str = "application/apply-patch+yaml";
 
 async fn comparison(ns: &str) -> Comparison {
     Comparison::new(ns)
@@ -60,7 +61,8 @@ async fn rules_on_create() {
 }
 
 /// earTag's transition rule: skipped on create and while there is no old
-/// tag, refused on a change or a removal by update, merge patch and JSON patch.
+/// tag, refused on a change or a removal by update, merge patch, JSON patch
+/// and server-side apply.
 #[tokio::test]
 async fn transition_rule_on_updates_and_patches() {
     let cmp = comparison("cmp-cel-transition").await;
@@ -90,6 +92,16 @@ async fn transition_rule_on_updates_and_patches() {
             .json(json!({"apiVersion": "{gv}", "kind": "Llama", "metadata": {"name": "tagged", "resourceVersion": "{$rv}"},
                          "spec": {"weight": 3, "height": 1, "maxWeight": 3, "earTag": "AB-1"}}))
             .expect(200),
+        // Server-side apply: creating with a tag, then changing it, as a manager.
+        Step::patch("{llamas}/applied?fieldManager=m")
+            .patch_body(APPLY, llama_of("applied", json!({"weight": 1, "height": 1, "earTag": "AP-1"})))
+            .expect(201),
+        Step::patch("{llamas}/applied?fieldManager=m")
+            .patch_body(APPLY, llama_of("applied", json!({"weight": 1, "height": 1, "earTag": "AP-2"})))
+            .expect(422),
+        Step::patch("{llamas}/applied?fieldManager=m&force=true")
+            .patch_body(APPLY, llama_of("applied", json!({"weight": 5, "height": 1, "maxWeight": 4, "earTag": "AP-1"})))
+            .expect(422),
         // The status subresource keeps the spec: its rules pass.
         Step::patch("{llamas}/tagged/status")
             .patch_body(MERGE, json!({"status": {"observedGeneration": 1}, "spec": {"earTag": "XX-1"}}))
@@ -171,6 +183,8 @@ async fn rules_compile_where_kube_compiles_them() {
     let short = json!({"type": "string", "maxLength": 20});
     let number = json!({"type": "number"});
     let map = json!({"type": "object", "additionalProperties": {"type": "string"}});
+    let escaped =
+        json!({"type": "object", "properties": {"max-size": {"type": "integer"}, "namespace": {"type": "string"}}});
     // (field schema, rule on the field, accepted here, accepted by kube)
     let cases = [
         (&strings, "self.all(x, x.size() < 10)", true, true),
@@ -190,6 +204,10 @@ async fn rules_compile_where_kube_compiles_them() {
         (&short, "self.split(',').size() < 5 && self.lowerAscii() == self", true, true),
         (&bounded, "self.map(x, x.upperAscii()).all(y, y.size() > 0)", true, true),
         (&string, "self.nope == 1", false, false),
+        (&escaped, "self.max__dash__size < 10 && self.__namespace__ != 'x'", true, true),
+        // Since kube 1.31 a reserved word selects a field by its own name too.
+        (&escaped, "self.namespace == 'x' || self.__namespace__ == 'y'", true, true),
+        (&escaped, "self.max_size == 1", false, false),
         (&string, "self ==", false, false),
         (&string, "undeclared == 1", false, false),
         // kube's map() and filter() cost linear time; the `cel` crate copies

@@ -116,6 +116,37 @@ async fn kubectl_explain_and_validation(backend: Backend) {
     assert!(!r.0 && r.2.contains("spec.weight"), "{r:?}");
 }
 
+/// Llama's CEL rules through kubectl: `kubectl explain` lists the fields
+/// they constrain, the OpenAPI v3 document carries them, and apply gets
+/// their refusals (pattern, the bound on two fields, the fixed earTag).
+async fn kubectl_and_cel_rules(backend: Backend) {
+    let s = Server::start_on(backend, &[]).await;
+    let kc = s.kubeconfig();
+    let out = ok(kubectl(&kc, &["explain", "llama.spec"]));
+    assert!(out.contains("earTag") && out.contains("maxWeight"), "{out}");
+    let doc = ok(kubectl(&kc, &["get", "--raw", "/openapi/v3/apis/farm.example.com/v1alpha"]));
+    for rule in
+        ["self.weight <= self.maxWeight", "self.earTag == oldSelf.earTag", "self.matches('^[A-Z]{2}-[0-9]{1,6}$')"]
+    {
+        assert!(doc.contains(rule), "{rule} not in {doc}");
+    }
+    let tagged = DOLLY.replace("  height: 1.7\n", "  height: 1.7\n  maxWeight: 40\n  earTag: AB-1\n");
+    ok(kubectl_stdin(&kc, &["apply", "-f", "-"], Some(&tagged)));
+    let r = kubectl_stdin(&kc, &["apply", "-f", "-"], Some(&tagged.replace("AB-1", "AB-2")));
+    assert!(!r.0 && r.2.contains("spec.earTag: Forbidden: earTag may not be changed or removed once set"), "{r:?}");
+    let r = kubectl_stdin(&kc, &["apply", "-f", "-"], Some(&tagged.replace("31.4", "41")));
+    assert!(!r.0 && r.2.contains("spec.weight: Invalid value: \"object\": weight must not exceed maxWeight"), "{r:?}");
+    let r = kubectl_stdin(
+        &kc,
+        &["create", "-f", "-"],
+        Some(&DOLLY.replace("dolly", "molly").replace("  height: 1.7\n", "  height: 1.7\n  earTag: ab-1\n")),
+    );
+    assert!(!r.0 && r.2.contains("earTag ab-1 is not two capital letters"), "{r:?}");
+    // The dry run of a change is refused as the change is.
+    let r = kubectl_stdin(&kc, &["apply", "--dry-run=server", "-f", "-"], Some(&tagged.replace("AB-1", "AB-3")));
+    assert!(!r.0 && r.2.contains("earTag may not be changed"), "{r:?}");
+}
+
 /// `kubectl diff` (a dry-run write, client-side and server-side apply) and
 /// `kubectl wait` (for a field, a status condition set through the status
 /// subresource, and deletion): each watches or writes through the server.
@@ -178,5 +209,6 @@ on_both_stores!(
     kubectl_lifecycle,
     kubectl_delete_waits_for_finalizers,
     kubectl_explain_and_validation,
+    kubectl_and_cel_rules,
     kubectl_diff_and_wait,
 );

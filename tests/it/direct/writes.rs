@@ -612,6 +612,48 @@ async fn etcd_refusing_an_object_is_answered_as_the_limit_is() {
     assert!(e.get("reason").is_none(), "{e}");
 }
 
+/// A stored Llama that breaks a CEL rule (written before the rule existed;
+/// here straight into etcd): an update that leaves the spec alone is taken
+/// with the failure as a warning, one that changes the spec is refused until
+/// the rule holds (kube's ratcheting of validation rules).
+#[tokio::test]
+async fn cel_rules_ratchet_on_parts_an_update_leaves_alone() {
+    let etcd = crate::common::etcd::shared();
+    let prefix = crate::common::etcd::unique_prefix();
+    let s = Server::start_with(crate::common::Options { args: etcd.server_args(&prefix), ..Default::default() }).await;
+    let mut dolly = llama("dolly", 31.0, 1.7);
+    dolly["spec"]["maxWeight"] = json!(40);
+    create(&s, "default", &dolly).await;
+
+    let mut client = etcd.client().await;
+    let found = client.get(prefix.as_str(), Some(etcd_client::GetOptions::new().with_prefix())).await.unwrap();
+    let kv =
+        found.kvs().iter().find(|kv| kv.key_str().is_ok_and(|k| k.ends_with("/default/dolly"))).expect("dolly in etcd");
+    let mut stored: Value = serde_json::from_slice(kv.value()).unwrap();
+    stored["spec"]["weight"] = json!(50);
+    client.put(kv.key(), serde_json::to_vec(&stored).unwrap(), None).await.unwrap();
+    let url = s.llamas("default", "dolly");
+    for _ in 0..100 {
+        if get(&s, &url).await.1["spec"]["weight"] == json!(50) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    let merge = "application/merge-patch+json";
+    let failure = r#"spec.weight: Invalid value: "object": weight must not exceed maxWeight"#;
+    let body = serde_json::to_vec(&json!({"metadata": {"labels": {"a": "b"}}})).unwrap();
+    let (code, headers, v) = call(&s, Method::PATCH, &url, merge, Some(body)).await;
+    assert_eq!(code, 200, "{v}");
+    let warnings: Vec<&str> = headers.get_all("warning").iter().filter_map(|h| h.to_str().ok()).collect();
+    assert!(warnings.iter().any(|w| w.contains(&failure.replace('"', "\\\""))), "{warnings:?}");
+    let (code, v) = patch(&s, &url, merge, &json!({"spec": {"height": 2}})).await;
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(v["details"]["causes"][0]["field"], "spec.weight", "{v}");
+    let (code, v) = patch(&s, &url, merge, &json!({"spec": {"weight": 30}})).await;
+    assert_eq!(code, 200, "{v}");
+}
+
 on_both_stores!(
     create_sets_metadata_and_keeps_numbers_exact,
     generate_name_makes_a_unique_name,

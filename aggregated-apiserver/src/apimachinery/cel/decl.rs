@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::escape::{escape, is_reserved};
 use super::MAX_REQUEST_SIZE_BYTES;
 use crate::apimachinery::schema::{sadditional, sflag, sget, sitems, sprops, Additional};
 
@@ -122,8 +123,16 @@ impl DeclType {
                 if props.is_none() && (open || sget(s, "type").is_none()) {
                     return Self::any();
                 }
-                let fields =
-                    props.into_iter().flatten().map(|(k, v)| (k.clone(), Self::from_schema_at(v, depth + 1))).collect();
+                // Fields by their CEL names; one that cannot be escaped is not visible.
+                let mut fields = BTreeMap::new();
+                for (k, v) in props.into_iter().flatten() {
+                    let Some(name) = escape(k) else { continue };
+                    let t = Self::from_schema_at(v, depth + 1);
+                    if is_reserved(k) {
+                        fields.insert(k.clone(), t.clone());
+                    }
+                    fields.insert(name, t);
+                }
                 DeclType::Object { fields, open }
             }
         }
@@ -150,11 +159,19 @@ impl DeclType {
                 let merged = items.iter().map(|i| Self::of_value_at(i, depth + 1)).reduce(merge);
                 DeclType::list(items.len() as u64, merged.unwrap_or(DeclType::Null))
             }
-            Value::Object(m) => DeclType::Object {
-                fields: m.iter().map(|(k, v)| (k.clone(), Self::of_value_at(v, depth + 1))).collect(),
+            Value::Object(m) => {
+                let mut fields = BTreeMap::new();
+                for (k, v) in m {
+                    let t = Self::of_value_at(v, depth + 1);
+                    // Selected by its CEL name, indexed by its own: both bound it.
+                    if let Some(e) = escape(k).filter(|e| e != k) {
+                        fields.insert(e, t.clone());
+                    }
+                    fields.insert(k.clone(), t);
+                }
                 // A field it lacks is absent, not unknown.
-                open: false,
-            },
+                DeclType::Object { fields, open: false }
+            }
         }
     }
 
@@ -329,6 +346,10 @@ mod tests {
         assert_eq!(t.field("i"), Some(DeclType::Int));
         assert!(matches!(t.field("x"), Some(DeclType::Dyn { .. })));
         assert_eq!(t.field("nope"), None);
+        let t = DeclType::from_schema(
+            &json!({"type": "object", "properties": {"x-y": {"type": "integer"}, "a b": {"type": "integer"}}}),
+        );
+        assert_eq!((t.field("x__dash__y"), t.field("x-y"), t.len()), (Some(DeclType::Int), None, 1));
     }
 
     #[test]

@@ -7,8 +7,10 @@
 //!
 //! Evaluation is the `cel` crate's interpreter with the Kubernetes function
 //! libraries of `kube-cel` (strings, lists, sets, regex, URLs, IPs and CIDRs,
-//! quantities, semver, format, math, encoders), and optional syntax
-//! (`oldSelf.?x`, `hasValue()`), as kube's environment has them.
+//! quantities, semver, format, math, encoders) and optional values
+//! (`optional.of`, `hasValue()`, `value()`, `orValue()`; `.?` parses, see
+//! the differences below), as kube's environment has them; `string(double)`
+//! prints as cel-go does, and `matches` compiles each pattern once.
 //!
 //! ```ignore
 //! let env = Env::new(STATIC_ESTIMATED_COST_LIMIT)
@@ -34,10 +36,18 @@
 //! cel-go's units but coarser than kube's estimate (see [`cost`]): an
 //! expression near a limit may be refused here that kube would run.
 //!
+//! Where the declared types say little (an admission `object` of any
+//! kind, `DeclType::any()`), compile-time estimates are large: an
+//! environment can take `u64::MAX` as its limit and rely on the bound each
+//! evaluation takes from its values. Functions beyond kube's libraries (the
+//! `authorizer` of policies) would be registered with the others (`FUNCTIONS`).
+//!
 //! **Differences from kube's CEL.** The `cel` crate is dynamically typed:
 //! compiling checks syntax, that every variable is declared and every field
 //! of a declared object exists, not the types of operands; a type error shows
 //! at evaluation (`no such overload`). `duration` strings are not converted.
+//! Declared fields go by kube's escaped names ([`escape`]: `self.x__dash__y`,
+//! `self.__namespace__`, or `self.namespace` as kube 1.31+ allows), as in kube.
 //! Optional field selection is unreliable in the `cel` crate 0.13: `x.?f`
 //! on a map without `f` fails with `no such key`, and on an optional gives an
 //! optional of none (cel-go: `optional.none()` for both); `hasValue()`,
@@ -46,6 +56,7 @@
 
 mod cost;
 pub mod decl;
+pub mod escape;
 mod value;
 
 use std::collections::BTreeSet;
@@ -241,6 +252,8 @@ pub struct Activation<'a> {
 enum Binding<'a> {
     Json(&'a Json, &'a DeclType),
     OptionalJson(Option<&'a Json>, &'a DeclType),
+    /// A value already in CEL's terms, with what its sizes are at most.
+    Cel(cel::Value, DeclType),
 }
 
 impl<'a> Activation<'a> {
@@ -259,6 +272,15 @@ impl<'a> Activation<'a> {
     /// (an `optionalOldSelf` rule's `oldSelf`).
     pub fn optional_json(mut self, name: &'a str, value: Option<&'a Json>, decl: &'a DeclType) -> Self {
         self.vars.push((name, Binding::OptionalJson(value, decl)));
+        self
+    }
+
+    /// Binds `name` to a CEL value, e.g. what another expression evaluated
+    /// to (a policy's `variables`); `shape` must bound its sizes (take it
+    /// from the JSON it came from with [`DeclType::of_value`], or use the
+    /// [`Evaluated::value`] of an expression whose cost was bounded).
+    pub fn cel(mut self, name: &'a str, value: cel::Value, shape: DeclType) -> Self {
+        self.vars.push((name, Binding::Cel(value, shape)));
         self
     }
 }
@@ -297,8 +319,44 @@ thread_local! {
         let mut ctx = Context::default();
         ctx.register_all();
         ctx.add_function("string", go_string);
+        ctx.add_function("matches", cached_matches);
         ctx
     };
+
+    /// Compiled regular expressions of `matches`, by pattern: rules use a
+    /// few constant ones (cel-go compiles those once with the program).
+    static PATTERNS: std::cell::RefCell<std::collections::HashMap<String, regex::Regex>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// Patterns kept per thread; past it the cache starts over, so patterns
+/// computed from input cannot grow it. Long patterns are not kept: those
+/// are rarely a rule's constant, and their compiled form can be large.
+const MAX_CACHED_PATTERNS: usize = 32;
+const MAX_CACHED_PATTERN_BYTES: usize = 512;
+
+/// `s.matches(re)` (RE2 syntax; Rust's `regex` has the same guarantees of
+/// linear time), compiling each pattern once per thread.
+fn cached_matches(
+    ftx: &cel::FunctionContext,
+    this: cel::extractors::This<std::sync::Arc<String>>,
+    pattern: std::sync::Arc<String>,
+) -> Result<bool, ExecutionError> {
+    PATTERNS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some(re) = cache.get(pattern.as_str()) {
+            return Ok(re.is_match(&this.0));
+        }
+        let re = regex::Regex::new(&pattern).map_err(|e| ftx.error(format!("'{pattern}' not a valid regex:\n{e}")))?;
+        let matched = re.is_match(&this.0);
+        if pattern.len() <= MAX_CACHED_PATTERN_BYTES {
+            if cache.len() >= MAX_CACHED_PATTERNS {
+                cache.clear();
+            }
+            cache.insert(pattern.to_string(), re);
+        }
+        Ok(matched)
+    })
 }
 
 /// `string(x)` as cel-go converts: a double as Go's `%g` (`41`, `40.5`,
@@ -341,6 +399,10 @@ impl Expression {
                         DeclType::of_value(v)
                     }
                     Binding::OptionalJson(None, _) => DeclType::Null,
+                    Binding::Cel(_, shape) => {
+                        input_bytes += shape.size();
+                        shape.clone()
+                    }
                 };
                 (*n, shape, true)
             })
@@ -363,6 +425,7 @@ impl Expression {
                 let v = match binding {
                     Binding::Json(v, decl) => value::to_cel(v, decl),
                     Binding::OptionalJson(v, decl) => value::optional(v.map(|v| value::to_cel(v, decl))),
+                    Binding::Cel(v, _) => v.clone(),
                 };
                 // Only a `Value::Function` fails to become a variable, and
                 // `to_cel` never makes one.

@@ -139,12 +139,25 @@ fn kubernetes_functions_are_there() {
 
 #[test]
 fn evaluation_errors_read_as_cel_go() {
-    let v = json!({"a": 1, "l": []});
+    let v = json!({"a": 1, "l": [], "s": "x"});
     let msg = |src| eval(src, v.clone()).unwrap_err().to_string();
     assert_eq!(msg("self.nope == 1"), "no such key: nope");
     assert_eq!(msg("self.a / 0 == 1"), "division by zero");
     assert_eq!(msg("self.a + 'x' == 1"), "no such overload");
     assert_eq!(msg("self.l[0] == 1"), "index out of bounds: 0");
+    assert!(msg("self.s.matches('[')").starts_with("'[' not a valid regex"), "{}", msg("self.s.matches('[')"));
+    // Compiled once, the pattern still applies to each string.
+    assert_eq!(eval("self.s.matches('^x$')", v.clone()), Ok(cel::Value::Bool(true)));
+    assert_eq!(eval("self.s.matches('^x$')", json!({"s": "y"})), Ok(cel::Value::Bool(false)));
+    // More patterns than the cache keeps, and a long one: each still applies.
+    for i in 0..40 {
+        assert_eq!(
+            eval(&format!("self.s.matches('^x{{{i}}}$')"), json!({"s": "x".repeat(i)})),
+            Ok(cel::Value::Bool(true))
+        );
+    }
+    let long = format!("^{}$", "x?".repeat(300));
+    assert_eq!(eval(&format!("self.s.matches('{long}')"), json!({"s": "xx"})), Ok(cel::Value::Bool(true)));
 }
 
 #[test]
@@ -183,4 +196,18 @@ fn admission_style_variables() {
         )
         .unwrap();
     assert_eq!(out.value, cel::Value::Bool(true));
+}
+
+#[test]
+fn values_of_earlier_expressions_bind_as_variables() {
+    // A policy's `variables`: evaluated once, then read by name.
+    let any = DeclType::any();
+    let env = Env::new(u64::MAX).variable("object", any.clone());
+    let names = env.compile("object.items.map(i, i.name)").unwrap();
+    let obj = json!({"items": [{"name": "a"}, {"name": "b"}]});
+    let out = names.evaluate(&Activation::new().json("object", &obj, &any), PER_CALL_LIMIT).unwrap();
+    let check = Env::new(u64::MAX).variable("names", any.clone()).compile("'b' in names && names.size() == 2").unwrap();
+    let shape = DeclType::list(2, DeclType::string(1));
+    let result = check.evaluate(&Activation::new().cel("names", out.value, shape), PER_CALL_LIMIT).unwrap();
+    assert_eq!(result.value, cel::Value::Bool(true));
 }

@@ -10,6 +10,7 @@ use kube_cel::cel;
 use serde_json::Value as Json;
 
 use super::decl::DeclType;
+use super::escape::{escape, is_reserved};
 use cel::objects::{Key, Map, OptionalValue};
 use cel::Value;
 
@@ -49,9 +50,25 @@ fn to_cel_at(v: &Json, decl: &DeclType, depth: usize) -> Value {
         }
         Json::Object(m) => {
             let mut map = HashMap::with_capacity(m.len());
+            // An object of declared fields shows them by their CEL names (and
+            // not those that cannot be escaped); a map or an undeclared object
+            // keeps its keys.
+            let structured = matches!(decl, DeclType::Object { .. });
             for (k, x) in m {
-                let t = decl.field(k).unwrap_or_else(DeclType::any);
-                map.insert(Key::String(Arc::new(k.clone())), to_cel_at(x, &t, depth + 1));
+                let key = if structured {
+                    match escape(k) {
+                        Some(e) => e,
+                        None => continue,
+                    }
+                } else {
+                    k.clone()
+                };
+                let t = decl.field(&key).unwrap_or_else(DeclType::any);
+                let v = to_cel_at(x, &t, depth + 1);
+                if structured && is_reserved(k) {
+                    map.insert(Key::String(Arc::new(k.clone())), v.clone());
+                }
+                map.insert(Key::String(Arc::new(key)), v);
             }
             Value::Map(Map { map: Arc::new(map) })
         }

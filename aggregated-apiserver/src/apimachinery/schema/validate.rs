@@ -79,7 +79,8 @@ fn schema_types(s: &Value) -> Vec<&str> {
 /// `format` `date-time` and `date`, `enum`, `minItems`/`maxItems`, `items`,
 /// `minProperties`/`maxProperties`, `additionalProperties` schemas.
 /// Not checked: `pattern`, `uniqueItems`, `allOf`/`anyOf`/`oneOf`/`not`,
-/// `x-kubernetes-validations` (CEL), list/map-type uniqueness, other formats.
+/// `x-kubernetes-validations` (CEL: [`super::validations`]), list/map-type
+/// uniqueness, other formats.
 ///
 /// `metadata` (at the root and in embedded resources) is type-checked but not
 /// entered; use [`validate_object_meta`](crate::apimachinery::objectmeta::validate_object_meta). A top-level (or embedded)

@@ -4,8 +4,9 @@
 //! as k8s.io/apiextensions-apiserver `pkg/apiserver/schema/cel/validation.go`
 //! evaluates them for a custom resource:
 //!
-//! * each rule sees its node as `self` (at the root with `apiVersion`,
-//!   `kind` and `metadata.name`/`generateName` only), and on an update the
+//! * each rule sees its node as `self` (at the root and in embedded
+//!   resources with `apiVersion`, `kind` and `metadata.name`/`generateName`
+//!   only), and on an update the
 //!   node's previous value as `oldSelf` where the two correlate (object
 //!   fields; items of `x-kubernetes-list-type: map` lists by their keys);
 //! * a rule using `oldSelf` (a transition rule) is skipped without a previous
@@ -21,7 +22,7 @@
 //!   and each evaluation is bounded by `PER_CALL_LIMIT` (see
 //!   [`crate::apimachinery::cel`] for how, without a counting interpreter).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use serde::Deserialize;
@@ -92,6 +93,8 @@ struct Node {
     properties: BTreeMap<String, Node>,
     additional: Option<Box<Node>>,
     items: Option<Box<Node>>,
+    /// The object's root or an embedded resource (`WithTypeAndObjectMeta`).
+    resource: bool,
     /// `x-kubernetes-list-map-keys` of a map-type list: its items correlate
     /// with the previous ones of the same keys.
     list_map_keys: Option<Vec<String>>,
@@ -106,6 +109,8 @@ impl Node {
 /// The compiled rules of a kind's schema.
 pub struct SchemaRules {
     root: Node,
+    /// The estimated cost of all rules, each times how often it may run.
+    max_cost: u64,
 }
 
 /// What a rule of the schema does wrong, with its place in the schema, in
@@ -149,7 +154,14 @@ impl SchemaRules {
         if !c.errors.is_empty() {
             return Err(RuleErrors(c.errors));
         }
-        Ok((!root.is_empty()).then_some(SchemaRules { root }))
+        Ok((!root.is_empty()).then_some(SchemaRules { root, max_cost: c.total_cost }))
+    }
+
+    /// What all rules of an object may cost together, estimated from the
+    /// schema (at most [`STATIC_ESTIMATED_CRD_COST_LIMIT`]; at runtime they
+    /// stop at [`RUNTIME_CEL_COST_BUDGET`]).
+    pub fn max_cost(&self) -> u64 {
+        self.max_cost
     }
 }
 
@@ -176,8 +188,11 @@ impl Compiler {
         if depth > MAX_WALK_DEPTH {
             return node;
         }
+        // The object's root and embedded objects are resources: their rules
+        // see apiVersion, kind and metadata.name/generateName only.
+        node.resource = root || super::sflag(s, "x-kubernetes-embedded-resource");
         if let Some(Value::Array(rules)) = sget(s, "x-kubernetes-validations") {
-            let decl = if root { root_decl(s) } else { DeclType::from_schema(s) };
+            let decl = if node.resource { resource_decl(s) } else { DeclType::from_schema(s) };
             for (i, raw) in rules.iter().enumerate() {
                 let at = format!("{path}.x-kubernetes-validations[{i}]");
                 if let Some(rule) = self.rule(raw, s, &decl, &at, cardinality, uncorrelatable) {
@@ -346,9 +361,13 @@ impl Compiler {
     }
 }
 
-/// The root's type as a rule sees it: kube's `WithTypeAndObjectMeta`.
-fn root_decl(s: &Value) -> DeclType {
-    let mut decl = DeclType::from_schema(s);
+/// A resource's type as a rule sees it: kube's `WithTypeAndObjectMeta`.
+fn resource_decl(s: &Value) -> DeclType {
+    let mut decl = match DeclType::from_schema(s) {
+        o @ DeclType::Object { .. } => o,
+        // An embedded resource that declares no fields (it preserves unknown ones).
+        _ => DeclType::Object { fields: Default::default(), open: true },
+    };
     if let DeclType::Object { fields, .. } = &mut decl {
         let string = || DeclType::string(MAX_REQUEST_SIZE_BYTES);
         fields.insert("apiVersion".into(), string());
@@ -438,8 +457,14 @@ fn child_path(path: &str, key: &str) -> String {
     }
 }
 
-/// The object as a root rule sees it: metadata reduced to name and generateName.
-fn root_view(obj: &Value) -> Value {
+/// The identity of a map-type list's item: its key fields' values.
+fn list_map_key(keys: &[String], item: &Value) -> String {
+    let values: Vec<Option<&Value>> = keys.iter().map(|k| item.get(k)).collect();
+    serde_json::to_string(&values).unwrap_or_default()
+}
+
+/// A resource as its rules see it: metadata reduced to name and generateName.
+fn resource_view(obj: &Value) -> Value {
     let mut view = serde_json::Map::new();
     if let Value::Object(m) = obj {
         for (k, v) in m {
@@ -466,9 +491,9 @@ impl Run {
         }
         let unchanged = if corr.correlated { corr.old == Some(v) } else { corr.parent_unchanged };
         if !node.rules.is_empty() {
-            if depth == 0 {
-                let view = root_view(v);
-                let old_view = corr.old.map(root_view);
+            if node.resource {
+                let view = resource_view(v);
+                let old_view = corr.old.map(resource_view);
                 self.rules(node, &view, old_view.as_ref(), corr.update && unchanged, path);
             } else {
                 self.rules(node, v, corr.old, corr.update && unchanged, path);
@@ -497,11 +522,21 @@ impl Run {
             }
             Value::Array(items) => {
                 let Some(child) = node.items.as_deref() else { return };
-                for (i, x) in items.iter().enumerate() {
-                    let old = match (&node.list_map_keys, corr.old) {
-                        (Some(keys), Some(Value::Array(olds))) => {
-                            olds.iter().find(|o| keys.iter().all(|k| o.get(k) == x.get(k)))
+                // The previous items of a map-type list by their keys, looked
+                // up once each (a scan per item would be quadratic).
+                let olds: HashMap<String, &Value> = match (&node.list_map_keys, corr.old) {
+                    (Some(keys), Some(Value::Array(olds))) => {
+                        let mut by_key = HashMap::with_capacity(olds.len());
+                        for o in olds {
+                            by_key.entry(list_map_key(keys, o)).or_insert(o);
                         }
+                        by_key
+                    }
+                    _ => HashMap::new(),
+                };
+                for (i, x) in items.iter().enumerate() {
+                    let old = match &node.list_map_keys {
+                        Some(keys) if !olds.is_empty() => olds.get(&list_map_key(keys, x)).copied(),
                         _ => None,
                     };
                     let correlated = corr.correlated && node.list_map_keys.is_some();

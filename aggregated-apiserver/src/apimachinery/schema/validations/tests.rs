@@ -197,3 +197,39 @@ fn the_budget_stops_validation() {
         ["spec.items[0]: Invalid value: \"object\": validation failed due to running out of cost budget, no further validation rules will be run"]
     );
 }
+
+#[test]
+fn embedded_resources_are_seen_as_resources() {
+    let s = json!({"type": "object", "properties": {"template": {"type": "object",
+        "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true,
+        "x-kubernetes-validations": [{"rule": "self.kind == 'Pod' && self.metadata.name != 'x'"}]}}});
+    let r = SchemaRules::compile(&s).unwrap().unwrap();
+    let ok = json!({"template": {"kind": "Pod", "metadata": {"name": "y", "uid": "u"}, "spec": {}}});
+    assert!(r.validate(&ok, None).errors.is_empty());
+    let bad = json!({"template": {"kind": "Pod", "metadata": {"name": "x"}}});
+    assert_eq!(messages(&r.validate(&bad, None)).len(), 1);
+    // Its metadata has name and generateName, nothing else.
+    let s = json!({"type": "object", "properties": {"template": {"type": "object",
+        "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true,
+        "x-kubernetes-validations": [{"rule": "has(self.metadata.uid)"}]}}});
+    assert!(SchemaRules::compile(&s).is_err());
+}
+
+#[test]
+fn fields_go_by_their_escaped_names() {
+    let s = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {"max-size": {"type": "integer"}, "namespace": {"type": "string"}},
+        "x-kubernetes-validations": [{"rule": "self.max__dash__size < 10 && self.__namespace__ != 'x'"}]}}});
+    let r = SchemaRules::compile(&s).unwrap().unwrap();
+    assert!(r.validate(&json!({"spec": {"max-size": 1, "namespace": "y"}}), None).errors.is_empty());
+    assert_eq!(r.validate(&json!({"spec": {"max-size": 11, "namespace": "y"}}), None).errors.len(), 1);
+    let raw = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {"max-size": {"type": "integer"}}, "x-kubernetes-validations": [{"rule": "self.max_size == 1"}]}}});
+    assert!(SchemaRules::compile(&raw).is_err());
+    // A reserved word also by its own name (kube 1.31+).
+    let s = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {"namespace": {"type": "string"}}, "x-kubernetes-validations": [{"rule": "self.namespace == 'y'"}]}}});
+    let r = SchemaRules::compile(&s).unwrap().unwrap();
+    assert!(r.validate(&json!({"spec": {"namespace": "y"}}), None).errors.is_empty());
+    assert_eq!(r.validate(&json!({"spec": {"namespace": "z"}}), None).errors.len(), 1);
+}

@@ -202,6 +202,9 @@ pub async fn impersonate(State(authorizer): State<Arc<Authorizer>>, mut req: Req
     let user = impersonated(&wanted, groups_specified);
     tracing::debug!(requestor = %requestor.name, user = %user.name, groups = ?user.groups, "impersonating");
     remove_impersonation_headers(req.headers_mut());
+    if let Some(audit) = req.extensions().get::<crate::audit::AuditContext>() {
+        audit.set_impersonated_user(&user);
+    }
     req.extensions_mut().insert(user);
     next.run(req).await
 }

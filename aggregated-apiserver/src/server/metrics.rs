@@ -14,6 +14,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry as PromRegistry;
 
+use crate::audit::metrics::AuditMetrics;
 use crate::endpoints::handlers::WatchGauge;
 use crate::registry::Registry;
 
@@ -41,6 +42,9 @@ type HistogramFamily = Family<LatencyLabels, Histogram, fn() -> Histogram>;
 
 pub struct Metrics {
     registry: PromRegistry,
+    /// kube's own metric names, without the application's prefix (audit).
+    kube: PromRegistry,
+    audit: AuditMetrics,
     /// The registry's prefix, for the computed gauges written beside it.
     prefix: String,
     requests: Family<RequestLabels, Counter>,
@@ -94,7 +98,25 @@ impl Metrics {
         );
         registry.register("open_watches", "Watch streams currently open", watches.clone());
         registry.register("stored_objects", "Objects currently stored", objects.clone());
-        Self { registry, prefix, requests, latency, watches, objects, computed: std::sync::Mutex::new(Vec::new()) }
+        let mut kube = PromRegistry::default();
+        let audit = AuditMetrics::default();
+        audit.register(&mut kube);
+        Self {
+            registry,
+            kube,
+            audit,
+            prefix,
+            requests,
+            latency,
+            watches,
+            objects,
+            computed: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The audit counters (`apiserver_audit_*`).
+    pub fn audit(&self) -> &AuditMetrics {
+        &self.audit
     }
 
     /// Registers a gauge whose value is read by `f` at every scrape.
@@ -132,6 +154,11 @@ impl Metrics {
                 ));
             }
         }
+        let mut kube = String::new();
+        if let Err(e) = encode(&mut kube, &self.kube) {
+            tracing::warn!(error = %e, "encoding metrics");
+        }
+        out.push_str(kube.strip_suffix("# EOF\n").unwrap_or(&kube));
         let mut registered = String::new();
         if let Err(e) = encode(&mut registered, &self.registry) {
             tracing::warn!(error = %e, "encoding metrics");
@@ -171,9 +198,11 @@ mod tests {
             "farm_apiserver_lag_seconds 2.5\n",
             "farm_apiserver_requests_total{verb=\"create\",resource=\"llamas\",code=\"201\"} 1\n",
             "# TYPE farm_apiserver_request_duration_seconds histogram\n",
+            "# TYPE apiserver_audit_event counter\napiserver_audit_event_total 0\n",
         ] {
             assert!(text.contains(line), "{line:?} in\n{text}");
         }
         assert!(text.ends_with("# EOF\n"), "{text}");
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
     }
 }

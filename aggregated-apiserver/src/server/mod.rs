@@ -55,6 +55,8 @@ pub struct App {
     pub openapi: OpenApi,
     pub health: Health,
     pub metrics: Arc<Metrics>,
+    /// With an audit policy and a backend only.
+    pub auditor: Option<Arc<crate::audit::Auditor>>,
     filters: Filters,
     version: bytes::Bytes,
 }
@@ -68,6 +70,10 @@ impl App {
         shutdown: CancellationToken,
         serve: impl AsyncFnOnce(&mut Setup) -> anyhow::Result<()>,
     ) -> anyhow::Result<Arc<Self>> {
+        // First, so that a policy that does not read stops the server before
+        // it connects to anything.
+        let metrics = Arc::new(Metrics::new(identity.name));
+        let auditor = crate::audit::Auditor::start(&options.audit, metrics.audit().clone()).await?;
         // One client for everything that talks to the cluster: the
         // application's watches, the authentication ConfigMap, TokenReviews
         // and SubjectAccessReviews.
@@ -92,7 +98,6 @@ impl App {
         let mut served = Setup::new(&options.storage, cluster).await?;
         serve(&mut served).await?;
         let registries = served.registries;
-        let metrics = Arc::new(Metrics::new(identity.name));
         for gauge in served.gauges {
             metrics.gauge_fn(gauge.name, gauge.help, gauge.value);
         }
@@ -121,7 +126,7 @@ impl App {
             "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
         });
         let resources = Arc::new(ServedKinds { registries, settings, shutdown, watches: metrics.clone() });
-        let filters = Filters::new(options, guard.as_ref(), resources.clone(), metrics.clone());
+        let filters = Filters::new(options, guard.as_ref(), resources.clone(), metrics.clone(), auditor.clone());
         Ok(Arc::new(Self {
             guard,
             resources,
@@ -129,6 +134,7 @@ impl App {
             openapi,
             health,
             metrics,
+            auditor,
             filters,
             version: bytes::Bytes::from(serde_json::to_vec(&version).unwrap_or_default()),
         }))
@@ -279,7 +285,12 @@ pub async fn run(
             move || closed.closed_total() as f64,
         );
     }
-    tls::serve_tls(args.bind, app.router(), tls_config, handle, limits, cap).await
+    let served = tls::serve_tls(args.bind, app.router(), tls_config, handle, limits, cap).await;
+    // The events still buffered by batch backends are written before the process ends.
+    if let Some(auditor) = &app.auditor {
+        auditor.shutdown().await;
+    }
+    served
 }
 
 async fn wait_for_signal() {

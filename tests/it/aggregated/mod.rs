@@ -4,6 +4,7 @@
 //! delegated authentication and authorization.
 
 mod apply;
+mod audit;
 mod farmpods;
 mod filters;
 mod llamas;

@@ -91,9 +91,13 @@ pub async fn authorize(State(authz): State<Arc<Authorization>>, mut req: Request
     let wanted = std::iter::once(attrs.clone())
         .chain(also_requires.iter().map(|(group, resource)| attrs.for_resource(group, resource)));
     let uri = req.uri().path_and_query().map_or_else(|| req.uri().path(), |pq| pq.as_str());
+    // The reason of the request's own decision (not of what it also requires).
+    let mut allowed_because: Option<std::sync::Arc<str>> = None;
     for attrs in wanted {
         match authz.authorizer.authorize(user, &attrs).await {
-            Decision::Allow => {}
+            Decision::Allow { reason } => {
+                allowed_because.get_or_insert(reason);
+            }
             Decision::Deny { reason } => {
                 annotate(&req, DECISION_FORBID, &reason);
                 return authz::forbidden(user, &attrs, &reason).into_response();
@@ -106,9 +110,7 @@ pub async fn authorize(State(authz): State<Arc<Authorization>>, mut req: Request
             }
         }
     }
-    // The reviews' reasons for allowing are not kept by the cached authorizer:
-    // the reason is empty where kube's names the RBAC binding.
-    annotate(&req, DECISION_ALLOW, "");
+    annotate(&req, DECISION_ALLOW, allowed_because.as_deref().unwrap_or(""));
     req.extensions_mut().insert(Authorized);
     next.run(req).await
 }

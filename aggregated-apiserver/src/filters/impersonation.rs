@@ -188,7 +188,7 @@ pub async fn impersonate(State(authorizer): State<Arc<Authorizer>>, mut req: Req
         let attrs = w.attributes();
         // As kube: a review that fails refuses the impersonation like a denial.
         let reason = match authorizer.authorize(&requestor, &attrs).await {
-            Decision::Allow => continue,
+            Decision::Allow { .. } => continue,
             Decision::Deny { reason } => reason,
             Decision::Error { message } => {
                 tracing::warn!(requestor = %requestor.name, error = %message, "impersonation review failed");

@@ -185,6 +185,10 @@ async fn requests_through_the_aggregator_are_audited_with_its_audit_id() {
     let evs = audit::wait_for(&log, "agg-as-alice", "ResponseComplete").await;
     assert_eq!(evs[1]["user"]["username"], "alice", "{}", evs[1]);
     assert!(evs[1].get("impersonatedUser").is_none(), "the aggregator sends the user it impersonates");
+    // alice was allowed by a SubjectAccessReview: RBAC's reason, as kube records it
+    assert_eq!(evs[1]["annotations"]["authorization.k8s.io/decision"], "allow");
+    let reason = evs[1]["annotations"]["authorization.k8s.io/reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("RBAC: allowed by RoleBinding \"alice-keeps-llamas/"), "{}", evs[1]);
 
     // called directly: an RBAC refusal (farm-user may do nothing)
     let s = &reg.server;

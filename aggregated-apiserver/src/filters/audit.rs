@@ -16,11 +16,11 @@
 //!   kept as the handler reads it when the event records it.
 //!
 //! Deadlines (504) and the filters' refusals are inside [`audit`], so their
-//! answers are recorded like any other. Without an auditor only [`audit`] is
-//! in the chain, and it echoes an `Audit-ID` the request carried (a clone of
-//! the header's shared bytes) and nothing else: no ID is made, nothing
-//! allocated or locked. kube makes an ID for every request even with
-//! auditing off; nobody can join logs that are not written.
+//! answers are recorded like any other. Without an auditor neither is in the
+//! chain: the request-info filter echoes an `Audit-ID` the request carried
+//! ([`echo`]) and that is all, no ID is made, nothing allocated or locked.
+//! kube makes an ID for every request even with auditing off; nobody can
+//! join logs that are not written.
 
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
@@ -50,19 +50,17 @@ const MAX_REFUSAL_BYTES: usize = 1 << 20;
 
 /// The [`audit`] filter's state.
 pub struct Audit {
-    /// None: auditing is off.
-    pub auditor: Option<Arc<Auditor>>,
+    pub auditor: Arc<Auditor>,
+}
+
+/// The `Audit-ID` a request came with, if any.
+pub fn sent_audit_id(req: &Request) -> Option<HeaderValue> {
+    req.headers().get(HEADER_AUDIT_ID).filter(|v| !v.is_empty()).cloned()
 }
 
 pub async fn audit(State(audit): State<Arc<Audit>>, mut req: Request, next: Next) -> Response {
-    let sent = req.headers().get(HEADER_AUDIT_ID).filter(|v| !v.is_empty()).cloned();
-    let Some(auditor) = audit.auditor.clone() else {
-        let mut resp = next.run(req).await;
-        if let Some(id) = sent {
-            echo(&mut resp, id);
-        }
-        return resp;
-    };
+    let sent = sent_audit_id(&req);
+    let auditor = audit.auditor.clone();
     // Kept as sent (kube neither checks nor shortens it).
     let (id, header_value) = match sent {
         Some(value) => (String::from_utf8_lossy(value.as_bytes()).into_owned(), Some(value)),
@@ -110,7 +108,7 @@ pub async fn audit(State(audit): State<Arc<Audit>>, mut req: Request, next: Next
 
 /// Sets the response's `Audit-ID` unless something inside already did (kube: an
 /// aggregated server's own answer keeps its ID).
-fn echo(resp: &mut Response, id: HeaderValue) {
+pub fn echo(resp: &mut Response, id: HeaderValue) {
     if !resp.headers().contains_key(HEADER_AUDIT_ID) {
         resp.headers_mut().insert(HeaderName::from_static(HEADER_AUDIT_ID), id);
     }

@@ -308,3 +308,40 @@ async fn a_dead_webhook_neither_slows_nor_fails_requests() {
         }
     }
 }
+
+/// The policy the manifests deploy reads, and records a change to a Llama in
+/// full without RequestReceived or managedFields, and reads as metadata.
+#[tokio::test]
+async fn the_sample_policy_in_the_manifests_records_changes_in_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/base/audit-policy.yaml");
+    let log = dir.path().join("audit.log");
+    let s = Server::start(&[
+        "--audit-policy-file",
+        policy.to_str().unwrap(),
+        "--audit-log-path",
+        log.to_str().unwrap(),
+        "--audit-log-compress=true",
+    ])
+    .await;
+    let (code, _, created) =
+        request(&s, Method::POST, &s.llamas("sample", ""), "application/json", Some(llama("a", 1.0, 1.0)), "sample-1")
+            .await;
+    assert_eq!(code, 201);
+    assert!(created["metadata"]["managedFields"].is_array(), "{created}");
+    let evs = audit::wait_for(&log, "sample-1", "ResponseComplete").await;
+    assert_eq!(audit::stages(&evs), ["ResponseComplete"]);
+    assert_eq!(evs[0]["level"], "RequestResponse");
+    assert!(evs[0]["responseObject"]["metadata"].get("managedFields").is_none(), "{}", evs[0]);
+    assert_eq!(evs[0]["responseObject"]["metadata"]["uid"], created["metadata"]["uid"]);
+    let (code, _, _) = request(&s, Method::GET, &s.llamas("sample", "a"), "application/json", None, "sample-2").await;
+    assert_eq!(code, 200);
+    let evs = audit::wait_for(&log, "sample-2", "ResponseComplete").await;
+    assert_eq!(evs[0]["level"], "Metadata");
+    let (code, _, _) = request(&s, Method::GET, &s.url("/apis"), "application/json", None, "sample-3").await;
+    assert_eq!(code, 200);
+    let (code, _, _) = request(&s, Method::GET, &s.llamas("sample", ""), "application/json", None, "sample-4").await;
+    assert_eq!(code, 200);
+    audit::wait_for(&log, "sample-4", "ResponseComplete").await;
+    assert!(audit::of(&audit::events(&log), "sample-3").is_empty(), "discovery is not audited");
+}

@@ -35,6 +35,9 @@ use crate::server::metrics::Metrics;
 use options::ServingOptions;
 use setup::Setup;
 
+/// How long buffered audit events may take to be written at exit.
+const AUDIT_FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Who the server is: named in its logs, `/version` and its OpenAPI documents.
 #[derive(Debug, Clone, Copy)]
 pub struct Identity {
@@ -286,9 +289,13 @@ pub async fn run(
         );
     }
     let served = tls::serve_tls(args.bind, app.router(), tls_config, handle, limits, cap).await;
-    // The events still buffered by batch backends are written before the process ends.
+    // The events still buffered by batch backends are written before the
+    // process ends, for a while: a webhook that does not answer would
+    // otherwise hold the exit for its retries (5 attempts of 30 s).
     if let Some(auditor) = &app.auditor {
-        auditor.shutdown().await;
+        if tokio::time::timeout(AUDIT_FLUSH_TIMEOUT, auditor.shutdown()).await.is_err() {
+            tracing::warn!(timeout = ?AUDIT_FLUSH_TIMEOUT, "audit events still buffered at exit were not all written");
+        }
     }
     served
 }

@@ -267,3 +267,177 @@ impl Drop for AuditedBody {
         self.finish();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use axum::routing::{get, post};
+    use axum::Router;
+    use tower::{ServiceBuilder, ServiceExt};
+
+    use super::*;
+    use crate::audit::metrics::AuditMetrics;
+    use crate::audit::policy::PolicyEvaluator;
+    use crate::audit::sink::Backend;
+    use crate::audit::Event;
+
+    /// Keeps every event; fails them all when `fail`.
+    #[derive(Default)]
+    struct Collect {
+        events: Mutex<Vec<Event>>,
+        fail: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl Backend for Collect {
+        async fn process_events(&self, events: &[Arc<Event>]) -> bool {
+            self.events.lock().unwrap().extend(events.iter().map(|e| (**e).clone()));
+            !self.fail
+        }
+    }
+
+    const POLICY: &[u8] = br#"{"apiVersion":"audit.k8s.io/v1","kind":"Policy","rules":[
+        {"level":"None","nonResourceURLs":["/healthz"]},
+        {"level":"RequestResponse"}]}"#;
+
+    async fn serve(backend: Arc<Collect>, req: http::Request<Body>) -> (Response, AuditMetrics) {
+        let metrics = AuditMetrics::default();
+        let auditor = Arc::new(Auditor::new(PolicyEvaluator::from_bytes(POLICY).unwrap(), backend, metrics.clone()));
+        let things = "/apis/g/v1/namespaces/ns/things";
+        let endpoint = Router::new()
+            .route(
+                &format!("{things}/boom"),
+                get(|| async {
+                    if true {
+                        panic!("boom");
+                    }
+                    "unreached"
+                }),
+            )
+            .route(
+                &format!("{things}/slow"),
+                get(|| async {
+                    std::future::pending::<()>().await;
+                    "never"
+                }),
+            )
+            .route(
+                things,
+                post(|req: Request| async move {
+                    crate::audit::add_annotation(req.extensions(), "example.com/checked", "yes");
+                    crate::audit::add_annotation(req.extensions(), "example.com/checked", "no");
+                    let body = axum::body::to_bytes(req.into_body(), 1 << 20).await.unwrap_or_default();
+                    (http::StatusCode::CREATED, [(header::CONTENT_TYPE, "application/json")], body)
+                }),
+            )
+            .route("/healthz", get(|| async { "ok" }));
+        let service = ServiceBuilder::new()
+            .layer(axum::middleware::from_fn(super::super::recovery::recover))
+            .layer(axum::middleware::from_fn(super::super::request_info))
+            .layer(axum::middleware::from_fn_with_state(Arc::new(Audit { auditor }), audit))
+            .layer(axum::middleware::from_fn(evaluate_policy))
+            .service(endpoint);
+        (service.oneshot(req).await.unwrap(), metrics)
+    }
+
+    async fn events_until(backend: &Collect, n: usize) -> Vec<Event> {
+        for _ in 0..200 {
+            let events = backend.events.lock().unwrap().clone();
+            if events.len() >= n {
+                return events;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("fewer than {n} events: {:?}", backend.events.lock().unwrap());
+    }
+
+    fn stages(events: &[Event]) -> Vec<Stage> {
+        events.iter().map(|e| e.stage).collect()
+    }
+
+    #[tokio::test]
+    async fn a_request_is_recorded_with_its_annotations_and_bodies() {
+        let backend = Arc::new(Collect::default());
+        let req = http::Request::post("/apis/g/v1/namespaces/ns/things?dryRun=All")
+            .header("Audit-ID", "id-1")
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::USER_AGENT, "test/1.0")
+            .header("X-Forwarded-For", "10.1.2.3")
+            .body(Body::from(r#"{"metadata":{"name":"t","managedFields":[]}}"#))
+            .unwrap();
+        let (resp, metrics) = serve(backend.clone(), req).await;
+        assert_eq!(resp.status(), 201);
+        assert_eq!(resp.headers()["audit-id"], "id-1");
+        let _ = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+        let events = events_until(&backend, 2).await;
+        assert_eq!(stages(&events), [Stage::RequestReceived, Stage::ResponseComplete]);
+        let done = &events[1];
+        assert_eq!((done.audit_id.as_str(), done.verb.as_str()), ("id-1", "create"));
+        assert_eq!(done.request_uri, "/apis/g/v1/namespaces/ns/things?dryRun=All");
+        assert_eq!(done.source_ips, ["10.1.2.3"], "no peer address in this test");
+        assert_eq!(done.user_agent, "test/1.0");
+        assert_eq!(done.object_ref.as_ref().map(|r| r.name.as_str()), Some("t"));
+        assert_eq!(
+            done.annotations.get("example.com/checked").map(String::as_str),
+            Some("yes"),
+            "the first value wins"
+        );
+        let object = serde_json::json!({"metadata": {"name": "t", "managedFields": []}});
+        assert_eq!(done.request_object.as_ref(), Some(&object));
+        assert_eq!(done.response_object.as_ref(), Some(&object));
+        assert_eq!(done.response_status.as_ref().and_then(|s| s.code), Some(201));
+        assert!(done.stage_timestamp >= done.request_received_timestamp);
+        assert_eq!(metrics.errors_of("log"), 0);
+    }
+
+    #[tokio::test]
+    async fn a_panic_is_recorded_then_recovered_outside() {
+        let backend = Arc::new(Collect::default());
+        let req = http::Request::get("/apis/g/v1/namespaces/ns/things/boom").body(Body::empty()).unwrap();
+        let (resp, _) = serve(backend.clone(), req).await;
+        assert_eq!(resp.status(), 500, "the recovery filter answers");
+        let events = events_until(&backend, 2).await;
+        assert_eq!(stages(&events), [Stage::RequestReceived, Stage::Panic]);
+        let status = events[1].response_status.clone().unwrap_or_default();
+        assert_eq!((status.code, status.message.as_deref()), (Some(500), Some("APIServer panic'd: boom")));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(backend.events.lock().unwrap().len(), 2, "no ResponseComplete after Panic");
+    }
+
+    #[tokio::test]
+    async fn a_strict_backend_that_fails_fails_the_request() {
+        let backend = Arc::new(Collect { fail: true, ..Default::default() });
+        let req = http::Request::get("/apis/g/v1/namespaces/ns/things/boom").body(Body::empty()).unwrap();
+        let (resp, _) = serve(backend.clone(), req).await;
+        assert_eq!(resp.status(), 500);
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+        let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(status["message"], "Internal error occurred: failed to store audit event", "the handler never ran");
+    }
+
+    #[tokio::test]
+    async fn a_request_dropped_before_its_answer_is_closed_early() {
+        let backend = Arc::new(Collect::default());
+        let req = http::Request::get("/apis/g/v1/namespaces/ns/things/slow").body(Body::empty()).unwrap();
+        let served = serve(backend.clone(), req);
+        assert!(tokio::time::timeout(Duration::from_millis(100), served).await.is_err());
+        let events = events_until(&backend, 2).await;
+        assert_eq!(stages(&events), [Stage::RequestReceived, Stage::ResponseComplete]);
+        let status = events[1].response_status.clone().unwrap_or_default();
+        assert_eq!((status.code, status.message.as_deref()), (Some(200), Some("Connection closed early")));
+    }
+
+    #[tokio::test]
+    async fn a_request_the_policy_leaves_out_writes_nothing_but_keeps_its_id() {
+        let backend = Arc::new(Collect::default());
+        let req = http::Request::get("/healthz").body(Body::empty()).unwrap();
+        let (resp, _) = serve(backend.clone(), req).await;
+        let id = resp.headers()["audit-id"].to_str().unwrap().to_string();
+        assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
+        let _ = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(backend.events.lock().unwrap().is_empty());
+    }
+}

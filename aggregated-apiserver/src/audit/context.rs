@@ -223,11 +223,12 @@ impl AuditContext {
     }
 
     /// Whether the response body is kept: the object of a RequestResponse
-    /// event (never a watch stream), and the Status of a failure.
+    /// event (never a watch stream), and the Status of a failure (a watch
+    /// refused before it streams too).
     pub(crate) fn wants_response_body(&self, code: u16, long_running: bool) -> bool {
         let state = self.state();
         let level = state.config.map_or(Level::None, |c| c.level);
-        !long_running && (level == Level::RequestResponse || (level >= Level::Metadata && code >= 400))
+        (level == Level::RequestResponse && !long_running) || (level >= Level::Metadata && code >= 400)
     }
 
     /// The handler panicked: the Panic stage, with kube's 500 (kube writes no
@@ -319,7 +320,15 @@ impl AuditContext {
             state.event.stage = stage;
             state.event.stage_timestamp =
                 if stage == Stage::RequestReceived { state.event.request_received_timestamp } else { Utc::now() };
-            Arc::new(state.event.clone())
+            if matches!(stage, Stage::ResponseComplete | Stage::Panic) {
+                // Nothing is written after these: the event moves out rather
+                // than copying its objects.
+                state.finished = true;
+                let rest = Event::new(state.event.level, String::new(), state.event.request_received_timestamp);
+                Arc::new(std::mem::replace(&mut state.event, rest))
+            } else {
+                Arc::new(state.event.clone())
+            }
         };
         self.0.auditor.process(event).await
     }

@@ -223,12 +223,14 @@ impl AuditContext {
     }
 
     /// Whether the response body is kept: the object of a RequestResponse
-    /// event (never a watch stream), and the Status of a failure (a watch
-    /// refused before it streams too).
+    /// event (never a watch stream), and a Status for responseStatus: every
+    /// failure's (a watch refused before it streams too), and a delete's
+    /// (kube answers a delete that removed the object with a Success Status).
     pub(crate) fn wants_response_body(&self, code: u16, long_running: bool) -> bool {
         let state = self.state();
         let level = state.config.map_or(Level::None, |c| c.level);
-        (level == Level::RequestResponse && !long_running) || (level >= Level::Metadata && code >= 400)
+        let may_be_status = code >= 400 || state.event.verb == "delete";
+        (level == Level::RequestResponse && !long_running) || (level >= Level::Metadata && may_be_status)
     }
 
     /// The handler panicked: the Panic stage, with kube's 500 (kube writes no

@@ -3,4 +3,5 @@
 //! kube-apiserver, compared after the normalization of `common::compare`.
 
 mod apply;
+mod audit;
 mod crd;

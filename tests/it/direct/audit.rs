@@ -345,3 +345,59 @@ async fn the_sample_policy_in_the_manifests_records_changes_in_full() {
     audit::wait_for(&log, "sample-4", "ResponseComplete").await;
     assert!(audit::of(&audit::events(&log), "sample-3").is_empty(), "discovery is not audited");
 }
+
+/// `--audit-log-maxsize 1` rolls the log every megabyte; `--audit-log-maxbackup 2`
+/// keeps two backups, gzipped with `--audit-log-compress`.
+#[tokio::test]
+async fn the_log_rolls_at_its_size_and_keeps_its_backups() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = audit::write_policy(dir.path(), audit::POLICY);
+    let log_dir = dir.path().join("logs");
+    let log = log_dir.join("audit.log");
+    let s = Server::start(&[
+        "--audit-policy-file",
+        policy.to_str().unwrap(),
+        "--audit-log-path",
+        log.to_str().unwrap(),
+        "--audit-log-maxsize",
+        "1",
+        "--audit-log-maxbackup",
+        "2",
+        "--audit-log-compress",
+    ])
+    .await;
+    // Each create's ResponseComplete holds its 200 KB annotation twice: ~5 events a file.
+    let big = "x".repeat(200 * 1024);
+    for i in 0..15 {
+        let mut body = llama(&format!("big-{i}"), 1.0, 1.0);
+        body["metadata"]["annotations"] = json!({"farm.example.com/notes": big});
+        let (code, _, _) =
+            request(&s, Method::POST, &s.llamas("rolled", ""), "application/json", Some(body), &format!("big-{i}"))
+                .await;
+        assert_eq!(code, 201);
+    }
+    audit::wait_for(&log, "big-14", "ResponseComplete").await;
+    let files = || {
+        let mut names: Vec<String> = std::fs::read_dir(&log_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    common::succeeds("two gzipped backups", Duration::from_secs(20), || {
+        let names = files();
+        std::future::ready(names.len() == 3 && names.iter().filter(|n| n.ends_with(".log.gz")).count() == 2)
+    })
+    .await;
+    let names = files();
+    assert!(names.contains(&"audit.log".to_string()), "{names:?}");
+    for backup in names.iter().filter(|n| n.ends_with(".gz")) {
+        assert!(
+            backup.starts_with("audit-") && backup.len() == "audit-2026-01-02T03-04-05.678.log.gz".len(),
+            "{backup}"
+        );
+    }
+    let size = std::fs::metadata(&log).unwrap().len();
+    assert!(size <= 1024 * 1024, "the current file stays under a megabyte: {size}");
+}

@@ -60,23 +60,57 @@ impl LogBackend {
     }
 }
 
+/// Lines written with one `write`, at most (a batch of large events is
+/// written in pieces, each well under any file size limit).
+const MAX_WRITE_BYTES: usize = 1 << 20;
+
+impl LogBackend {
+    /// Writes `lines` (the encoded `events`) with one `write`; a failure costs them all.
+    fn write(&self, lines: &mut Vec<u8>, events: &mut Vec<Arc<Event>>) -> bool {
+        if lines.is_empty() {
+            return true;
+        }
+        let result = match self.out.lock() {
+            Ok(mut out) => out.write_all(lines).and_then(|()| out.flush()).map_err(|e| e.to_string()),
+            Err(_) => Err("the audit log's lock is poisoned".to_string()),
+        };
+        lines.clear();
+        let ok = match result {
+            Ok(()) => true,
+            Err(error) => {
+                self.metrics.plugin_error("log", &error, events);
+                false
+            }
+        };
+        events.clear();
+        ok
+    }
+}
+
 #[async_trait::async_trait]
 impl Backend for LogBackend {
+    /// The lines of a batch are encoded outside the lock and written
+    /// together: in batch mode the system calls are per batch, not per event.
     async fn process_events(&self, events: &[Arc<Event>]) -> bool {
         let mut ok = true;
+        let mut lines = Vec::new();
+        let mut pending: Vec<Arc<Event>> = Vec::new();
         for event in events {
-            let written = match self.line(event) {
-                Ok(line) => match self.out.lock() {
-                    Ok(mut out) => out.write_all(&line).and_then(|()| out.flush()).map_err(|e| e.to_string()),
-                    Err(_) => Err("the audit log's lock is poisoned".to_string()),
-                },
-                Err(e) => Err(format!("encoding the event: {e}")),
-            };
-            if let Err(error) = written {
-                self.metrics.plugin_error("log", &error, std::slice::from_ref(event));
-                ok = false;
+            match self.line(event) {
+                Ok(line) => {
+                    if !lines.is_empty() && lines.len() + line.len() > MAX_WRITE_BYTES {
+                        ok &= self.write(&mut lines, &mut pending);
+                    }
+                    lines.extend_from_slice(&line);
+                    pending.push(event.clone());
+                }
+                Err(e) => {
+                    self.metrics.plugin_error("log", &format!("encoding the event: {e}"), std::slice::from_ref(event));
+                    ok = false;
+                }
             }
         }
+        ok &= self.write(&mut lines, &mut pending);
         ok
     }
 }

@@ -65,7 +65,9 @@ pub async fn audit(State(audit): State<Arc<Audit>>, mut req: Request, next: Next
     let (id, header_value) = match sent {
         Some(value) => (String::from_utf8_lossy(value.as_bytes()).into_owned(), Some(value)),
         None => {
-            let id = uuid::Uuid::new_v4().to_string();
+            // From the thread's generator: `Uuid::new_v4` asks the kernel
+            // (a getrandom call) for every request.
+            let id = uuid::Builder::from_random_bytes(rand::random()).into_uuid().to_string();
             let value = HeaderValue::from_str(&id).ok();
             (id, value)
         }

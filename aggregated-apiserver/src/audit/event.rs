@@ -187,7 +187,7 @@ impl Event {
         let ip = self.source_ips.first().map_or("<unknown>", String::as_str);
         format!(
             "{} AUDIT: id={} stage={} ip={} method={} user={} groups={} as={} asgroups={} user-agent={} namespace={} uri={} response=\"{}\"",
-            self.request_received_timestamp.to_rfc3339_opts(SecondsFormat::AutoSi, true),
+            go_rfc3339_nano(&self.request_received_timestamp),
             go_quote(&self.audit_id),
             go_quote(self.stage.as_str()),
             go_quote(ip),
@@ -218,6 +218,18 @@ impl<'a> EventList<'a> {
     pub fn new(items: &'a [std::sync::Arc<Event>]) -> Self {
         let items = items.iter().map(|e| &**e).collect();
         Self { kind: "EventList", api_version: super::policy::API_VERSION, metadata: BTreeMap::new(), items }
+    }
+}
+
+/// Go's `time.RFC3339Nano` in UTC: the fraction without its trailing zeros
+/// (none when it is zero).
+fn go_rfc3339_nano(t: &DateTime<Utc>) -> String {
+    let seconds = t.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let nanos = format!("{:09}", t.timestamp_subsec_nanos());
+    let fraction = nanos.trim_end_matches('0');
+    match seconds.strip_suffix('Z') {
+        Some(base) if !fraction.is_empty() => format!("{base}.{fraction}Z"),
+        _ => seconds,
     }
 }
 
@@ -285,6 +297,13 @@ mod tests {
     use chrono::TimeZone;
 
     use super::*;
+
+    #[test]
+    fn legacy_times_read_as_gos_rfc3339_nano() {
+        let t = Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap();
+        assert_eq!(go_rfc3339_nano(&t), "2026-01-02T03:04:05Z");
+        assert_eq!(go_rfc3339_nano(&(t + chrono::Duration::microseconds(120))), "2026-01-02T03:04:05.00012Z");
+    }
 
     #[test]
     fn events_encode_as_kube_writes_them() {

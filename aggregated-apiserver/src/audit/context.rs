@@ -59,8 +59,6 @@ struct State {
     /// None until the policy is evaluated, after authentication.
     config: Option<RequestAuditConfig>,
     event: Event,
-    /// What the request was (for the policy, when it is evaluated late).
-    info: RequestInfo,
     /// The request body as the handler read it, when its object is recorded.
     request_body: Option<Captured>,
     request_content_type: Option<String>,
@@ -101,7 +99,7 @@ pub struct Arrival<'a> {
     pub source_ips: Vec<String>,
     pub user_agent: String,
     pub content_type: Option<&'a str>,
-    pub info: RequestInfo,
+    pub info: &'a RequestInfo,
 }
 
 impl AuditContext {
@@ -112,7 +110,7 @@ impl AuditContext {
         event.source_ips = arrival.source_ips;
         event.user_agent = arrival.user_agent;
         if arrival.info.is_resource_request {
-            let info = &arrival.info;
+            let info = arrival.info;
             event.object_ref = Some(ObjectReference {
                 resource: info.resource.clone(),
                 namespace: info.namespace.clone(),
@@ -126,7 +124,6 @@ impl AuditContext {
         let state = State {
             config: None,
             event,
-            info: arrival.info,
             request_body: None,
             request_content_type: arrival.content_type.map(str::to_string),
             response_content_type: None,
@@ -170,14 +167,14 @@ impl AuditContext {
         }
     }
 
-    /// Evaluates the policy for the request made by `user` (None: nobody was
-    /// authenticated) and records who that is. Once only.
-    pub(crate) fn evaluate(&self, user: Option<&UserInfo>) -> RequestAuditConfig {
+    /// Evaluates the policy for the request `info` made by `user` (None:
+    /// nobody was authenticated) and records who that is. Once only.
+    pub(crate) fn evaluate(&self, user: Option<&UserInfo>, info: &RequestInfo) -> RequestAuditConfig {
         let mut state = self.state();
         if let Some(config) = state.config {
             return config;
         }
-        let config = self.0.auditor.policy.evaluate(&Attributes { user, info: &state.info });
+        let config = self.0.auditor.policy.evaluate(&Attributes { user, info });
         self.0.auditor.metrics.level(config.level);
         state.config = Some(config);
         state.event.level = config.level;
@@ -185,6 +182,31 @@ impl AuditContext {
             state.event.user = event_user(user);
         }
         config
+    }
+
+    /// The request as its event describes it, for a policy evaluated after
+    /// the request's own description is gone (a refusal before authentication).
+    pub(crate) fn request_info(&self) -> RequestInfo {
+        use crate::endpoints::request_info::RequestVerb;
+        let state = self.state();
+        let event = &state.event;
+        let path = event.request_uri.split('?').next().unwrap_or_default().to_string();
+        let resource_verb = crate::registry::kind::Verb::ALL.iter().find(|v| v.as_str() == event.verb);
+        let verb = match resource_verb {
+            Some(verb) if event.object_ref.is_some() => RequestVerb::Resource(*verb),
+            _ => RequestVerb::Method(event.verb.clone().into()),
+        };
+        let mut info = RequestInfo { path, verb, ..Default::default() };
+        if let Some(r) = &event.object_ref {
+            info.is_resource_request = true;
+            info.api_group = r.api_group.clone();
+            info.api_version = r.api_version.clone();
+            info.namespace = r.namespace.clone();
+            info.resource = r.resource.clone();
+            info.subresource = r.subresource.clone();
+            info.name = r.name.clone();
+        }
+        info
     }
 
     /// The user the request acts as after impersonation (kube's `LogImpersonatedUser`).
@@ -201,7 +223,7 @@ impl AuditContext {
         let state = self.state();
         let level = state.config.map_or(Level::None, |c| c.level);
         level >= Level::Request
-            || (level >= Level::Metadata && state.info.is_resource_request && state.info.verb.as_str() == "create")
+            || (level >= Level::Metadata && state.event.object_ref.is_some() && state.event.verb == "create")
     }
 
     pub(crate) fn start_request_body(&self) {

@@ -235,7 +235,18 @@ fn go_rfc3339_nano(t: &DateTime<Utc>) -> String {
 
 /// `metav1.MicroTime`: `2006-01-02T15:04:05.000000Z07:00`, in UTC.
 fn micro_time<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(&t.format("%Y-%m-%dT%H:%M:%S%.6fZ"))
+    use chrono::{Datelike, Timelike};
+    // Written out rather than with a format string, which chrono parses on every call.
+    s.collect_str(&format_args!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
+        t.year(),
+        t.month(),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.timestamp_subsec_micros().min(999_999)
+    ))
 }
 
 /// A `metav1.Status` as it appears inside an event: k8s-openapi writes

@@ -72,8 +72,9 @@ pub async fn audit(State(audit): State<Arc<Audit>>, mut req: Request, next: Next
             (id, value)
         }
     };
-    let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
-    let long_running = super::is_long_running(&info);
+    let unknown = RequestInfo::default();
+    let info = req.extensions().get::<RequestInfo>().unwrap_or(&unknown);
+    let long_running = super::is_long_running(info);
     let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
     let arrival = Arrival {
         received: Utc::now(),
@@ -119,11 +120,6 @@ pub fn echo(resp: &mut Response, id: HeaderValue) {
 /// Records the answer and, when the event keeps it, wraps its body.
 async fn record(ctx: AuditContext, resp: Response, long_running: bool) -> Response {
     let code = resp.status().as_u16();
-    {
-        // Not held across an await: a response is not Sync.
-        let text = |name: header::HeaderName| resp.headers().get(name).and_then(|v| v.to_str().ok());
-        ctx.responded(code, text(header::CONTENT_TYPE), text(header::CONTENT_ENCODING));
-    }
     let level = match ctx.level() {
         Some(level) => level,
         None => return refused_early(ctx, resp).await,
@@ -131,18 +127,20 @@ async fn record(ctx: AuditContext, resp: Response, long_running: bool) -> Respon
     if level == Level::None {
         return resp;
     }
+    let keep = ctx.wants_response_body(code, long_running);
+    responded(&ctx, &resp, keep);
     if long_running {
         ctx.process(Stage::ResponseStarted).await;
     }
-    let keep = ctx.wants_response_body(code, long_running);
     resp.map(|body| Body::new(AuditedBody { inner: body, ctx: Some(ctx), captured: keep.then(Captured::default) }))
 }
 
 /// A request answered before the policy was evaluated (kube's `withFailedRequestAudit`).
 async fn refused_early(ctx: AuditContext, resp: Response) -> Response {
-    if ctx.evaluate(None).level == Level::None {
+    if ctx.evaluate(None, &ctx.request_info()).level == Level::None {
         return resp;
     }
+    responded(&ctx, &resp, true);
     let (parts, body) = resp.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_REFUSAL_BYTES).await {
         Ok(bytes) => bytes,
@@ -152,12 +150,20 @@ async fn refused_early(ctx: AuditContext, resp: Response) -> Response {
     Response::from_parts(parts, Body::from(bytes))
 }
 
+/// The answer's code, and how its body is encoded when the body is kept.
+fn responded(ctx: &AuditContext, resp: &Response, keep: bool) {
+    let text = |name: header::HeaderName| resp.headers().get(name).and_then(|v| v.to_str().ok()).filter(|_| keep);
+    ctx.responded(resp.status().as_u16(), text(header::CONTENT_TYPE), text(header::CONTENT_ENCODING));
+}
+
 /// Policy evaluation and RequestReceived, right after authentication.
 pub async fn evaluate_policy(req: Request, next: Next) -> Response {
     let Some(ctx) = req.extensions().get::<AuditContext>().cloned() else {
         return next.run(req).await;
     };
-    let config = ctx.evaluate(req.extensions().get::<UserInfo>());
+    let unknown = RequestInfo::default();
+    let info = req.extensions().get::<RequestInfo>().unwrap_or(&unknown);
+    let config = ctx.evaluate(req.extensions().get::<UserInfo>(), info);
     if config.level == Level::None {
         return next.run(req).await;
     }

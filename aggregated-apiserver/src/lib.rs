@@ -14,11 +14,13 @@
 //! * [`endpoints`]: requests into registry calls, answers encoded;
 //! * [`filters`]: every layer of the request path;
 //! * [`auth`]: authenticators, authorizer, and the review clients;
+//! * [`audit`]: the audit policy, events and their backends;
 //! * [`server`]: options, listener, TLS, connections, health, metrics;
 //! * [`heavy`]: large computations, off the async workers and in turns.
 
 pub mod admission;
 pub mod apimachinery;
+pub mod audit;
 pub mod auth;
 pub mod endpoints;
 pub mod filters;

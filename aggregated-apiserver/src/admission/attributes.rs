@@ -5,6 +5,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::apimachinery::options::{DeleteOptions, FieldValidation, WriteOptions};
+use crate::audit::context::AuditContext;
 use crate::auth::authn::UserInfo;
 use crate::registry::kind::Names;
 
@@ -27,6 +28,14 @@ impl Operation {
     }
 }
 
+/// Who asks for a write (the user the aggregator authenticated), and the
+/// request's audit record, where admission's audit annotations go.
+#[derive(Clone, Copy)]
+pub struct Requester<'a> {
+    pub user: &'a UserInfo,
+    pub audit: Option<&'a AuditContext>,
+}
+
 /// One write, as the admission plugins see it.
 pub struct Attributes<'a> {
     pub operation: Operation,
@@ -47,6 +56,8 @@ pub struct Attributes<'a> {
     pub options: Value,
     pub dry_run: bool,
     pub user: &'a UserInfo,
+    /// The request's audit record, when auditing is on.
+    pub audit: Option<&'a AuditContext>,
     /// Warnings for the client, in the order the plugins gave them.
     pub warnings: Vec<String>,
     /// Audit annotations the plugins added (`<webhook name>/<key>` = value).
@@ -54,6 +65,16 @@ pub struct Attributes<'a> {
 }
 
 impl Attributes<'_> {
+    /// Hands the audit annotations gathered so far to the audit record.
+    pub fn flush_audit_annotations(&mut self) {
+        let annotations = std::mem::take(&mut self.audit_annotations);
+        if let Some(audit) = self.audit {
+            for (key, value) in &annotations {
+                audit.add_annotation(key, value);
+            }
+        }
+    }
+
     /// The group-qualified resource, as errors name it (`llamas.example.com`).
     pub fn group_resource(&self) -> String {
         if self.names.group.is_empty() {

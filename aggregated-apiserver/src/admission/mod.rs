@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use attributes::{Attributes, Operation};
+pub use attributes::{Attributes, Operation, Requester};
 
 use crate::apimachinery::errors::{self, ApiError, ApiResult, Reason, Target};
 use crate::registry::kind::Names;
@@ -80,7 +80,9 @@ impl Admission {
     /// The mutating step; a refusal carries the warnings given so far.
     pub async fn mutate(&self, attributes: &mut Attributes<'_>) -> ApiResult<()> {
         for plugin in &self.plugins {
-            if let Err(e) = plugin.mutate(attributes).await {
+            let result = plugin.mutate(attributes).await;
+            attributes.flush_audit_annotations();
+            if let Err(e) = result {
                 return Err(e.with_warnings(std::mem::take(&mut attributes.warnings)));
             }
         }
@@ -90,7 +92,9 @@ impl Admission {
     /// The validating step; a refusal carries the warnings given so far.
     pub async fn validate(&self, attributes: &mut Attributes<'_>) -> ApiResult<()> {
         for plugin in &self.plugins {
-            if let Err(e) = plugin.validate(attributes).await {
+            let result = plugin.validate(attributes).await;
+            attributes.flush_audit_annotations();
+            if let Err(e) = result {
                 return Err(e.with_warnings(std::mem::take(&mut attributes.warnings)));
             }
         }

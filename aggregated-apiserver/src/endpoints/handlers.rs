@@ -12,6 +12,7 @@ use http::{header, HeaderMap, HeaderValue, StatusCode};
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::Requester;
 use crate::apimachinery::errors::{ApiError, ApiResult, Target};
 use crate::apimachinery::gojson;
 use crate::apimachinery::managed_fields::Writer;
@@ -19,6 +20,7 @@ use crate::apimachinery::options::{
     decode_delete_options, DeleteOptions, ListOptions, Query, Rv, WriteOptions, WriteVerb,
 };
 use crate::apimachinery::serializer::{self, BodyError, BodyType};
+use crate::audit::context::AuditContext;
 use crate::auth::authn::UserInfo;
 use crate::endpoints::list_body::ObjectListBody;
 use crate::endpoints::negotiation::{self, Encoding, Output, Shape};
@@ -211,7 +213,10 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
     // The user admission reports to webhooks: the one the aggregator
     // authenticated (after impersonation), never this server's own.
     let anonymous = UserInfo::default();
-    let user = parts.extensions.get::<UserInfo>().unwrap_or(&anonymous);
+    let user = Requester {
+        user: parts.extensions.get::<UserInfo>().unwrap_or(&anonymous),
+        audit: parts.extensions.get::<AuditContext>(),
+    };
     match verb {
         Verb::Get => {
             let (output, encoding) = negotiation::negotiate(accept, Shape::Object)?;

@@ -10,6 +10,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::apimachinery::errors::ApiError;
+use crate::audit::AuditContext;
 use crate::auth::authn::UserInfo;
 use crate::auth::authz::{self, Attributes, Authorizer, Decision};
 use crate::endpoints::handlers::ServedKinds;
@@ -40,6 +41,20 @@ impl AlwaysAllowPaths {
     }
 }
 
+const DECISION_ANNOTATION: &str = "authorization.k8s.io/decision";
+const REASON_ANNOTATION: &str = "authorization.k8s.io/reason";
+const DECISION_ALLOW: &str = "allow";
+const DECISION_FORBID: &str = "forbid";
+
+/// The decision and its reason, on the request's audit event (kube's
+/// `WithAuthorization` annotations); nothing when the request is not audited.
+fn annotate(req: &Request, decision: &str, reason: &str) {
+    if let Some(audit) = req.extensions().get::<AuditContext>() {
+        audit.add_annotation(DECISION_ANNOTATION, decision);
+        audit.add_annotation(REASON_ANNOTATION, reason);
+    }
+}
+
 /// Put into a request's extensions when its caller was authorized for it by a
 /// review (or is a `system:masters` member), not merely let through on an
 /// always-allowed path: health checks show their failure reasons only then.
@@ -59,6 +74,8 @@ pub async fn authorize(State(authz): State<Arc<Authorization>>, mut req: Request
         return ApiError::internal_error("no request info found: the filter chain is wrong").into_response();
     };
     if !info.is_resource_request && authz.always_allow.allows(&info.path) {
+        // kube's path authorizer allows these with no reason.
+        annotate(&req, DECISION_ALLOW, "");
         return next.run(req).await;
     }
     let Some(user) = req.extensions().get::<UserInfo>() else {
@@ -74,13 +91,26 @@ pub async fn authorize(State(authz): State<Arc<Authorization>>, mut req: Request
     let wanted = std::iter::once(attrs.clone())
         .chain(also_requires.iter().map(|(group, resource)| attrs.for_resource(group, resource)));
     let uri = req.uri().path_and_query().map_or_else(|| req.uri().path(), |pq| pq.as_str());
+    // The reason of the request's own decision (not of what it also requires).
+    let mut allowed_because: Option<std::sync::Arc<str>> = None;
     for attrs in wanted {
         match authz.authorizer.authorize(user, &attrs).await {
-            Decision::Allow => {}
-            Decision::Deny { reason } => return authz::forbidden(user, &attrs, &reason).into_response(),
-            Decision::Error { message } => return authz::internal_error(uri, &message).into_response(),
+            Decision::Allow { reason } => {
+                allowed_because.get_or_insert(reason);
+            }
+            Decision::Deny { reason } => {
+                annotate(&req, DECISION_FORBID, &reason);
+                return authz::forbidden(user, &attrs, &reason).into_response();
+            }
+            Decision::Error { message } => {
+                if let Some(audit) = req.extensions().get::<AuditContext>() {
+                    audit.add_annotation(REASON_ANNOTATION, "internal error");
+                }
+                return authz::internal_error(uri, &message).into_response();
+            }
         }
     }
+    annotate(&req, DECISION_ALLOW, allowed_because.as_deref().unwrap_or(""));
     req.extensions_mut().insert(Authorized);
     next.run(req).await
 }

@@ -188,7 +188,7 @@ pub async fn impersonate(State(authorizer): State<Arc<Authorizer>>, mut req: Req
         let attrs = w.attributes();
         // As kube: a review that fails refuses the impersonation like a denial.
         let reason = match authorizer.authorize(&requestor, &attrs).await {
-            Decision::Allow => continue,
+            Decision::Allow { .. } => continue,
             Decision::Deny { reason } => reason,
             Decision::Error { message } => {
                 tracing::warn!(requestor = %requestor.name, error = %message, "impersonation review failed");
@@ -202,6 +202,9 @@ pub async fn impersonate(State(authorizer): State<Arc<Authorizer>>, mut req: Req
     let user = impersonated(&wanted, groups_specified);
     tracing::debug!(requestor = %requestor.name, user = %user.name, groups = ?user.groups, "impersonating");
     remove_impersonation_headers(req.headers_mut());
+    if let Some(audit) = req.extensions().get::<crate::audit::AuditContext>() {
+        audit.set_impersonated_user(&user);
+    }
     req.extensions_mut().insert(user);
     next.run(req).await
 }

@@ -5,9 +5,11 @@
 //! status encoding errors in the encoding the client accepts (YAML or JSON)
 //! recovery        a panic becomes a 500 Status, never a dropped connection
 //! request info    verb, resource, namespace, name: read by everything below
+//! audit           with a policy, each request's audit events, the Audit-ID made or reused (audit.rs)
 //! observe         request metrics and the request log (sees every answer, 401s and 429s too)
 //! deadline        504 for non-long-running requests after --request-timeout (or ?timeout=)
 //! authentication  front-proxy, client certificate, bearer token, else anonymous
+//! audit policy    the policy evaluated for the authenticated user; RequestReceived
 //! impersonation   Impersonate-* headers, each checked with a SubjectAccessReview
 //! in-flight       --max-requests-inflight / --max-mutating-requests-inflight, watch caps
 //! authorization   SubjectAccessReview (cached), the always-allowed probe paths
@@ -19,6 +21,7 @@
 //! [`crate::auth::authn::UserInfo`]. [`Filters::around`] assembles them, in
 //! the order above.
 
+pub mod audit;
 pub mod authentication;
 pub mod authorization;
 pub mod compression;
@@ -49,6 +52,8 @@ use crate::server::metrics::Metrics;
 
 /// The state of each filter of the request path, each from its own options.
 pub struct Filters {
+    /// With an audit policy and a backend only.
+    audit: Option<Arc<audit::Audit>>,
     observe: Arc<observe::Observe>,
     deadline: Arc<deadline::Deadline>,
     /// With delegated authentication only, as are impersonation and authorization.
@@ -66,11 +71,13 @@ impl Filters {
         guard: Option<&Guard>,
         resources: Arc<ServedKinds>,
         metrics: Arc<Metrics>,
+        auditor: Option<Arc<crate::audit::Auditor>>,
     ) -> Self {
         let limits = &options.limits;
         let always_allow =
             authorization::AlwaysAllowPaths::new(&options.authorization.authorization_always_allow_paths);
         Self {
+            audit: auditor.map(|auditor| Arc::new(audit::Audit { auditor })),
             observe: Arc::new(observe::Observe { metrics, resources: resources.clone() }),
             deadline: Arc::new(deadline::Deadline { maximum: limits.request_timeout }),
             authentication: guard.map(|guard| {
@@ -110,11 +117,13 @@ impl Filters {
             .layer(from_fn(status_encoding::status_in_accepted_encoding))
             .layer(from_fn(recovery::recover))
             .layer(from_fn(request_info))
+            .option_layer(self.audit.clone().map(|audit| from_fn_with_state(audit, audit::audit)))
             .layer(from_fn_with_state(self.observe.clone(), observe::observe))
             .layer(from_fn_with_state(self.deadline.clone(), deadline::enforce))
             .option_layer(
                 self.authentication.clone().map(|authn| from_fn_with_state(authn, authentication::authenticate)),
             )
+            .option_layer(self.audit.as_ref().map(|_| from_fn(audit::evaluate_policy)))
             .option_layer(self.impersonation.clone().map(|authz| from_fn_with_state(authz, impersonation::impersonate)))
             .layer(from_fn_with_state(self.inflight.clone(), inflight::limit))
             .option_layer(self.authorization.clone().map(|authz| from_fn_with_state(authz, authorization::authorize)))
@@ -132,8 +141,19 @@ pub fn is_long_running(info: &crate::endpoints::request_info::RequestInfo) -> bo
 /// Classifies the request once (kube's `WithRequestInfo`); every filter after
 /// this one reads the [`RequestInfo`](crate::endpoints::request_info::RequestInfo)
 /// from the request's extensions.
+///
+/// It also echoes the `Audit-ID` the request came with (the aggregator's), as
+/// kube's `WithAuditInit` does whether or not anything is audited. Here rather
+/// than in a layer of its own: each `from_fn` layer costs two allocations per
+/// request, and with auditing off this is all auditing does (a lookup and a
+/// clone of the header's shared bytes).
 pub async fn request_info(mut req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
     let info = crate::endpoints::request_info::classify(req.method(), req.uri().path(), req.uri().query());
     req.extensions_mut().insert(info);
-    next.run(req).await
+    let audit_id = audit::sent_audit_id(&req);
+    let mut resp = next.run(req).await;
+    if let Some(id) = audit_id {
+        audit::echo(&mut resp, id);
+    }
+    resp
 }

@@ -10,6 +10,7 @@ use clap::Args;
 pub mod values;
 
 use crate::admission::options::AdmissionOptions;
+use crate::audit::options::AuditOptions;
 use crate::auth::options::{AuthenticationOptions, AuthorizationOptions, ReviewOptions};
 use crate::endpoints::handlers::ApiSettings;
 use crate::filters::options::RequestLimits;
@@ -42,6 +43,8 @@ pub struct ServerOptions {
     pub limits: RequestLimits,
     #[command(flatten)]
     pub logging: LoggingOptions,
+    #[command(flatten)]
+    pub audit: AuditOptions,
 }
 
 /// Gives every flag of `command` (and of its subcommands) that has none an

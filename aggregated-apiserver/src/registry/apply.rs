@@ -6,12 +6,12 @@
 use serde_json::{json, Value};
 
 use super::{meta_mut, meta_str, now_rfc3339, Part, Registry, WriteOutcome, WRITE_RETRIES};
+use crate::admission::Requester;
 use crate::apimachinery::errors::{self, ApiError, ApiResult, Reason, StatusDetails};
 use crate::apimachinery::managed_fields::{self, conflicts_message, ApplyError, FieldManager, ManagedFields, Writer};
 use crate::apimachinery::options::WriteOptions;
 use crate::apimachinery::serializer::JsonBody;
 use crate::apimachinery::typed;
-use crate::auth::authn::UserInfo;
 use crate::storage::StoreError;
 
 impl Registry {
@@ -82,7 +82,7 @@ impl Registry {
         raw: &[u8],
         body: &JsonBody<'_>,
         wopts: &WriteOptions,
-        user: &UserInfo,
+        user: Requester<'_>,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
         // One parse for both pre-checks; an unparseable body is left to the

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::admission::attributes::delete_options_object;
+use crate::admission::Requester;
 use crate::apimachinery::errors::StatusDetails;
 use crate::registry::kind::Names;
 
@@ -40,7 +41,7 @@ impl Registry {
         ns: &str,
         name: &str,
         opts: &DeleteOptions,
-        user: &UserInfo,
+        user: Requester<'_>,
     ) -> ApiResult<(DeleteOutcome, Vec<String>)> {
         let admission = self.admission_for(Operation::Delete, Part::Main, ns);
         let options = admission.map(|_| delete_options_object(opts));
@@ -198,7 +199,7 @@ impl Registry {
         ns: &str,
         list: &ListOptions,
         opts: &DeleteOptions,
-        user: &UserInfo,
+        user: Requester<'_>,
     ) -> ApiResult<(ListMeta, Vec<Bytes>, Vec<String>)> {
         let (meta, items) = self.list(Some(ns).filter(|_| self.kind.namespaced()), list).await?;
         let mut out = Vec::with_capacity(items.len());

@@ -25,13 +25,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use crate::admission::{Admission, Attributes, NamespaceAdmission, Operation};
+use crate::admission::{Admission, Attributes, NamespaceAdmission, Operation, Requester};
 use crate::apimachinery::errors::{ApiError, ApiResult, Reason, Target};
 use crate::apimachinery::field_error::FieldError;
 use crate::apimachinery::options::{is_dry_run, DeleteOptions, ListOptions};
 use crate::apimachinery::schema::validations::{RuleErrors, SchemaRules};
 use crate::apimachinery::typed::Shape;
-use crate::auth::authn::UserInfo;
+
 use crate::registry::encode::{column_definitions, ListMeta};
 use crate::registry::kind::Kind;
 use crate::storage::{Mutation, ObjectKey, Store, StoreError, StoredObject, Updated};
@@ -157,7 +157,7 @@ impl Registry {
         old_object: Option<&'a Value>,
         options: Value,
         dry_run: bool,
-        user: &'a UserInfo,
+        user: Requester<'a>,
     ) -> Attributes<'a> {
         Attributes {
             operation,
@@ -169,7 +169,8 @@ impl Registry {
             old_object,
             options,
             dry_run,
-            user,
+            user: user.user,
+            audit: user.audit,
             warnings: Vec::new(),
             audit_annotations: Vec::new(),
         }

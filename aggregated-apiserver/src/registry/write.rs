@@ -8,6 +8,7 @@ use super::apply::{set_managed_fields, Fields};
 use super::strategy::{self, finalizers, meta_mut};
 use super::*;
 use crate::admission::attributes::write_options_object;
+use crate::admission::Requester;
 use crate::apimachinery::errors::{ApiError, ApiResult};
 use crate::apimachinery::field_error::{FieldError, FieldErrorKind};
 use crate::apimachinery::managed_fields::ManagedFields;
@@ -205,7 +206,7 @@ impl Registry {
         raw: &[u8],
         body: &JsonBody<'_>,
         wopts: &WriteOptions,
-        user: &UserInfo,
+        user: Requester<'_>,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
         // An empty body fails decoding like any other undecodable one, as in kube.
@@ -237,7 +238,7 @@ impl Registry {
         wopts: &WriteOptions,
         mut warnings: Vec<String>,
         applied: Option<ManagedFields>,
-        user: &UserInfo,
+        user: Requester<'_>,
     ) -> ApiResult<WriteOutcome> {
         if obj.get("metadata").is_none() {
             obj["metadata"] = json!({});
@@ -353,7 +354,7 @@ impl Registry {
         raw: &[u8],
         body: &JsonBody<'_>,
         wopts: &WriteOptions,
-        user: &UserInfo,
+        user: Requester<'_>,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
         let mut obj = self.decode_object(raw, body, wopts, &mut warnings)?;
@@ -406,7 +407,7 @@ impl Registry {
         part: Part,
         patch: &crate::registry::patch::Patch,
         wopts: &WriteOptions,
-        user: &UserInfo,
+        user: Requester<'_>,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
         let mut out = self
@@ -493,7 +494,7 @@ impl Registry {
         name: &str,
         part: Part,
         wopts: &'f WriteOptions,
-        user: &UserInfo,
+        user: Requester<'_>,
         managed_fields_droppable: bool,
         growth_bytes: usize,
         mut propose: impl FnMut(&StoredObject) -> ApiResult<(Value, Fields<'f>)> + Send,
@@ -634,7 +635,7 @@ impl Registry {
         name: &str,
         part: Part,
         wopts: &WriteOptions,
-        user: &UserInfo,
+        user: Requester<'_>,
         current: &StoredObject,
         work_bytes: usize,
         propose: &mut (impl FnMut(&StoredObject) -> ApiResult<(Value, Fields<'f>)> + Send),

@@ -1,9 +1,7 @@
 //! Prometheus metrics: requests by verb, resource and code with latency
 //! histograms, open watches, stored objects, and the gauges the application
 //! and the server compute at scrape time. Every name starts with the
-//! application's name (`farm-apiserver` gives `farm_apiserver_requests_total`),
-//! except the metrics kube-apiserver defines (admission's `apiserver_*`), which
-//! keep kube's names so that existing dashboards and alerts read them.
+//! application's name (`farm-apiserver` gives `farm_apiserver_requests_total`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +14,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry as PromRegistry;
 
+use crate::admission::metrics::AdmissionMetrics;
+use crate::audit::metrics::AuditMetrics;
 use crate::endpoints::handlers::WatchGauge;
 use crate::registry::Registry;
 
@@ -43,6 +43,10 @@ type HistogramFamily = Family<LatencyLabels, Histogram, fn() -> Histogram>;
 
 pub struct Metrics {
     registry: PromRegistry,
+    /// kube's own metric names, without the application's prefix (audit).
+    kube: PromRegistry,
+    audit: AuditMetrics,
+    admission: Arc<AdmissionMetrics>,
     /// The registry's prefix, for the computed gauges written beside it.
     prefix: String,
     requests: Family<RequestLabels, Counter>,
@@ -83,8 +87,7 @@ impl Metrics {
     /// The metrics of the application named `application` (see `prefix_of`).
     pub fn new(application: &str) -> Self {
         let prefix = prefix_of(application);
-        let mut root = PromRegistry::default();
-        let registry = root.sub_registry_with_prefix(&prefix);
+        let mut registry = PromRegistry::with_prefix(&prefix);
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
         let watches = Family::<ResourceLabels, Gauge>::default();
@@ -97,8 +100,16 @@ impl Metrics {
         );
         registry.register("open_watches", "Watch streams currently open", watches.clone());
         registry.register("stored_objects", "Objects currently stored", objects.clone());
+        let mut kube = PromRegistry::default();
+        let audit = AuditMetrics::default();
+        audit.register(&mut kube);
+        let admission = Arc::new(AdmissionMetrics::default());
+        admission.register(&mut kube);
         Self {
-            registry: root,
+            registry,
+            kube,
+            audit,
+            admission,
             prefix,
             requests,
             latency,
@@ -108,9 +119,14 @@ impl Metrics {
         }
     }
 
-    /// Registers metrics named as kube-apiserver names them: not prefixed.
-    pub fn register_kube_named(&mut self, register: impl FnOnce(&mut PromRegistry)) {
-        register(&mut self.registry);
+    /// The admission metrics (`apiserver_admission_*`, `apiserver_validating_admission_policy_*`).
+    pub fn admission(&self) -> Arc<AdmissionMetrics> {
+        self.admission.clone()
+    }
+
+    /// The audit counters (`apiserver_audit_*`).
+    pub fn audit(&self) -> &AuditMetrics {
+        &self.audit
     }
 
     /// Registers a gauge whose value is read by `f` at every scrape.
@@ -148,6 +164,11 @@ impl Metrics {
                 ));
             }
         }
+        let mut kube = String::new();
+        if let Err(e) = encode(&mut kube, &self.kube) {
+            tracing::warn!(error = %e, "encoding metrics");
+        }
+        out.push_str(kube.strip_suffix("# EOF\n").unwrap_or(&kube));
         let mut registered = String::new();
         if let Err(e) = encode(&mut registered, &self.registry) {
             tracing::warn!(error = %e, "encoding metrics");
@@ -187,9 +208,11 @@ mod tests {
             "farm_apiserver_lag_seconds 2.5\n",
             "farm_apiserver_requests_total{verb=\"create\",resource=\"llamas\",code=\"201\"} 1\n",
             "# TYPE farm_apiserver_request_duration_seconds histogram\n",
+            "# TYPE apiserver_audit_event counter\napiserver_audit_event_total 0\n",
         ] {
             assert!(text.contains(line), "{line:?} in\n{text}");
         }
         assert!(text.ends_with("# EOF\n"), "{text}");
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
     }
 }

@@ -35,6 +35,9 @@ use crate::server::metrics::Metrics;
 use options::ServingOptions;
 use setup::Setup;
 
+/// How long buffered audit events may take to be written at exit.
+const AUDIT_FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Who the server is: named in its logs, `/version` and its OpenAPI documents.
 #[derive(Debug, Clone, Copy)]
 pub struct Identity {
@@ -55,6 +58,8 @@ pub struct App {
     pub openapi: OpenApi,
     pub health: Health,
     pub metrics: Arc<Metrics>,
+    /// With an audit policy and a backend only.
+    pub auditor: Option<Arc<crate::audit::Auditor>>,
     filters: Filters,
     version: bytes::Bytes,
 }
@@ -68,6 +73,10 @@ impl App {
         shutdown: CancellationToken,
         serve: impl AsyncFnOnce(&mut Setup) -> anyhow::Result<()>,
     ) -> anyhow::Result<Arc<Self>> {
+        // First, so that a policy that does not read stops the server before
+        // it connects to anything.
+        let metrics = Arc::new(Metrics::new(identity.name));
+        let auditor = crate::audit::Auditor::start(&options.audit, metrics.audit().clone()).await?;
         // One client for everything that talks to the cluster: the
         // application's watches, the authentication ConfigMap, TokenReviews
         // and SubjectAccessReviews.
@@ -89,13 +98,9 @@ impl App {
                 )
             }
         };
-        let mut served = Setup::new(&options.storage, &options.admission, cluster).await?;
+        let mut served = Setup::new(&options.storage, &options.admission, metrics.admission(), cluster).await?;
         serve(&mut served).await?;
         let registries = served.registries;
-        let mut metrics = Metrics::new(identity.name);
-        let admission_metrics = served.admission_metrics.clone();
-        metrics.register_kube_named(|registry| admission_metrics.register(registry));
-        let metrics = Arc::new(metrics);
         for gauge in served.gauges {
             metrics.gauge_fn(gauge.name, gauge.help, gauge.value);
         }
@@ -124,7 +129,7 @@ impl App {
             "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
         });
         let resources = Arc::new(ServedKinds { registries, settings, shutdown, watches: metrics.clone() });
-        let filters = Filters::new(options, guard.as_ref(), resources.clone(), metrics.clone());
+        let filters = Filters::new(options, guard.as_ref(), resources.clone(), metrics.clone(), auditor.clone());
         Ok(Arc::new(Self {
             guard,
             resources,
@@ -132,6 +137,7 @@ impl App {
             openapi,
             health,
             metrics,
+            auditor,
             filters,
             version: bytes::Bytes::from(serde_json::to_vec(&version).unwrap_or_default()),
         }))
@@ -282,7 +288,16 @@ pub async fn run(
             move || closed.closed_total() as f64,
         );
     }
-    tls::serve_tls(args.bind, app.router(), tls_config, handle, limits, cap).await
+    let served = tls::serve_tls(args.bind, app.router(), tls_config, handle, limits, cap).await;
+    // The events still buffered by batch backends are written before the
+    // process ends, for a while: a webhook that does not answer would
+    // otherwise hold the exit for its retries (5 attempts of 30 s).
+    if let Some(auditor) = &app.auditor {
+        if tokio::time::timeout(AUDIT_FLUSH_TIMEOUT, auditor.shutdown()).await.is_err() {
+            tracing::warn!(timeout = ?AUDIT_FLUSH_TIMEOUT, "audit events still buffered at exit were not all written");
+        }
+    }
+    served
 }
 
 async fn wait_for_signal() {

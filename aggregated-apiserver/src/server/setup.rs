@@ -54,7 +54,7 @@ pub struct Setup {
     /// The admission plugins, started with the first stored kind.
     admission: Option<Admission>,
     /// Admission's metrics, under kube's names.
-    pub(crate) admission_metrics: Arc<AdmissionMetrics>,
+    admission_metrics: Arc<AdmissionMetrics>,
     pub(crate) registries: Vec<Arc<Registry>>,
     pub(crate) ready_checks: Vec<Arc<dyn Check>>,
     pub(crate) gauges: Vec<Gauge>,
@@ -64,6 +64,7 @@ impl Setup {
     pub(crate) async fn new(
         options: &StorageOptions,
         admission_options: &AdmissionOptions,
+        admission_metrics: Arc<AdmissionMetrics>,
         cluster: anyhow::Result<kube::Client>,
     ) -> anyhow::Result<Self> {
         let storage = match options.storage {
@@ -83,7 +84,7 @@ impl Setup {
             admission_options: admission_options.clone(),
             namespaces: None,
             admission: None,
-            admission_metrics: Arc::new(AdmissionMetrics::default()),
+            admission_metrics,
             registries: Vec::new(),
             ready_checks: Vec::new(),
             gauges: Vec::new(),

@@ -54,14 +54,31 @@ async fn webhooks_are_told_who_asked_and_what_as_kube_tells_them() {
     // Delegated authentication, as in a cluster: farm-apiserver learns the
     // user from the aggregator (on the shared control plane it runs without).
     let cp = ControlPlane::start();
-    let reg = cluster::register_on(&cp, &["--authentication", "delegated"]).await;
+    // Audited at Metadata: admission's audit annotations land in the events.
+    let audit_dir = tempfile::tempdir().unwrap();
+    let policy = audit_dir.path().join("policy.yaml");
+    std::fs::write(&policy, "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n").unwrap();
+    let log = audit_dir.path().join("audit.log");
+    let reg = cluster::register_on(
+        &cp,
+        &[
+            "--authentication",
+            "delegated",
+            "--audit-policy-file",
+            policy.to_str().unwrap(),
+            "--audit-log-path",
+            log.to_str().unwrap(),
+        ],
+    )
+    .await;
     crd::install_llama_crd(&cp, CRD_GROUP).unwrap_or_else(|e| panic!("{e}"));
     let admin = admin_client(&cp);
     let ns = cluster::namespace(&cp, "adm-review");
     let server = webhook_server().await;
     let mut review = Hook::new("review.farm.test", "/allow");
     review.resources = vec!["llamas", "llamas/status"];
-    let yaml = configuration("ValidatingWebhookConfiguration", "adm-review", &ns, server, &[review]);
+    let watched = Hook::new("watched.farm.test", "/warn").selecting(json!({"watched": "yes"}));
+    let yaml = configuration("ValidatingWebhookConfiguration", "adm-review", &ns, server, &[review, watched]);
     install_on(&cp, &admin, &ns, server, &yaml, "/allow", json!({})).await;
     // alice may do anything in the namespace; she acts through impersonation,
     // so the aggregator authenticates her, not the admin who asked.
@@ -105,6 +122,22 @@ async fn webhooks_are_told_who_asked_and_what_as_kube_tells_them() {
             .count()
     };
     assert_eq!((status_updates(OUR_GROUP), status_updates(CRD_GROUP)), (1, 1), "{reviews:#?}");
+
+    // A webhook's audit annotations are in the request's audit events, named after it.
+    let watched = json!({"apiVersion": format!("{OUR_GROUP}/{VERSION}"), "kind": "Llama", "metadata": {"name": "watched", "labels": {"watched": "yes"}}, "spec": {"weight": 1, "height": 1}});
+    let url = format!("{}/apis/{OUR_GROUP}/{VERSION}/namespaces/{ns}/llamas", cp.server);
+    let answer = admin.post(&url).json(&watched).send().await.unwrap();
+    assert_eq!(answer.status(), 201);
+    let audit_id = answer.headers()["audit-id"].to_str().unwrap().to_string();
+    cluster::eventually("the audit event of the watched create", std::time::Duration::from_secs(10), || {
+        std::fs::read_to_string(&log).unwrap_or_default().lines().any(|line| {
+            let event: Value = serde_json::from_str(line).unwrap_or_default();
+            event["auditID"] == audit_id.as_str()
+                && event["stage"] == "ResponseComplete"
+                && event["annotations"]["watched.farm.test/checked"] == "yes"
+        })
+    })
+    .await;
 
     // The calls are counted under kube's metric names.
     let (cert, key) = files(&cp, "adminCertFile", "adminKeyFile");

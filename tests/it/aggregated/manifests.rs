@@ -139,13 +139,15 @@ fn dev_overlay_passes_server_side_dry_run() {
         "service/farm-apiserver",
         "apiservice.apiregistration.k8s.io/v1alpha.farm.example.com",
         "secret/farm-apiserver-tls",
+        // The audit policy's, named with a hash of its content.
+        "configmap/farm-apiserver-audit-policy-",
     ] {
         assert!(
-            lines.iter().any(|l| l.starts_with(&format!("{object} ")) && l.ends_with("(server dry run)")),
+            lines.iter().any(|l| l.starts_with(object) && l.ends_with("(server dry run)")),
             "{object} not in the server dry run:\n{stdout}"
         );
     }
-    assert_eq!(lines.len(), 13, "exactly the objects above:\n{stdout}");
+    assert_eq!(lines.len(), 14, "exactly the objects above:\n{stdout}");
 }
 
 #[test]
@@ -240,6 +242,22 @@ fn dev_overlay_carries_ca_bundle_hardened_pod_and_rbac() {
     let tmp_mount = mounts.iter().find(|v| v["mountPath"] == "/tmp").expect("/tmp mount");
     let tmp = volumes.iter().find(|v| v["name"] == tmp_mount["name"]).expect("/tmp volume");
     assert!(tmp["emptyDir"].is_object(), "/tmp is an emptyDir: {tmp}");
+    // Auditing: the policy from its ConfigMap (the file in manifests/base, which
+    // direct::audit starts a server with), the log on a volume of its own.
+    for pair in [
+        ["--audit-policy-file", "/etc/farm-apiserver/audit/policy.yaml"],
+        ["--audit-log-path", "/var/log/farm-apiserver/audit.log"],
+    ] {
+        assert!(args.windows(2).any(|w| w == pair), "{pair:?} in {args:?}");
+    }
+    let policy_mount = mounts.iter().find(|v| v["mountPath"] == "/etc/farm-apiserver/audit").expect("policy mount");
+    let policy_volume = volumes.iter().find(|v| v["name"] == policy_mount["name"]).expect("policy volume");
+    let policy = find(items, "ConfigMap", policy_volume["configMap"]["name"].as_str().expect("a ConfigMap"));
+    let sample = std::fs::read_to_string(repo_manifests().join("base/audit-policy.yaml")).expect("audit-policy.yaml");
+    assert_eq!(policy["data"]["policy.yaml"], sample.as_str());
+    let log_mount = mounts.iter().find(|v| v["mountPath"] == "/var/log/farm-apiserver").expect("audit log mount");
+    let log_volume = volumes.iter().find(|v| v["name"] == log_mount["name"]).expect("audit log volume");
+    assert!(log_volume["emptyDir"]["sizeLimit"].is_string(), "a bounded volume: {log_volume}");
 
     // The server's own ClusterRole: Pods and Namespaces read, token and access
     // reviews, webhook configurations watched and their Services read, nothing else.
@@ -508,6 +526,11 @@ fn ha_overlay_passes_server_side_dry_run() {
     let mut accepted: Vec<(&str, &str)> = items
         .iter()
         .map(|o| (o["kind"].as_str().expect("kind"), o["metadata"]["name"].as_str().expect("name")))
+        // The audit policy's ConfigMap is named with a hash of its content.
+        .map(|(kind, name)| match name.strip_prefix("farm-apiserver-audit-policy-") {
+            Some(_) if kind == "ConfigMap" => (kind, "farm-apiserver-audit-policy"),
+            _ => (kind, name),
+        })
         .collect();
     accepted.sort_unstable();
     assert_eq!(
@@ -520,6 +543,7 @@ fn ha_overlay_passes_server_side_dry_run() {
             ("ClusterRole", "farm-apiserver:aggregate-to-view"),
             ("ClusterRoleBinding", "farm-apiserver"),
             ("ClusterRoleBinding", "farm-apiserver:system:auth-delegator"),
+            ("ConfigMap", "farm-apiserver-audit-policy"),
             ("Deployment", "farm-apiserver"),
             ("Namespace", "farm-system"),
             ("NetworkPolicy", "farm-etcd"),

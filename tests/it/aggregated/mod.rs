@@ -5,6 +5,7 @@
 
 mod admission;
 mod apply;
+mod audit;
 mod farmpods;
 mod filters;
 mod llamas;

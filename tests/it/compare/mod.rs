@@ -4,5 +4,6 @@
 
 pub mod admission;
 mod apply;
+mod audit;
 mod cel;
 mod crd;

@@ -4,6 +4,7 @@
 //! then send the same requests through the aggregator to our Llamas and to the
 //! Llama CRD served by kube-apiserver, and compare the answers live.
 
+mod audit;
 mod kube_client;
 mod kubectl;
 mod options;

@@ -262,6 +262,7 @@ impl AdmissionPlugin for Policies {
             options: Value::Null,
             dry_run: false,
             user: &placeholder,
+            audit: None,
             warnings: Vec::new(),
             audit_annotations: Vec::new(),
         };

@@ -43,16 +43,21 @@ pub use super::authn::UserInfo as User;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    Allow,
+    /// Allowed, with the authorizer's reason (RBAC names the binding; kube
+    /// writes it into the audit annotation `authorization.k8s.io/reason`).
+    /// Shared, so that a cached decision is handed out without copying it.
+    Allow { reason: Arc<str> },
     /// Refused: answer 403 with [`forbidden`].
-    Deny {
-        reason: String,
-    },
+    Deny { reason: String },
     /// No decision could be had (the review failed, after its retries): answer 500 with
     /// [`internal_error`], as kube's `WithAuthorization` does. Never cached.
-    Error {
-        message: String,
-    },
+    Error { message: String },
+}
+
+impl Decision {
+    pub fn allow(reason: &str) -> Self {
+        Self::Allow { reason: Arc::from(reason) }
+    }
 }
 
 /// Asks whether a user may do something: the cluster, or a fake in tests.
@@ -201,7 +206,8 @@ impl Authorizer {
     /// review that fails is [`Decision::Error`], not cached.
     pub async fn authorize(&self, user: &User, attrs: &Attributes) -> Decision {
         if user.groups.iter().any(|g| g == SYSTEM_MASTERS) {
-            return Decision::Allow;
+            // kube's privileged-group authorizer gives no reason.
+            return Decision::allow("");
         }
         let cacheable = attrs.controlled_size() < MAX_CACHED_ATTRIBUTE_BYTES;
         let key = cacheable.then(|| (user.clone(), attrs.clone()));
@@ -215,7 +221,7 @@ impl Authorizer {
             Ok(Decision::Error { message }) => Decision::Error { message },
             Ok(decision) => {
                 if let Some(key) = key {
-                    let ttl = if decision == Decision::Allow { self.allow_ttl } else { self.deny_ttl };
+                    let ttl = if matches!(decision, Decision::Allow { .. }) { self.allow_ttl } else { self.deny_ttl };
                     let now = (self.clock)();
                     self.cache().insert(key, decision.clone(), ttl, now);
                 }
@@ -339,49 +345,49 @@ mod tests {
 
     #[tokio::test]
     async fn allow_is_cached_for_allow_ttl() {
-        let reviewer = FakeReviewer::new(|_, _| Ok(Decision::Allow));
+        let reviewer = FakeReviewer::new(|_, _| Ok(Decision::allow("")));
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 10, 3, &clock);
         let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
-        assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
-        assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
+        assert_eq!(authz.authorize(&u, &a).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&u, &a).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 1);
         clock.advance(Duration::from_millis(9_999));
-        assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
+        assert_eq!(authz.authorize(&u, &a).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 1, "still cached just before allow_ttl");
         clock.advance(Duration::from_millis(1));
-        assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
+        assert_eq!(authz.authorize(&u, &a).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 2, "reviewed again once allow_ttl has passed");
     }
 
     #[tokio::test]
     async fn deny_is_cached_with_its_own_ttl() {
-        let reviewer = FakeReviewer::new(|_, a| if a.verb == "get" { Ok(Decision::Allow) } else { Ok(deny("no")) });
+        let reviewer = FakeReviewer::new(|_, a| if a.verb == "get" { Ok(Decision::allow("")) } else { Ok(deny("no")) });
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 10, 3, &clock);
         let u = user("u");
         let (get, del) = (res("get", "llamas", "", "ns", "x"), res("delete", "llamas", "", "ns", "x"));
         assert_eq!(authz.authorize(&u, &del).await, deny("no"));
-        assert_eq!(authz.authorize(&u, &get).await, Decision::Allow);
+        assert_eq!(authz.authorize(&u, &get).await, Decision::allow(""));
         assert_eq!(authz.authorize(&u, &del).await, deny("no"));
         assert_eq!(reviewer.calls(), 2);
         clock.advance(Duration::from_secs(3));
         // the denial expired after deny_ttl, the allow (10 s) did not
         assert_eq!(authz.authorize(&u, &del).await, deny("no"));
-        assert_eq!(authz.authorize(&u, &get).await, Decision::Allow);
+        assert_eq!(authz.authorize(&u, &get).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 3);
         clock.advance(Duration::from_secs(7));
-        assert_eq!(authz.authorize(&u, &get).await, Decision::Allow);
+        assert_eq!(authz.authorize(&u, &get).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 4);
     }
 
     #[tokio::test]
     async fn entries_are_per_user_and_attributes() {
-        let reviewer = FakeReviewer::new(|u, _| if u.name == "alice" { Ok(Decision::Allow) } else { Ok(deny("")) });
+        let reviewer = FakeReviewer::new(|u, _| if u.name == "alice" { Ok(Decision::allow("")) } else { Ok(deny("")) });
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 10, 10, &clock);
         let a = res("get", "llamas", "", "ns", "x");
-        assert_eq!(authz.authorize(&user("alice"), &a).await, Decision::Allow);
+        assert_eq!(authz.authorize(&user("alice"), &a).await, Decision::allow(""));
         assert_eq!(authz.authorize(&user("bob"), &a).await, deny(""));
         assert_eq!(reviewer.calls(), 2);
         // same name, other groups / uid / extra: other users
@@ -411,7 +417,7 @@ mod tests {
         }
         assert_eq!(reviewer.calls(), 5 + variants.len());
         // and the first answers are still there
-        assert_eq!(authz.authorize(&user("alice"), &a).await, Decision::Allow);
+        assert_eq!(authz.authorize(&user("alice"), &a).await, Decision::allow(""));
         assert_eq!(authz.authorize(&user("bob"), &a).await, deny(""));
         assert_eq!(reviewer.calls(), 5 + variants.len());
     }
@@ -437,13 +443,13 @@ mod tests {
             if seen.fetch_add(1, Ordering::SeqCst) < 2 {
                 Err(ReviewError::retriable("connection reset by peer"))
             } else {
-                Ok(Decision::Allow)
+                Ok(Decision::allow(""))
             }
         });
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 10, 10, &clock);
         let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
-        assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
+        assert_eq!(authz.authorize(&u, &a).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 3);
         // Always failing: 5 attempts, then the last error.
         let failing = FakeReviewer::new(|_, _| Err(ReviewError::retriable("etcdserver: request timed out")));
@@ -459,8 +465,8 @@ mod tests {
         let authz = authorizer(reviewer.clone(), 10, 10, &clock);
         let mut admin = user("kubernetes-admin");
         admin.groups = vec!["system:authenticated".into(), SYSTEM_MASTERS.into()];
-        assert_eq!(authz.authorize(&admin, &res("delete", "llamas", "", "ns", "x")).await, Decision::Allow);
-        assert_eq!(authz.authorize(&admin, &non_res("get", "/metrics")).await, Decision::Allow);
+        assert_eq!(authz.authorize(&admin, &res("delete", "llamas", "", "ns", "x")).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&admin, &non_res("get", "/metrics")).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 0);
         // a group of a similar name is nothing special
         let mut other = user("u");
@@ -471,13 +477,13 @@ mod tests {
 
     #[tokio::test]
     async fn oversized_attributes_are_not_cached() {
-        let reviewer = FakeReviewer::new(|_, _| Ok(Decision::Allow));
+        let reviewer = FakeReviewer::new(|_, _| Ok(Decision::allow("")));
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 10, 10, &clock);
         let u = user("u");
         let big = res("get", "llamas", "", "ns", &"x".repeat(MAX_CACHED_ATTRIBUTE_BYTES));
-        assert_eq!(authz.authorize(&u, &big).await, Decision::Allow);
-        assert_eq!(authz.authorize(&u, &big).await, Decision::Allow);
+        assert_eq!(authz.authorize(&u, &big).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&u, &big).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 2);
         assert_eq!(authz.cache().len(), 0);
     }
@@ -485,7 +491,7 @@ mod tests {
     #[tokio::test]
     async fn cache_is_bounded_evicting_expired_then_oldest() {
         let reviewer =
-            FakeReviewer::new(|_, a| if a.name.starts_with('d') { Ok(deny("")) } else { Ok(Decision::Allow) });
+            FakeReviewer::new(|_, a| if a.name.starts_with('d') { Ok(deny("")) } else { Ok(Decision::allow("")) });
         let clock = FakeClock::new();
         let authz = Authorizer::with_clock(
             reviewer.clone(),
@@ -519,7 +525,7 @@ mod tests {
 
     #[tokio::test]
     async fn zero_ttl_does_not_cache() {
-        let reviewer = FakeReviewer::new(|_, _| Ok(Decision::Allow));
+        let reviewer = FakeReviewer::new(|_, _| Ok(Decision::allow("")));
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 0, 0, &clock);
         let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
@@ -530,18 +536,18 @@ mod tests {
 
     #[tokio::test]
     async fn real_clock_constructor_caches() {
-        let reviewer = FakeReviewer::new(|_, _| Ok(Decision::Allow));
+        let reviewer = FakeReviewer::new(|_, _| Ok(Decision::allow("")));
         let authz = Authorizer::new(reviewer.clone(), AuthzOptions::default());
         let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
-        assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
-        assert_eq!(authz.authorize(&u, &a).await, Decision::Allow);
+        assert_eq!(authz.authorize(&u, &a).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&u, &a).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 1);
     }
 
     #[test]
     fn authorize_future_is_send() {
         fn assert_send<T: Send>(_: &T) {}
-        let authz = Authorizer::new(FakeReviewer::new(|_, _| Ok(Decision::Allow)), options(0, 0));
+        let authz = Authorizer::new(FakeReviewer::new(|_, _| Ok(Decision::allow(""))), options(0, 0));
         let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
         assert_send(&authz.authorize(&u, &a));
     }

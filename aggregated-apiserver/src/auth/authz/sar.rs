@@ -75,7 +75,7 @@ fn decision_from_status(status: Option<&SubjectAccessReviewStatus>) -> Decision 
     let reason = status.reason.clone().unwrap_or_default();
     let denied = status.denied.unwrap_or(false);
     if status.allowed && !denied {
-        Decision::Allow
+        Decision::allow(&reason)
     } else {
         if status.allowed && denied {
             tracing::warn!("SubjectAccessReview returned both allowed and denied; denying");
@@ -157,7 +157,11 @@ mod tests {
     #[test]
     fn decisions_from_review_status() {
         let status = |v: Value| serde_json::from_value::<SubjectAccessReviewStatus>(v).ok();
-        assert_eq!(decision_from_status(status(json!({"allowed": true})).as_ref()), Decision::Allow);
+        assert_eq!(decision_from_status(status(json!({"allowed": true})).as_ref()), Decision::allow(""));
+        assert_eq!(
+            decision_from_status(status(json!({"allowed": true, "reason": "RBAC: allowed by R"})).as_ref()),
+            Decision::allow("RBAC: allowed by R")
+        );
         assert_eq!(
             decision_from_status(status(json!({"allowed": false, "reason": "RBAC: no"})).as_ref()),
             deny("RBAC: no")

@@ -1,0 +1,360 @@
+//! audit.k8s.io/v1 `Event` and `EventList`, written as k8s.io/apiserver's
+//! `pkg/apis/audit/v1/types.go` encodes them (k8s-openapi has no audit
+//! types): the same field names, order and omissions, timestamps as
+//! `metav1.MicroTime` (RFC 3339 with microseconds, UTC), and the one-line
+//! `legacy` format of `pkg/audit/format.go`.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use k8s_openapi::api::authentication::v1::UserInfo;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusDetails};
+use serde::ser::SerializeStruct;
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+use crate::apimachinery::gofmt::go_quote;
+
+/// The header carrying a request's audit ID, both ways.
+pub const HEADER_AUDIT_ID: &str = "audit-id";
+
+/// How much of a request is recorded, in increasing order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Level {
+    None,
+    Metadata,
+    Request,
+    RequestResponse,
+}
+
+impl Level {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "None" => Self::None,
+            "Metadata" => Self::Metadata,
+            "Request" => Self::Request,
+            "RequestResponse" => Self::RequestResponse,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "None",
+            Self::Metadata => "Metadata",
+            Self::Request => "Request",
+            Self::RequestResponse => "RequestResponse",
+        }
+    }
+}
+
+/// When in a request's life an event is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Stage {
+    /// As soon as the request is authenticated, before anything else.
+    RequestReceived = 0,
+    /// Once the response headers are sent, for long-running requests (watches).
+    ResponseStarted = 1,
+    /// Once the response is sent.
+    ResponseComplete = 2,
+    /// When the handler panicked.
+    Panic = 3,
+}
+
+impl Stage {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "RequestReceived" => Self::RequestReceived,
+            "ResponseStarted" => Self::ResponseStarted,
+            "ResponseComplete" => Self::ResponseComplete,
+            "Panic" => Self::Panic,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RequestReceived => "RequestReceived",
+            Self::ResponseStarted => "ResponseStarted",
+            Self::ResponseComplete => "ResponseComplete",
+            Self::Panic => "Panic",
+        }
+    }
+}
+
+/// What a resource request was about.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectReference {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub resource: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub api_group: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub subresource: String,
+}
+
+/// One audit event: a request at one stage.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    pub kind: &'static str,
+    pub api_version: &'static str,
+    pub level: Level,
+    #[serde(rename = "auditID")]
+    pub audit_id: String,
+    pub stage: Stage,
+    #[serde(rename = "requestURI")]
+    pub request_uri: String,
+    pub verb: String,
+    pub user: UserInfo,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub impersonated_user: Option<UserInfo>,
+    #[serde(rename = "sourceIPs", skip_serializing_if = "Vec::is_empty")]
+    pub source_ips: Vec<String>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub user_agent: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object_ref: Option<ObjectReference>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "status_as_kube")]
+    pub response_status: Option<Status>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_object: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_object: Option<Value>,
+    #[serde(serialize_with = "micro_time")]
+    pub request_received_timestamp: DateTime<Utc>,
+    #[serde(serialize_with = "micro_time")]
+    pub stage_timestamp: DateTime<Utc>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl Event {
+    /// An event at `level` with nothing recorded yet.
+    pub fn new(level: Level, audit_id: String, received: DateTime<Utc>) -> Self {
+        Self {
+            kind: "Event",
+            api_version: super::policy::API_VERSION,
+            level,
+            audit_id,
+            stage: Stage::RequestReceived,
+            request_uri: String::new(),
+            verb: String::new(),
+            user: UserInfo::default(),
+            impersonated_user: None,
+            source_ips: Vec::new(),
+            user_agent: String::new(),
+            object_ref: None,
+            response_status: None,
+            request_object: None,
+            response_object: None,
+            request_received_timestamp: received,
+            stage_timestamp: received,
+            annotations: BTreeMap::new(),
+        }
+    }
+
+    /// The `legacy` log line (k8s.io/apiserver `EventString`), without its newline.
+    pub fn legacy_line(&self) -> String {
+        let quoted_list = |list: &[String]| list.iter().map(|s| go_quote(s)).collect::<Vec<_>>().join(",");
+        let username = self.user.username.as_deref().filter(|u| !u.is_empty());
+        let groups = match (username, self.user.groups.as_deref()) {
+            (Some(_), Some(groups)) if !groups.is_empty() => quoted_list(groups),
+            _ => "<none>".to_string(),
+        };
+        let (as_user, as_groups) = match &self.impersonated_user {
+            Some(u) => (
+                u.username.clone().unwrap_or_default(),
+                u.groups.as_deref().map_or_else(|| "<lookup>".to_string(), quoted_list),
+            ),
+            None => ("<self>".to_string(), "<lookup>".to_string()),
+        };
+        let namespace =
+            self.object_ref.as_ref().map(|r| r.namespace.as_str()).filter(|n| !n.is_empty()).unwrap_or("<none>");
+        let response =
+            self.response_status.as_ref().map_or_else(|| "<deferred>".to_string(), |s| s.code.unwrap_or(0).to_string());
+        let ip = self.source_ips.first().map_or("<unknown>", String::as_str);
+        format!(
+            "{} AUDIT: id={} stage={} ip={} method={} user={} groups={} as={} asgroups={} user-agent={} namespace={} uri={} response=\"{}\"",
+            go_rfc3339_nano(&self.request_received_timestamp),
+            go_quote(&self.audit_id),
+            go_quote(self.stage.as_str()),
+            go_quote(ip),
+            go_quote(&self.verb),
+            go_quote(username.unwrap_or("<none>")),
+            go_quote(&groups),
+            go_quote(&as_user),
+            go_quote(&as_groups),
+            go_quote(&self.user_agent),
+            go_quote(namespace),
+            go_quote(&self.request_uri),
+            response
+        )
+    }
+}
+
+/// audit.k8s.io/v1 `EventList`, the body of a webhook POST.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventList<'a> {
+    pub kind: &'static str,
+    pub api_version: &'static str,
+    pub metadata: BTreeMap<String, String>,
+    pub items: Vec<&'a Event>,
+}
+
+impl<'a> EventList<'a> {
+    pub fn new(items: &'a [std::sync::Arc<Event>]) -> Self {
+        let items = items.iter().map(|e| &**e).collect();
+        Self { kind: "EventList", api_version: super::policy::API_VERSION, metadata: BTreeMap::new(), items }
+    }
+}
+
+/// Go's `time.RFC3339Nano` in UTC: the fraction without its trailing zeros
+/// (none when it is zero).
+fn go_rfc3339_nano(t: &DateTime<Utc>) -> String {
+    let seconds = t.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let nanos = format!("{:09}", t.timestamp_subsec_nanos());
+    let fraction = nanos.trim_end_matches('0');
+    match seconds.strip_suffix('Z') {
+        Some(base) if !fraction.is_empty() => format!("{base}.{fraction}Z"),
+        _ => seconds,
+    }
+}
+
+/// `metav1.MicroTime`: `2006-01-02T15:04:05.000000Z07:00`, in UTC.
+fn micro_time<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    use chrono::{Datelike, Timelike};
+    // Written out rather than with a format string, which chrono parses on every call.
+    s.collect_str(&format_args!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
+        t.year(),
+        t.month(),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.timestamp_subsec_micros().min(999_999)
+    ))
+}
+
+/// A `metav1.Status` as it appears inside an event: k8s-openapi writes
+/// `kind` and `apiVersion` into every Status, kube leaves the TypeMeta of
+/// `responseStatus` empty (and so out). Go's field order.
+fn status_as_kube<S: Serializer>(status: &Option<Status>, s: S) -> Result<S::Ok, S::Error> {
+    let Some(status) = status else { return s.serialize_none() };
+    let mut st = s.serialize_struct("Status", 6)?;
+    st.serialize_field("metadata", &status.metadata)?;
+    if let Some(v) = status.status.as_ref().filter(|v| !v.is_empty()) {
+        st.serialize_field("status", v)?;
+    }
+    if let Some(v) = status.message.as_ref().filter(|v| !v.is_empty()) {
+        st.serialize_field("message", v)?;
+    }
+    if let Some(v) = status.reason.as_ref().filter(|v| !v.is_empty()) {
+        st.serialize_field("reason", v)?;
+    }
+    if let Some(v) = status.details.as_ref() {
+        st.serialize_field("details", &Details(v))?;
+    }
+    if let Some(v) = status.code.filter(|c| *c != 0) {
+        st.serialize_field("code", &v)?;
+    }
+    st.end()
+}
+
+/// StatusDetails in Go's field order (name, group, kind, uid, causes, retryAfterSeconds).
+struct Details<'a>(&'a StatusDetails);
+
+impl Serialize for Details<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let d = self.0;
+        let mut st = s.serialize_struct("StatusDetails", 6)?;
+        if let Some(v) = d.name.as_ref().filter(|v| !v.is_empty()) {
+            st.serialize_field("name", v)?;
+        }
+        if let Some(v) = d.group.as_ref().filter(|v| !v.is_empty()) {
+            st.serialize_field("group", v)?;
+        }
+        if let Some(v) = d.kind.as_ref().filter(|v| !v.is_empty()) {
+            st.serialize_field("kind", v)?;
+        }
+        if let Some(v) = d.uid.as_ref().filter(|v| !v.is_empty()) {
+            st.serialize_field("uid", v)?;
+        }
+        if let Some(v) = d.causes.as_ref().filter(|v| !v.is_empty()) {
+            st.serialize_field("causes", v)?;
+        }
+        if let Some(v) = d.retry_after_seconds.filter(|v| *v != 0) {
+            st.serialize_field("retryAfterSeconds", &v)?;
+        }
+        st.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+
+    #[test]
+    fn legacy_times_read_as_gos_rfc3339_nano() {
+        let t = Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap();
+        assert_eq!(go_rfc3339_nano(&t), "2026-01-02T03:04:05Z");
+        assert_eq!(go_rfc3339_nano(&(t + chrono::Duration::microseconds(120))), "2026-01-02T03:04:05.00012Z");
+    }
+
+    #[test]
+    fn events_encode_as_kube_writes_them() {
+        let received = Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap() + chrono::Duration::microseconds(7);
+        let mut ev = Event::new(Level::Metadata, "abc".into(), received);
+        ev.stage = Stage::ResponseComplete;
+        ev.request_uri = "/apis/g/v1/namespaces/ns/things/a".into();
+        ev.verb = "get".into();
+        ev.user = UserInfo { username: Some("alice".into()), groups: Some(vec!["g1".into()]), ..Default::default() };
+        ev.source_ips = vec!["10.0.0.1".into()];
+        ev.object_ref = Some(ObjectReference {
+            resource: "things".into(),
+            namespace: "ns".into(),
+            name: "a".into(),
+            api_group: "g".into(),
+            api_version: "v1".into(),
+            ..Default::default()
+        });
+        ev.response_status = Some(Status {
+            code: Some(404),
+            status: Some("Failure".into()),
+            reason: Some("NotFound".into()),
+            message: Some("things.g \"a\" not found".into()),
+            details: Some(StatusDetails {
+                name: Some("a".into()),
+                group: Some("g".into()),
+                kind: Some("things".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        ev.annotations.insert("authorization.k8s.io/decision".into(), "allow".into());
+        let json = serde_json::to_string(&ev).unwrap();
+        assert_eq!(
+            json,
+            r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"abc","stage":"ResponseComplete","requestURI":"/apis/g/v1/namespaces/ns/things/a","verb":"get","user":{"groups":["g1"],"username":"alice"},"sourceIPs":["10.0.0.1"],"objectRef":{"resource":"things","namespace":"ns","name":"a","apiGroup":"g","apiVersion":"v1"},"responseStatus":{"metadata":{},"status":"Failure","message":"things.g \"a\" not found","reason":"NotFound","details":{"name":"a","group":"g","kind":"things"},"code":404},"requestReceivedTimestamp":"2026-01-02T03:04:05.000007Z","stageTimestamp":"2026-01-02T03:04:05.000007Z","annotations":{"authorization.k8s.io/decision":"allow"}}"#
+        );
+        assert_eq!(
+            ev.legacy_line(),
+            r#"2026-01-02T03:04:05.000007Z AUDIT: id="abc" stage="ResponseComplete" ip="10.0.0.1" method="get" user="alice" groups="\"g1\"" as="<self>" asgroups="<lookup>" user-agent="" namespace="ns" uri="/apis/g/v1/namespaces/ns/things/a" response="404""#
+        );
+    }
+}

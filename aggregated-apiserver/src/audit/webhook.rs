@@ -1,0 +1,98 @@
+//! The webhook backend (k8s.io/apiserver `plugin/pkg/audit/webhook`): each
+//! batch is POSTed as one audit.k8s.io/v1 `EventList` to the server of the
+//! kubeconfig `--audit-webhook-config-file` (its URL, path included, its CA,
+//! client certificate or token), with 30 s per attempt and, on any failure,
+//! up to 5 attempts spaced from `--audit-webhook-initial-backoff` by ×1.5
+//! with 20% jitter (kube's `DefaultRetryBackoffWithInitialDelay`). A batch
+//! that never gets through is counted as plugin `webhook` and logged.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use rand::Rng;
+
+use super::event::{Event, EventList};
+use super::metrics::AuditMetrics;
+use super::sink::Backend;
+
+/// kube's `defaultRequestTimeout` of webhooks.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+const ATTEMPTS: u32 = 5;
+
+pub struct WebhookBackend {
+    client: kube::Client,
+    /// The path (and query) of the kubeconfig's server URL.
+    path: String,
+    initial_backoff: Duration,
+    metrics: AuditMetrics,
+}
+
+impl WebhookBackend {
+    /// The webhook of the kubeconfig at `config_file`.
+    pub async fn new(config_file: &Path, initial_backoff: Duration, metrics: AuditMetrics) -> anyhow::Result<Self> {
+        let kubeconfig = kube::config::Kubeconfig::read_from(config_file)
+            .with_context(|| format!("reading the audit webhook kubeconfig {}", config_file.display()))?;
+        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+            .await
+            .with_context(|| format!("loading the audit webhook kubeconfig {}", config_file.display()))?;
+        // kube-rs joins a request's path to the server URL's with a slash: the
+        // URL's own path goes on each request instead, so it is POSTed to as written.
+        let url = config.cluster_url.clone();
+        let path = url.path_and_query().map_or("/", |pq| pq.as_str()).to_string();
+        let mut base = http::uri::Builder::new();
+        if let Some(scheme) = url.scheme() {
+            base = base.scheme(scheme.clone());
+        }
+        if let Some(authority) = url.authority() {
+            base = base.authority(authority.clone());
+        }
+        config.cluster_url = base.path_and_query("/").build().context("the audit webhook's server URL")?;
+        config.default_retry = false;
+        config.connect_timeout = Some(REQUEST_TIMEOUT);
+        let client = kube::Client::try_from(config).context("building the audit webhook client")?;
+        Ok(Self { client, path, initial_backoff, metrics })
+    }
+
+    async fn post(&self, body: &[u8]) -> anyhow::Result<()> {
+        let request = http::Request::post(&self.path)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(body.to_vec())
+            .context("building the request")?;
+        match tokio::time::timeout(REQUEST_TIMEOUT, self.client.request_text(request)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(anyhow::Error::new(e)),
+            Err(_) => anyhow::bail!("no answer within {REQUEST_TIMEOUT:?}"),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Backend for WebhookBackend {
+    async fn process_events(&self, events: &[Arc<Event>]) -> bool {
+        let body = match serde_json::to_vec(&EventList::new(events)) {
+            Ok(body) => body,
+            Err(e) => {
+                self.metrics.plugin_error("webhook", &format!("encoding the event list: {e}"), events);
+                return false;
+            }
+        };
+        let mut delay = self.initial_backoff;
+        let mut last_error = None;
+        for attempt in 1..=ATTEMPTS {
+            match self.post(&body).await {
+                Ok(()) => return true,
+                Err(e) => last_error = Some(e),
+            }
+            if attempt < ATTEMPTS {
+                let jitter = rand::rng().random_range(0.0..0.2);
+                tokio::time::sleep(delay.mul_f64(1.0 + jitter)).await;
+                delay = delay.mul_f64(1.5);
+            }
+        }
+        let error = last_error.map_or_else(String::new, |e| format!("{e:#}"));
+        self.metrics.plugin_error("webhook", &error, events);
+        false
+    }
+}

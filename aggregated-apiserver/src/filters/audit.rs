@@ -1,0 +1,451 @@
+//! Auditing on the request path, split where k8s.io/apiserver splits it
+//! (`DefaultBuildHandlerChain`):
+//!
+//! - [`audit`], early in the chain (kube's `WithAuditInit` with the response
+//!   half of `WithAudit`): takes the request's audit ID from the aggregator's
+//!   `Audit-ID` header (or makes one), echoes it on the response, starts the
+//!   request's [`AuditContext`], and records how the request ended: the code,
+//!   ResponseStarted for watches, ResponseComplete once the last byte of the
+//!   body is handed on, Panic when the handler panicked. A request refused
+//!   before the policy was evaluated (failed authentication, a bad
+//!   `?timeout=`) is recorded as kube's `withFailedRequestAudit` records it:
+//!   the policy evaluated without a user, one ResponseStarted event.
+//! - [`evaluate_policy`], right after authentication, where kube's `WithAudit`
+//!   sits: the policy is evaluated for the authenticated user (before
+//!   impersonation), RequestReceived is written, and the request body is
+//!   kept as the handler reads it when the event records it.
+//!
+//! Deadlines (504) and the filters' refusals are inside [`audit`], so their
+//! answers are recorded like any other. Without an auditor neither is in the
+//! chain: the request-info filter echoes an `Audit-ID` the request carried
+//! ([`echo`]) and that is all, no ID is made, nothing allocated or locked.
+//! kube makes an ID for every request even with auditing off; nobody can
+//! join logs that are not written.
+
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use chrono::Utc;
+use futures::FutureExt;
+use http::{header, HeaderName, HeaderValue};
+use http_body::{Frame, SizeHint};
+
+use crate::apimachinery::errors::ApiError;
+use crate::audit::context::{Arrival, Captured};
+use crate::audit::request::{source_ips, user_agent};
+use crate::audit::{AuditContext, Auditor, Level, Stage, HEADER_AUDIT_ID};
+use crate::auth::authn::UserInfo;
+use crate::endpoints::request_info::RequestInfo;
+
+/// Largest answer read whole to record a refusal made before the policy was evaluated.
+const MAX_REFUSAL_BYTES: usize = 1 << 20;
+
+/// The [`audit`] filter's state.
+pub struct Audit {
+    pub auditor: Arc<Auditor>,
+}
+
+/// The `Audit-ID` a request came with, if any.
+pub fn sent_audit_id(req: &Request) -> Option<HeaderValue> {
+    req.headers().get(HEADER_AUDIT_ID).filter(|v| !v.is_empty()).cloned()
+}
+
+pub async fn audit(State(audit): State<Arc<Audit>>, mut req: Request, next: Next) -> Response {
+    let sent = sent_audit_id(&req);
+    let auditor = audit.auditor.clone();
+    // Kept as sent (kube neither checks nor shortens it).
+    let (id, header_value) = match sent {
+        Some(value) => (String::from_utf8_lossy(value.as_bytes()).into_owned(), Some(value)),
+        None => {
+            // From the thread's generator: `Uuid::new_v4` asks the kernel
+            // (a getrandom call) for every request.
+            let id = uuid::Builder::from_random_bytes(rand::random()).into_uuid().to_string();
+            let value = HeaderValue::from_str(&id).ok();
+            (id, value)
+        }
+    };
+    let unknown = RequestInfo::default();
+    let info = req.extensions().get::<RequestInfo>().unwrap_or(&unknown);
+    let long_running = super::is_long_running(info);
+    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
+    let arrival = Arrival {
+        received: Utc::now(),
+        request_uri: req.uri().path_and_query().map_or_else(|| req.uri().path().to_string(), |pq| pq.to_string()),
+        source_ips: source_ips(req.headers(), peer),
+        user_agent: user_agent(req.headers()),
+        content_type: req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()),
+        info,
+    };
+    let ctx = AuditContext::new(auditor, id, arrival);
+    req.extensions_mut().insert(ctx.clone());
+    let mut unanswered = Unanswered(Some(ctx.clone()));
+    let resp = match AssertUnwindSafe(next.run(req)).catch_unwind().await {
+        Ok(resp) => resp,
+        Err(panic) => {
+            unanswered.0 = None;
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            ctx.panicked(&what).await;
+            // The recovery filter outside answers it, as kube's re-panics to its own.
+            std::panic::resume_unwind(panic)
+        }
+    };
+    unanswered.0 = None;
+    let mut resp = record(ctx, resp, long_running).await;
+    if let Some(id) = header_value {
+        echo(&mut resp, id);
+    }
+    resp
+}
+
+/// Sets the response's `Audit-ID` unless something inside already did (kube: an
+/// aggregated server's own answer keeps its ID).
+pub fn echo(resp: &mut Response, id: HeaderValue) {
+    if !resp.headers().contains_key(HEADER_AUDIT_ID) {
+        resp.headers_mut().insert(HeaderName::from_static(HEADER_AUDIT_ID), id);
+    }
+}
+
+/// Records the answer and, when the event keeps it, wraps its body.
+async fn record(ctx: AuditContext, resp: Response, long_running: bool) -> Response {
+    let code = resp.status().as_u16();
+    let level = match ctx.level() {
+        Some(level) => level,
+        None => return refused_early(ctx, resp).await,
+    };
+    if level == Level::None {
+        return resp;
+    }
+    let keep = ctx.wants_response_body(code, long_running);
+    responded(&ctx, &resp, keep);
+    if long_running {
+        ctx.process(Stage::ResponseStarted).await;
+    }
+    resp.map(|body| Body::new(AuditedBody { inner: body, ctx: Some(ctx), captured: keep.then(Captured::default) }))
+}
+
+/// A request answered before the policy was evaluated (kube's `withFailedRequestAudit`).
+async fn refused_early(ctx: AuditContext, resp: Response) -> Response {
+    if ctx.evaluate(None, &ctx.request_info()).level == Level::None {
+        return resp;
+    }
+    responded(&ctx, &resp, true);
+    let (parts, body) = resp.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_REFUSAL_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(e) => return ApiError::internal_error(format!("reading an answer: {e}")).into_response(),
+    };
+    ctx.refused(&bytes).await;
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+/// The answer's code, and how its body is encoded when the body is kept.
+fn responded(ctx: &AuditContext, resp: &Response, keep: bool) {
+    let text = |name: header::HeaderName| resp.headers().get(name).and_then(|v| v.to_str().ok()).filter(|_| keep);
+    ctx.responded(resp.status().as_u16(), text(header::CONTENT_TYPE), text(header::CONTENT_ENCODING));
+}
+
+/// Policy evaluation and RequestReceived, right after authentication.
+pub async fn evaluate_policy(req: Request, next: Next) -> Response {
+    let Some(ctx) = req.extensions().get::<AuditContext>().cloned() else {
+        return next.run(req).await;
+    };
+    let unknown = RequestInfo::default();
+    let info = req.extensions().get::<RequestInfo>().unwrap_or(&unknown);
+    let config = ctx.evaluate(req.extensions().get::<UserInfo>(), info);
+    if config.level == Level::None {
+        return next.run(req).await;
+    }
+    if !ctx.process(Stage::RequestReceived).await {
+        // Only a blocking-strict backend reports a failure.
+        ctx.rejected();
+        return ApiError::internal_error("failed to store audit event").into_response();
+    }
+    if !ctx.wants_request_body() {
+        return next.run(req).await;
+    }
+    ctx.start_request_body();
+    let req = req.map(|body| Body::new(KeptBody { inner: body, ctx }));
+    next.run(req).await
+}
+
+/// Completes the event of a request whose handler was dropped before it
+/// answered (the client went away): kube fakes a 200 "Connection closed
+/// early" for a handler that wrote nothing, and so does this.
+struct Unanswered(Option<AuditContext>);
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if let Some(ctx) = self.0.take() {
+            spawn(async move { ctx.closed_early().await });
+        }
+    }
+}
+
+fn spawn(task: impl std::future::Future<Output = ()> + Send + 'static) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(task);
+    }
+}
+
+/// The request body, copied into the request's record as the handler reads it.
+struct KeptBody {
+    inner: Body,
+    ctx: AuditContext,
+}
+
+impl http_body::Body for KeptBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let frame = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        if let Some(data) = frame.as_ref().and_then(|f| f.as_ref().ok()).and_then(Frame::data_ref) {
+            self.ctx.request_chunk(data);
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The response body: kept when the event records it; its end (or its
+/// drop, when the client goes away) writes ResponseComplete.
+struct AuditedBody {
+    inner: Body,
+    ctx: Option<AuditContext>,
+    captured: Option<Captured>,
+}
+
+impl AuditedBody {
+    fn finish(&mut self) {
+        if let Some(ctx) = self.ctx.take() {
+            let bytes = self.captured.take().and_then(|c| c.bytes());
+            spawn(async move { ctx.complete(bytes).await });
+        }
+    }
+}
+
+impl http_body::Body for AuditedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        let frame = std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx));
+        match &frame {
+            Some(Ok(f)) => {
+                if let (Some(data), Some(captured)) = (f.data_ref(), this.captured.as_mut()) {
+                    captured.push(data);
+                }
+            }
+            Some(Err(_)) | None => this.finish(),
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for AuditedBody {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use axum::routing::{get, post};
+    use axum::Router;
+    use tower::{ServiceBuilder, ServiceExt};
+
+    use super::*;
+    use crate::audit::metrics::AuditMetrics;
+    use crate::audit::policy::PolicyEvaluator;
+    use crate::audit::sink::Backend;
+    use crate::audit::Event;
+
+    /// Keeps every event; fails them all when `fail`.
+    #[derive(Default)]
+    struct Collect {
+        events: Mutex<Vec<Event>>,
+        fail: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl Backend for Collect {
+        async fn process_events(&self, events: &[Arc<Event>]) -> bool {
+            self.events.lock().unwrap().extend(events.iter().map(|e| (**e).clone()));
+            !self.fail
+        }
+    }
+
+    const POLICY: &[u8] = br#"{"apiVersion":"audit.k8s.io/v1","kind":"Policy","rules":[
+        {"level":"None","nonResourceURLs":["/healthz"]},
+        {"level":"RequestResponse"}]}"#;
+
+    async fn serve(backend: Arc<Collect>, req: http::Request<Body>) -> (Response, AuditMetrics) {
+        let metrics = AuditMetrics::default();
+        let auditor = Arc::new(Auditor::new(PolicyEvaluator::from_bytes(POLICY).unwrap(), backend, metrics.clone()));
+        let things = "/apis/g/v1/namespaces/ns/things";
+        let endpoint = Router::new()
+            .route(
+                &format!("{things}/boom"),
+                get(|| async {
+                    if true {
+                        panic!("boom");
+                    }
+                    "unreached"
+                }),
+            )
+            .route(
+                &format!("{things}/slow"),
+                get(|| async {
+                    std::future::pending::<()>().await;
+                    "never"
+                }),
+            )
+            .route(
+                things,
+                post(|req: Request| async move {
+                    crate::audit::add_annotation(req.extensions(), "example.com/checked", "yes");
+                    crate::audit::add_annotation(req.extensions(), "example.com/checked", "no");
+                    let body = axum::body::to_bytes(req.into_body(), 1 << 20).await.unwrap_or_default();
+                    (http::StatusCode::CREATED, [(header::CONTENT_TYPE, "application/json")], body)
+                }),
+            )
+            .route("/healthz", get(|| async { "ok" }));
+        let service = ServiceBuilder::new()
+            .layer(axum::middleware::from_fn(super::super::recovery::recover))
+            .layer(axum::middleware::from_fn(super::super::request_info))
+            .layer(axum::middleware::from_fn_with_state(Arc::new(Audit { auditor }), audit))
+            .layer(axum::middleware::from_fn(evaluate_policy))
+            .service(endpoint);
+        (service.oneshot(req).await.unwrap(), metrics)
+    }
+
+    async fn events_until(backend: &Collect, n: usize) -> Vec<Event> {
+        for _ in 0..200 {
+            let events = backend.events.lock().unwrap().clone();
+            if events.len() >= n {
+                return events;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("fewer than {n} events: {:?}", backend.events.lock().unwrap());
+    }
+
+    fn stages(events: &[Event]) -> Vec<Stage> {
+        events.iter().map(|e| e.stage).collect()
+    }
+
+    #[tokio::test]
+    async fn a_request_is_recorded_with_its_annotations_and_bodies() {
+        let backend = Arc::new(Collect::default());
+        let req = http::Request::post("/apis/g/v1/namespaces/ns/things?dryRun=All")
+            .header("Audit-ID", "id-1")
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::USER_AGENT, "test/1.0")
+            .header("X-Forwarded-For", "10.1.2.3")
+            .body(Body::from(r#"{"metadata":{"name":"t","managedFields":[]}}"#))
+            .unwrap();
+        let (resp, metrics) = serve(backend.clone(), req).await;
+        assert_eq!(resp.status(), 201);
+        assert_eq!(resp.headers()["audit-id"], "id-1");
+        let _ = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+        let events = events_until(&backend, 2).await;
+        assert_eq!(stages(&events), [Stage::RequestReceived, Stage::ResponseComplete]);
+        let done = &events[1];
+        assert_eq!((done.audit_id.as_str(), done.verb.as_str()), ("id-1", "create"));
+        assert_eq!(done.request_uri, "/apis/g/v1/namespaces/ns/things?dryRun=All");
+        assert_eq!(done.source_ips, ["10.1.2.3"], "no peer address in this test");
+        assert_eq!(done.user_agent, "test/1.0");
+        assert_eq!(done.object_ref.as_ref().map(|r| r.name.as_str()), Some("t"));
+        assert_eq!(
+            done.annotations.get("example.com/checked").map(String::as_str),
+            Some("yes"),
+            "the first value wins"
+        );
+        let object = serde_json::json!({"metadata": {"name": "t", "managedFields": []}});
+        assert_eq!(done.request_object.as_ref(), Some(&object));
+        assert_eq!(done.response_object.as_ref(), Some(&object));
+        assert_eq!(done.response_status.as_ref().and_then(|s| s.code), Some(201));
+        assert!(done.stage_timestamp >= done.request_received_timestamp);
+        assert_eq!(metrics.errors_of("log"), 0);
+    }
+
+    #[tokio::test]
+    async fn a_panic_is_recorded_then_recovered_outside() {
+        let backend = Arc::new(Collect::default());
+        let req = http::Request::get("/apis/g/v1/namespaces/ns/things/boom").body(Body::empty()).unwrap();
+        let (resp, _) = serve(backend.clone(), req).await;
+        assert_eq!(resp.status(), 500, "the recovery filter answers");
+        let events = events_until(&backend, 2).await;
+        assert_eq!(stages(&events), [Stage::RequestReceived, Stage::Panic]);
+        let status = events[1].response_status.clone().unwrap_or_default();
+        assert_eq!((status.code, status.message.as_deref()), (Some(500), Some("APIServer panic'd: boom")));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(backend.events.lock().unwrap().len(), 2, "no ResponseComplete after Panic");
+    }
+
+    #[tokio::test]
+    async fn a_strict_backend_that_fails_fails_the_request() {
+        let backend = Arc::new(Collect { fail: true, ..Default::default() });
+        let req = http::Request::get("/apis/g/v1/namespaces/ns/things/boom").body(Body::empty()).unwrap();
+        let (resp, _) = serve(backend.clone(), req).await;
+        assert_eq!(resp.status(), 500);
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+        let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(status["message"], "Internal error occurred: failed to store audit event", "the handler never ran");
+    }
+
+    #[tokio::test]
+    async fn a_request_dropped_before_its_answer_is_closed_early() {
+        let backend = Arc::new(Collect::default());
+        let req = http::Request::get("/apis/g/v1/namespaces/ns/things/slow").body(Body::empty()).unwrap();
+        let served = serve(backend.clone(), req);
+        assert!(tokio::time::timeout(Duration::from_millis(100), served).await.is_err());
+        let events = events_until(&backend, 2).await;
+        assert_eq!(stages(&events), [Stage::RequestReceived, Stage::ResponseComplete]);
+        let status = events[1].response_status.clone().unwrap_or_default();
+        assert_eq!((status.code, status.message.as_deref()), (Some(200), Some("Connection closed early")));
+    }
+
+    #[tokio::test]
+    async fn a_request_the_policy_leaves_out_writes_nothing_but_keeps_its_id() {
+        let backend = Arc::new(Collect::default());
+        let req = http::Request::get("/healthz").body(Body::empty()).unwrap();
+        let (resp, _) = serve(backend.clone(), req).await;
+        let id = resp.headers()["audit-id"].to_str().unwrap().to_string();
+        assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
+        let _ = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(backend.events.lock().unwrap().is_empty());
+    }
+}

@@ -41,6 +41,21 @@ rules:
   omitStages: ["RequestReceived"]
 "#;
 
+/// farm-apiserver registered on `cp` with delegated authentication (the
+/// user comes from the aggregator), auditing under `policy` to `log`.
+pub async fn register_audited<'cp>(
+    cp: &'cp super::cluster::ControlPlane,
+    policy: &Path,
+    log: &Path,
+) -> super::cluster::Registered<'cp> {
+    let (policy, log) = (policy.to_string_lossy(), log.to_string_lossy());
+    super::cluster::register_on(
+        cp,
+        &["--authentication", "delegated", "--audit-policy-file", &policy, "--audit-log-path", &log],
+    )
+    .await
+}
+
 /// Writes `policy` into `dir` and returns its path.
 pub fn write_policy(dir: &Path, policy: &str) -> PathBuf {
     let path = dir.join("audit-policy.yaml");

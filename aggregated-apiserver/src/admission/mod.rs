@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod namespace_lifecycle;
 pub mod options;
 pub mod policy;
+pub mod watch;
 pub mod webhook;
 
 use std::sync::Arc;

@@ -133,12 +133,7 @@ impl Registry {
             // deleted: the delete goes on only if it is still the stored one.
             let mut seen = None;
             if let (Some(admission), Some(options)) = (admission, &options) {
-                let current = self
-                    .store
-                    .get(&key)
-                    .await
-                    .and_then(|c| c.ok_or(StoreError::NotFound))
-                    .map_err(|e| self.store_error(name, e))?;
+                let current = self.stored(&key, name).await?;
                 let old = current.value().map_err(|e| self.store_error(name, e))?;
                 let mut attributes = self.attributes(
                     Operation::Delete,

@@ -523,12 +523,7 @@ impl Registry {
                             .await
                     }
                     Some(admission) => {
-                        let current = self
-                            .store
-                            .get(&key)
-                            .await
-                            .and_then(|c| c.ok_or(StoreError::NotFound))
-                            .map_err(|e| self.store_error(name, e))?;
+                        let current = self.stored(&key, name).await?;
                         let decision = self
                             .admitted_update(admission, ns, name, part, wopts, user, &current, work_bytes, &mut propose)
                             .await?;

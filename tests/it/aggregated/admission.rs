@@ -56,21 +56,12 @@ async fn webhooks_are_told_who_asked_and_what_as_kube_tells_them() {
     let cp = ControlPlane::start();
     // Audited at Metadata: admission's audit annotations land in the events.
     let audit_dir = tempfile::tempdir().unwrap();
-    let policy = audit_dir.path().join("policy.yaml");
-    std::fs::write(&policy, "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n").unwrap();
+    let policy = crate::common::audit::write_policy(
+        audit_dir.path(),
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
+    );
     let log = audit_dir.path().join("audit.log");
-    let reg = cluster::register_on(
-        &cp,
-        &[
-            "--authentication",
-            "delegated",
-            "--audit-policy-file",
-            policy.to_str().unwrap(),
-            "--audit-log-path",
-            log.to_str().unwrap(),
-        ],
-    )
-    .await;
+    let reg = crate::common::audit::register_audited(&cp, &policy, &log).await;
     crd::install_llama_crd(&cp, CRD_GROUP).unwrap_or_else(|e| panic!("{e}"));
     let admin = admin_client(&cp);
     let ns = cluster::namespace(&cp, "adm-review");
@@ -128,16 +119,10 @@ async fn webhooks_are_told_who_asked_and_what_as_kube_tells_them() {
     let url = format!("{}/apis/{OUR_GROUP}/{VERSION}/namespaces/{ns}/llamas", cp.server);
     let answer = admin.post(&url).json(&watched).send().await.unwrap();
     assert_eq!(answer.status(), 201);
-    let audit_id = answer.headers()["audit-id"].to_str().unwrap().to_string();
-    cluster::eventually("the audit event of the watched create", std::time::Duration::from_secs(10), || {
-        std::fs::read_to_string(&log).unwrap_or_default().lines().any(|line| {
-            let event: Value = serde_json::from_str(line).unwrap_or_default();
-            event["auditID"] == audit_id.as_str()
-                && event["stage"] == "ResponseComplete"
-                && event["annotations"]["watched.farm.test/checked"] == "yes"
-        })
-    })
-    .await;
+    let audit_id = crate::common::audit::audit_id(answer.headers());
+    let events = crate::common::audit::wait_for(&log, &audit_id, "ResponseComplete").await;
+    let complete = events.iter().find(|e| e["stage"] == "ResponseComplete").unwrap();
+    assert_eq!(complete["annotations"]["watched.farm.test/checked"], "yes", "{complete:#}");
 
     // The calls are counted under kube's metric names.
     let (cert, key) = files(&cp, "adminCertFile", "adminKeyFile");

@@ -13,7 +13,7 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 
 use crate::common::audit;
-use crate::common::cluster::{self, namespace, ControlPlane};
+use crate::common::cluster::{namespace, ControlPlane};
 use crate::common::identity::{client_with_identity, files, status_of};
 use crate::common::{kubectl, kubectl_stdin, ok, GROUP_PATH};
 
@@ -79,18 +79,7 @@ async fn requests_through_the_aggregator_are_audited_with_its_audit_id() {
     let policy = audit::write_policy(dir.path(), audit::POLICY);
     let log = dir.path().join("audit.log");
     let cp = ControlPlane::start();
-    let reg = cluster::register_on(
-        &cp,
-        &[
-            "--authentication",
-            "delegated",
-            "--audit-policy-file",
-            policy.to_str().unwrap(),
-            "--audit-log-path",
-            log.to_str().unwrap(),
-        ],
-    )
-    .await;
+    let reg = crate::common::audit::register_audited(&cp, &policy, &log).await;
     let ns = namespace(&cp, "audited");
     grant(&cp, &ns);
     let admin = cp.client().await;

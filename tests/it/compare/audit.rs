@@ -22,7 +22,7 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 
 use crate::common::audit;
-use crate::common::cluster::{self, namespace, ControlPlane};
+use crate::common::cluster::{namespace, ControlPlane};
 use crate::common::compare::{CRD_GROUP, OUR_GROUP, VERSION};
 use crate::common::crd::install_llama_crd;
 
@@ -142,18 +142,7 @@ async fn the_same_requests_make_the_same_events_as_kube_apiserver_for_the_crd() 
         &format!("--audit-policy-file={}", policy.display()),
         &format!("--audit-log-path={}", kube_log.display()),
     ]);
-    let _reg = cluster::register_on(
-        &cp,
-        &[
-            "--authentication",
-            "delegated",
-            "--audit-policy-file",
-            policy.to_str().unwrap(),
-            "--audit-log-path",
-            our_log.to_str().unwrap(),
-        ],
-    )
-    .await;
+    let _reg = crate::common::audit::register_audited(&cp, &policy, &our_log).await;
     install_llama_crd(&cp, CRD_GROUP).unwrap();
     let ns = namespace(&cp, "audit-side-by-side");
     let client = cp.client().await;

@@ -24,6 +24,7 @@ use kube::{Api, Client};
 use crate::admission::expressions;
 use crate::admission::match_conditions::MatchConditions;
 use crate::admission::matching::{selector, Rule};
+use crate::admission::watch::Synced;
 use crate::admission::Attributes;
 use crate::apimachinery::cel::{Env, Expression};
 use crate::apimachinery::labels::LabelSelector;
@@ -155,9 +156,7 @@ pub struct ParamSource {
 pub struct Source {
     policies: ArcSwap<Vec<Arc<Policy>>>,
     params: Mutex<HashMap<(String, String), Arc<ParamSource>>>,
-    policies_synced: AtomicBool,
-    bindings_synced: AtomicBool,
-    last_error: Mutex<Option<String>>,
+    synced: Synced,
     client: Client,
 }
 
@@ -168,9 +167,7 @@ impl Source {
         let source = Arc::new(Self {
             policies: ArcSwap::from_pointee(Vec::new()),
             params: Mutex::new(HashMap::new()),
-            policies_synced: AtomicBool::new(false),
-            bindings_synced: AtomicBool::new(false),
-            last_error: Mutex::new(None),
+            synced: Synced::new("admission policies", 2),
             client: client.clone(),
         });
         let (policies, policies_writer) = reflector::store::<ValidatingAdmissionPolicy>();
@@ -182,7 +179,7 @@ impl Source {
             tokio::spawn(async move {
                 let events =
                     watcher::watcher(api, watcher::Config::default()).default_backoff().reflect(policies_writer);
-                source.follow(events, &source.policies_synced, &stores).await;
+                source.synced.follow(0, events, || source.rebuild(&stores)).await;
             });
         }
         {
@@ -191,35 +188,10 @@ impl Source {
             tokio::spawn(async move {
                 let events =
                     watcher::watcher(api, watcher::Config::default()).default_backoff().reflect(bindings_writer);
-                source.follow(events, &source.bindings_synced, &stores).await;
+                source.synced.follow(1, events, || source.rebuild(&stores)).await;
             });
         }
         source
-    }
-
-    async fn follow<K>(
-        self: &Arc<Self>,
-        events: impl futures::Stream<Item = Result<Event<K>, watcher::Error>>,
-        synced: &AtomicBool,
-        stores: &Stores,
-    ) {
-        let mut events = std::pin::pin!(events);
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(Event::InitDone) => {
-                    synced.store(true, Ordering::Release);
-                    self.rebuild(stores);
-                }
-                Ok(Event::Init | Event::InitApply(_)) => {}
-                Ok(Event::Apply(_) | Event::Delete(_)) => self.rebuild(stores),
-                Err(e) => {
-                    tracing::warn!(error = %e, "admission policy watch failed; reconnecting");
-                    if let Ok(mut last) = self.last_error.lock() {
-                        *last = Some(e.to_string());
-                    }
-                }
-            }
-        }
     }
 
     fn rebuild(self: &Arc<Self>, stores: &Stores) {
@@ -290,17 +262,11 @@ impl Source {
     }
 
     pub fn synced(&self) -> bool {
-        self.policies_synced.load(Ordering::Acquire) && self.bindings_synced.load(Ordering::Acquire)
+        self.synced.all()
     }
 
     pub fn readiness(&self) -> Result<(), String> {
-        if self.synced() {
-            return Ok(());
-        }
-        match self.last_error.lock().ok().and_then(|e| e.clone()) {
-            Some(e) => Err(format!("admission policies not synced yet (last error: {e})")),
-            None => Err("admission policies not synced yet".into()),
-        }
+        self.synced.readiness()
     }
 }
 

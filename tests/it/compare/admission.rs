@@ -290,8 +290,14 @@ async fn failing_webhooks_fail_or_pass_by_their_policy_as_for_the_crd() {
             Hook::new("http-error.farm.test", "/http-error").selecting(json!({"webhook": "http-error"})),
             ignored,
             dry_run,
+            Hook::new("unreachable.farm.test", "/allow").selecting(json!({"webhook": "unreachable"})),
         ],
     );
+    // A webhook nothing listens for: a port taken from the system and let go.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut yaml: Value = serde_json::from_str(&yaml).unwrap();
+    yaml["webhooks"][6]["clientConfig"]["url"] = json!(format!("https://127.0.0.1:{closed}/allow"));
+    let yaml = yaml.to_string();
     install(&cmp, server, &yaml, "/wrong-uid", json!({"webhook": "wrong-uid"})).await;
     cmp.run(&[
         // A webhook that does not answer in its timeout: kube's 500, in the same words.
@@ -319,7 +325,12 @@ async fn failing_webhooks_fail_or_pass_by_their_policy_as_for_the_crd() {
             .json(llama("http-error", json!({"webhook": "http-error"})))
             .expect(500)
             .body_at(&["/reason", "/code"]),
+        Step::post("{llamas}")
+            .json(llama("unreachable", json!({"webhook": "unreachable"})))
+            .expect(500)
+            .body_at(&["/reason", "/code"]),
         Step::get("{llamas}/garbage").expect(404),
+        Step::get("{llamas}/unreachable").expect(404),
     ])
     .await
     .assert_identical();

@@ -42,6 +42,12 @@ pub struct WebhookServer {
 impl WebhookServer {
     /// Serves on 127.0.0.1 with a certificate for `localhost`, 127.0.0.1 and `dns_names`.
     pub async fn start(dns_names: &[&str]) -> WebhookServer {
+        Self::start_requiring(dns_names, None).await
+    }
+
+    /// As [`Self::start`], refusing at the TLS handshake any caller without a
+    /// client certificate signed by `client_ca_pem` when one is given.
+    pub async fn start_requiring(dns_names: &[&str], client_ca_pem: Option<&str>) -> WebhookServer {
         let (issuer, ca_pem) = new_ca("test-webhook-ca");
         let key = KeyPair::generate().unwrap();
         let mut names: Vec<String> = vec!["localhost".into()];
@@ -51,13 +57,24 @@ impl WebhookServer {
         let cert = params.signed_by(&key, &issuer).unwrap();
         let certs = vec![cert.der().clone()];
         let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
-        let mut config =
-            rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()
-                .unwrap()
-                .with_no_client_auth()
-                .with_single_cert(certs, key)
-                .unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap();
+        let builder = match client_ca_pem {
+            None => builder.with_no_client_auth(),
+            Some(pem) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for cert in rustls_pemfile::certs(&mut pem.as_bytes()) {
+                    roots.add(cert.unwrap()).unwrap();
+                }
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                    .build()
+                    .unwrap();
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut config = builder.with_single_cert(certs, key).unwrap();
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();

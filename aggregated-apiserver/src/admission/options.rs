@@ -22,6 +22,12 @@ pub struct AdmissionOptions {
     /// cluster's webhooks or policies of that type.
     #[arg(long = "disable-admission-plugins", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(PLUGINS))]
     pub disabled: Vec<String>,
+
+    /// kube's AdmissionConfiguration file: for the webhook plugins, the
+    /// kubeconfig whose users are the credentials presented to webhooks (by
+    /// webhook host, `*.<domain>`, or `*`; client certificates or tokens).
+    #[arg(long = "admission-control-config-file")]
+    pub config_file: Option<std::path::PathBuf>,
 }
 
 impl AdmissionOptions {

@@ -15,6 +15,7 @@ use crate::admission::options::{
     VALIDATING_ADMISSION_WEBHOOK,
 };
 use crate::admission::policy::Policies;
+use crate::admission::webhook::authentication::WebhookAuthentication;
 use crate::admission::webhook::Webhooks;
 use crate::admission::{Admission, AdmissionPlugin};
 use crate::apimachinery::schema::validations::RuleErrors;
@@ -49,6 +50,8 @@ pub struct Setup {
     pub cluster: anyhow::Result<kube::Client>,
     storage: Storage,
     admission_options: AdmissionOptions,
+    /// Read at start from `--admission-control-config-file`, handed to the webhooks.
+    webhook_authentication: Option<WebhookAuthentication>,
     /// Started with the first stored kind, shared by every one.
     namespaces: Option<Arc<NamespaceLifecycle>>,
     /// The admission plugins, started with the first stored kind.
@@ -82,6 +85,7 @@ impl Setup {
             cluster,
             storage,
             admission_options: admission_options.clone(),
+            webhook_authentication: Some(WebhookAuthentication::load(admission_options.config_file.as_deref())?),
             namespaces: None,
             admission: None,
             admission_metrics,
@@ -183,8 +187,15 @@ impl Setup {
                 plugins.push(policies);
             }
             if mutating || validating {
-                let webhooks =
-                    Arc::new(Webhooks::start(client, namespaces, self.admission_metrics.clone(), mutating, validating));
+                let authentication = self.webhook_authentication.take().unwrap_or_default();
+                let webhooks = Arc::new(Webhooks::start(
+                    client,
+                    namespaces,
+                    self.admission_metrics.clone(),
+                    mutating,
+                    validating,
+                    authentication,
+                ));
                 let readiness = webhooks.clone();
                 self.ready_checks.push(Arc::new(FnCheck("webhook-configurations", move || readiness.readiness())));
                 plugins.push(webhooks);

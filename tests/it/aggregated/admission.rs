@@ -10,8 +10,9 @@ use serde_json::{json, Value};
 use crate::common::cluster::{self, ControlPlane};
 use crate::common::compare::{admin_client, Comparison, Step, CRD_GROUP, OUR_GROUP, VERSION};
 use crate::common::crd;
-use crate::common::identity::{client_with_identity, files};
+use crate::common::identity::{client_with_identity, files, leaf, new_ca, status_of};
 use crate::common::webhook::WebhookServer;
+use crate::common::{Options, Server};
 use crate::compare::admission::{configuration, install, install_on, uninstall, webhook_server, Hook};
 
 const MERGE: &str = "application/merge-patch+json";
@@ -169,4 +170,82 @@ async fn a_webhook_behind_a_service_is_reached_as_kube_apiserver_reaches_it() {
     .await
     .assert_identical();
     uninstall(cmp.cp, "validatingwebhookconfiguration", name);
+}
+
+#[tokio::test]
+async fn webhooks_that_require_a_client_certificate_are_given_the_configured_one() {
+    // The webhook accepts only clients with a certificate of its own CA; the
+    // AdmissionConfiguration gives both servers one, as kube-apiserver reads it.
+    let (issuer, client_ca) = new_ca("webhook-clients");
+    let (cert, key) = leaf(&issuer, "farm-and-kube");
+    let server = WebhookServer::start_requiring(&[], Some(&client_ca)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_file, key_file) = (dir.path().join("client.crt"), dir.path().join("client.key"));
+    std::fs::write(&cert_file, &cert).unwrap();
+    std::fs::write(&key_file, &key).unwrap();
+    let kubeconfig = dir.path().join("webhooks.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nusers:\n- name: \"127.0.0.1:{}\"\n  user:\n    client-certificate: {}\n    client-key: {}\n",
+            server.port,
+            cert_file.display(),
+            key_file.display()
+        ),
+    )
+    .unwrap();
+    let config = dir.path().join("admission.yaml");
+    let plugin = |name: &str| {
+        format!(
+            "- name: {name}\n  configuration:\n    apiVersion: apiserver.config.k8s.io/v1\n    kind: WebhookAdmissionConfiguration\n    kubeConfigFile: {}\n",
+            kubeconfig.display()
+        )
+    };
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n{}{}",
+            plugin("ValidatingAdmissionWebhook"),
+            plugin("MutatingAdmissionWebhook")
+        ),
+    )
+    .unwrap();
+    let flag = format!("--admission-control-config-file={}", config.display());
+    let cp = ControlPlane::start_with(&[&flag]);
+    let _reg = cluster::register_on(&cp, &[&flag]).await;
+    crd::install_llama_crd(&cp, CRD_GROUP).unwrap_or_else(|e| panic!("{e}"));
+    let admin = admin_client(&cp);
+    let ns = cluster::namespace(&cp, "adm-client-cert");
+    let yaml = configuration(
+        "ValidatingWebhookConfiguration",
+        "adm-client-cert",
+        &ns,
+        &server,
+        &[Hook::new("cert.farm.test", "/deny")],
+    );
+    // Both servers reach the webhook (it records only what passed the handshake).
+    install_on(&cp, &admin, &ns, &server, &yaml, "/deny", json!({})).await;
+    for group in [CRD_GROUP, OUR_GROUP] {
+        let llama = json!({"apiVersion": format!("{group}/{VERSION}"), "kind": "Llama", "metadata": {"name": "dolly"}, "spec": {"weight": 1, "height": 1}});
+        let url = format!("{}/apis/{group}/{VERSION}/namespaces/{ns}/llamas", cp.server);
+        let (code, body) = status_of(admin.post(&url).json(&llama).send().await.unwrap()).await;
+        assert_eq!(code, 403, "{group}: {body}");
+        assert_eq!(
+            body["message"],
+            "admission webhook \"cert.farm.test\" denied the request: llamas named dolly are not welcome"
+        );
+    }
+    // Without the file, the handshake is refused: kube's 500, nothing stored.
+    let bare = Server::start_with(Options { kubeconfig: Some(cp.kubeconfig.clone()), ..Default::default() }).await;
+    let client = crate::common::client_trusting(&bare.ca_file).unwrap();
+    let llama = json!({"apiVersion": format!("{OUR_GROUP}/{VERSION}"), "kind": "Llama", "metadata": {"name": "anonymous"}, "spec": {"weight": 1, "height": 1}});
+    let (code, body) = status_of(client.post(bare.llamas(&ns, "")).json(&llama).send().await.unwrap()).await;
+    assert_eq!(code, 500, "{body}");
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(
+            "Internal error occurred: failed calling webhook \"cert.farm.test\": failed to call webhook: Post"
+        ),
+        "{message}"
+    );
 }

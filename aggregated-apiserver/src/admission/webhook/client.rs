@@ -19,6 +19,9 @@ use k8s_openapi::api::admissionregistration::v1::WebhookClientConfig;
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 
+use rustls::pki_types::pem::PemObject as _;
+
+use super::authentication::WebhookAuthentication;
 use super::source::Hook;
 
 /// A webhook's answer larger than this is refused: no answer needs more than
@@ -44,6 +47,8 @@ impl CallError {
 
 /// Where a webhook is reached and how it is named.
 struct Endpoint {
+    /// The host and port its credentials are looked up by.
+    target: (String, u16),
     /// The URL as kube shows it in errors (with the service's DNS name).
     url: reqwest::Url,
     /// The name TLS checks, and the address it is reached at (None: by the
@@ -55,12 +60,15 @@ struct Endpoint {
 struct ClientKey {
     ca_bundle: Vec<u8>,
     resolved: Option<(String, SocketAddr)>,
+    /// The client certificate and key presented, PEM.
+    identity: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// The webhook clients of a server, kept per trust and address, so that
 /// connections are reused between calls.
 pub struct Caller {
     cluster: kube::Client,
+    authentication: WebhookAuthentication,
     clients: Mutex<HashMap<ClientKey, reqwest::Client>>,
     services: Mutex<HashMap<(String, String), ReadService>>,
 }
@@ -69,17 +77,22 @@ pub struct Caller {
 type ReadService = (Instant, Arc<Service>);
 
 impl Caller {
-    pub fn new(cluster: kube::Client) -> Self {
-        Self { cluster, clients: Mutex::new(HashMap::new()), services: Mutex::new(HashMap::new()) }
+    pub fn new(cluster: kube::Client, authentication: WebhookAuthentication) -> Self {
+        Self { cluster, authentication, clients: Mutex::new(HashMap::new()), services: Mutex::new(HashMap::new()) }
     }
 
     /// POSTs `body` (an AdmissionReview) to the webhook and returns its answer's body.
     pub async fn call(&self, hook: &Hook, body: Vec<u8>) -> Result<Vec<u8>, CallError> {
         let endpoint = self.endpoint(&hook.client_config, hook.timeout).await?;
         let shown = endpoint.url.to_string();
-        let client = self.client(&hook.client_config, endpoint.resolved.clone())?;
-        let request = client
-            .post(endpoint.url.clone())
+        let users = if hook.mutating { &self.authentication.mutating } else { &self.authentication.validating };
+        let credentials = users.for_target(&endpoint.target.0, endpoint.target.1);
+        let client = self.client(&hook.client_config, endpoint.resolved.clone(), credentials.identity)?;
+        let mut request = client.post(endpoint.url.clone());
+        if let Some(token) = &credentials.bearer_token {
+            request = request.bearer_auth(token);
+        }
+        let request = request
             .header(http::header::CONTENT_TYPE, "application/json")
             .header(http::header::ACCEPT, "application/json, */*")
             .timeout(hook.timeout)
@@ -131,14 +144,16 @@ impl Caller {
                 .resolve_service(&service.namespace, &service.name, port)
                 .await
                 .map_err(|why| CallError::new(format!("failed to call webhook: Post {shown:?}: {why}")))?;
-            return Ok(Endpoint { url, resolved: Some((server_name, address)) });
+            let target = (server_name.clone(), u16::try_from(port).unwrap_or(443));
+            return Ok(Endpoint { target, url, resolved: Some((server_name, address)) });
         }
         let Some(url) = config.url.as_deref() else {
             return Err(CallError::new("webhook configuration must have either service or URL"));
         };
         let mut url = reqwest::Url::parse(url).map_err(|e| CallError::new(format!("Unparsable URL: {e}")))?;
         url.set_query(Some(&timeout_param));
-        Ok(Endpoint { url, resolved: None })
+        let target = (url.host_str().unwrap_or("").to_string(), url.port_or_known_default().unwrap_or(443));
+        Ok(Endpoint { target, url, resolved: None })
     }
 
     /// The address of a Service's port, as kube-apiserver's cluster-IP
@@ -192,9 +207,10 @@ impl Caller {
         &self,
         config: &WebhookClientConfig,
         resolved: Option<(String, SocketAddr)>,
+        identity: Option<(Vec<u8>, Vec<u8>)>,
     ) -> Result<reqwest::Client, CallError> {
         let ca_bundle = config.ca_bundle.as_ref().map(|b| b.0.clone()).unwrap_or_default();
-        let key = ClientKey { ca_bundle, resolved };
+        let key = ClientKey { ca_bundle, resolved, identity };
         if let Some(client) = self.clients.lock().ok().and_then(|c| c.get(&key).cloned()) {
             return Ok(client);
         }
@@ -224,11 +240,21 @@ fn build_client(key: &ClientKey) -> anyhow::Result<reqwest::Client> {
             roots.add(cert).context("using caBundle")?;
         }
     }
-    let mut tls = rustls::ClientConfig::builder_with_provider(crate::server::tls::ring_provider())
+    let builder = rustls::ClientConfig::builder_with_provider(crate::server::tls::ring_provider())
         .with_safe_default_protocol_versions()
         .context("TLS versions")?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let mut tls = match &key.identity {
+        None => builder.with_no_client_auth(),
+        Some((certificate, private_key)) => {
+            let chain: Vec<_> = rustls_pemfile::certs(&mut certificate.as_slice())
+                .collect::<Result<_, _>>()
+                .context("reading the client certificate")?;
+            let private_key =
+                rustls::pki_types::PrivateKeyDer::from_pem_slice(private_key).context("reading the client key")?;
+            builder.with_client_auth_cert(chain, private_key).context("using the client certificate")?
+        }
+    };
     // kube-apiserver speaks HTTP/1.1 to webhooks.
     tls.alpn_protocols = vec![b"http/1.1".to_vec()];
     let mut builder = reqwest::Client::builder()

@@ -10,6 +10,7 @@
 //! with kube's 500 unless its `failurePolicy` is Ignore; a denial is the
 //! webhook's Status, worded `admission webhook "x" denied the request: ...`.
 
+pub mod authentication;
 pub mod client;
 pub mod review;
 pub mod source;
@@ -21,6 +22,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 
+use self::authentication::WebhookAuthentication;
 use self::client::Caller;
 use self::source::{Hook, Source};
 use crate::admission::expressions::Inputs;
@@ -65,9 +67,10 @@ impl Webhooks {
         metrics: Arc<AdmissionMetrics>,
         mutating: bool,
         validating: bool,
+        authentication: WebhookAuthentication,
     ) -> Self {
         let source = Source::start(cluster.clone());
-        Self { source, caller: Caller::new(cluster), namespaces, metrics, mutating, validating }
+        Self { source, caller: Caller::new(cluster, authentication), namespaces, metrics, mutating, validating }
     }
 
     /// For /readyz: the configurations have been read.

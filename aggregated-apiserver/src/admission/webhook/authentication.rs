@@ -196,7 +196,7 @@ mod tests {
         assert_eq!(token("hook.ns.svc", 8443), "exact");
         assert_eq!(token("else.ns.svc", 8443), "namespace-and-port");
         assert_eq!(token("other.ns.svc", 443), "no-port", "443 is tried without the port");
-        assert_eq!(token("other.ns.svc", 8443), "default", "another port is not 443");
+        assert_eq!(token("other.ns.svc", 9443), "default", "another port is not 443");
         assert_eq!(token("x.y.svc", 443), "cluster");
         assert_eq!(token("example.com", 443), "default");
         assert_eq!(AuthInfos::default().for_target("example.com", 443), Credentials::default());

@@ -31,6 +31,11 @@ impl MatchConditions {
         Self { conditions }
     }
 
+    /// Whether a condition reads the variable `name`.
+    pub fn uses(&self, name: &str) -> bool {
+        self.conditions.iter().any(|(_, c)| c.as_ref().is_ok_and(|e| e.uses(name)))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.conditions.is_empty()
     }

@@ -275,14 +275,9 @@ impl AdmissionPlugin for Policies {
             return Err(crate::admission::forbidden(attributes, "not yet ready to handle request"));
         }
         let policies = self.source.policies();
-        let request = review::request_value("", attributes);
-        let namespace_object = match attributes.namespace {
-            "" => Value::Null,
-            ns => match self.namespaces.lookup(ns).await? {
-                Some(namespace) => serde_json::to_value(&*namespace).unwrap_or(Value::Null),
-                None => Value::Null,
-            },
-        };
+        // Built once, and only for a policy that reads them.
+        let mut request = None;
+        let mut namespace_object = None;
         let null = Value::Null;
         let mut denied: Vec<Decision<'_>> = Vec::new();
         let mut failures = Vec::new();
@@ -311,13 +306,25 @@ impl AdmissionPlugin for Policies {
                         continue;
                     }
                 };
+                if policy.uses_request && request.is_none() {
+                    request = Some(review::request_value("", attributes));
+                }
+                if policy.uses_namespace && namespace_object.is_none() {
+                    namespace_object = Some(match attributes.namespace {
+                        "" => Value::Null,
+                        ns => match self.namespaces.lookup(ns).await? {
+                            Some(namespace) => serde_json::to_value(&*namespace).unwrap_or(Value::Null),
+                            None => Value::Null,
+                        },
+                    });
+                }
                 for param in &params {
                     let inputs = Inputs {
                         object: attributes.object.as_ref().unwrap_or(&null),
                         old_object: attributes.old_object.unwrap_or(&null),
-                        request: &request,
+                        request: request.as_ref().unwrap_or(&null),
                         params: param.as_ref().unwrap_or(&null),
-                        namespace_object: &namespace_object,
+                        namespace_object: namespace_object.as_ref().unwrap_or(&null),
                         variables: &null,
                     };
                     for (index, denial) in self.evaluate(policy, &inputs, &mut annotations) {

@@ -102,6 +102,10 @@ pub struct Policy {
     pub validations: Vec<Validation>,
     pub audit_annotations: Vec<(String, Result<Expression, String>)>,
     pub bindings: Vec<Binding>,
+    /// Whether any expression reads `request` / `namespaceObject`: what is
+    /// built for an evaluation only when it is read.
+    pub uses_request: bool,
+    pub uses_namespace: bool,
 }
 
 fn compile(env: &Env, source: &str) -> Result<Expression, String> {
@@ -109,9 +113,18 @@ fn compile(env: &Env, source: &str) -> Result<Expression, String> {
 }
 
 impl Policy {
+    /// Whether any of the policy's expressions reads the variable `name`.
+    fn uses(&self, name: &str) -> bool {
+        let reads = |e: &Result<Expression, String>| e.as_ref().is_ok_and(|e| e.uses(name));
+        self.conditions.uses(name)
+            || self.variables.iter().any(|(_, e)| reads(e))
+            || self.validations.iter().any(|v| reads(&v.expression) || v.message_expression.as_ref().is_some_and(reads))
+            || self.audit_annotations.iter().any(|(_, e)| reads(e))
+    }
+
     fn compile(policy: &ValidatingAdmissionPolicy, bindings: Vec<Binding>, env: &Env) -> Self {
         let spec = policy.spec.clone().unwrap_or_default();
-        Self {
+        let mut compiled = Self {
             name: policy.metadata.name.clone().unwrap_or_default(),
             match_constraints: Match::of(&spec.match_constraints.unwrap_or_default()),
             fail_open: spec.failure_policy.as_deref() == Some("Ignore"),
@@ -137,7 +150,12 @@ impl Policy {
                 .map(|a| (a.key.clone(), compile(env, &a.value_expression)))
                 .collect(),
             bindings,
-        }
+            uses_request: false,
+            uses_namespace: false,
+        };
+        compiled.uses_request = compiled.uses("request");
+        compiled.uses_namespace = compiled.uses("namespaceObject");
+        compiled
     }
 }
 

@@ -203,27 +203,24 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
 
     let off_clients = direct_clients(&off, cfg.clients)?;
     let on_clients = direct_clients(&on, cfg.clients)?;
-    // Alternated, three times each: the two servers share the cores, and
-    // the rate of one round moves by a third with the load of the machine.
-    for _ in 0..3 {
-        measure(
-            "direct",
-            "farm-apiserver".into(),
-            "plugins off",
-            &off_clients,
-            off.llamas("bench-adm-none", ""),
-            FARM_GROUP,
-        )
-        .await?;
-        measure(
-            "direct",
-            "farm-apiserver".into(),
-            "on, none configured",
-            &on_clients,
-            on.llamas("bench-adm-none", ""),
-            FARM_GROUP,
-        )
-        .await?;
+    // Alternated, four times each, each first in turn: the two servers share
+    // the cores, and one round's rate moves with the load of the machine.
+    for round in 0..4 {
+        // Each first in turn: the one measured second ran right after the other.
+        let off_first = round % 2 == 0;
+        for off_now in [off_first, !off_first] {
+            let (admission, clients, server) =
+                if off_now { ("plugins off", &off_clients, &off) } else { ("on, none configured", &on_clients, &on) };
+            measure(
+                "direct",
+                "farm-apiserver".into(),
+                admission,
+                clients,
+                server.llamas("bench-adm-none", ""),
+                FARM_GROUP,
+            )
+            .await?;
+        }
     }
     measure(
         "aggregator",

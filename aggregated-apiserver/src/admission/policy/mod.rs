@@ -250,6 +250,10 @@ impl AdmissionPlugin for Policies {
         if !self.source.synced() {
             return true;
         }
+        let policies = self.source.peek();
+        if policies.is_empty() {
+            return false;
+        }
         let placeholder = crate::auth::authn::UserInfo::default();
         let attributes = Attributes {
             operation,
@@ -267,7 +271,7 @@ impl AdmissionPlugin for Policies {
             audit_annotations: Vec::new(),
         };
         // Names are not known yet: a rule with resourceNames may act.
-        self.source.policies().iter().any(|p| p.match_constraints.rules_match_any_name(&attributes))
+        policies.iter().any(|p| p.match_constraints.rules_match_any_name(&attributes))
     }
 
     async fn validate(&self, attributes: &mut Attributes<'_>) -> ApiResult<()> {

@@ -279,6 +279,12 @@ impl Source {
         self.policies.load_full()
     }
 
+    /// The policies as configured now, for a quick look: no reference count
+    /// is taken (every write looks, on every core).
+    pub fn peek(&self) -> arc_swap::Guard<Arc<Vec<Arc<Policy>>>> {
+        self.policies.load()
+    }
+
     pub fn synced(&self) -> bool {
         self.synced.all()
     }

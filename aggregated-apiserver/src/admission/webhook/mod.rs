@@ -276,7 +276,7 @@ impl AdmissionPlugin for Webhooks {
         if !self.source.synced() {
             return true;
         }
-        let hooks = self.source.hooks();
+        let hooks = self.source.peek();
         let mutating = hooks.mutating.iter().filter(|_| self.mutating);
         let validating = hooks.validating.iter().filter(|_| self.validating);
         mutating.chain(validating).any(|h| {

@@ -186,6 +186,12 @@ impl Source {
         self.hooks.load_full()
     }
 
+    /// The webhooks as configured now, for a quick look: no reference count
+    /// is taken (every write looks, on every core).
+    pub fn peek(&self) -> arc_swap::Guard<Arc<Hooks>> {
+        self.hooks.load()
+    }
+
     /// Whether both configuration lists have been read.
     pub fn synced(&self) -> bool {
         self.synced.all()

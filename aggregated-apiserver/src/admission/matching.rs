@@ -11,6 +11,7 @@ use crate::admission::namespace_lifecycle::{namespace_not_found, NamespaceLifecy
 use crate::admission::{Attributes, Operation};
 use crate::apimachinery::errors::{ApiError, ApiResult};
 use crate::apimachinery::labels::LabelSelector;
+use crate::registry::kind::Names;
 
 /// One rule of a webhook (`RuleWithOperations`) or policy
 /// (`NamedRuleWithOperations`), by its fields.
@@ -48,29 +49,35 @@ fn exact_or_wildcard(items: &Option<Vec<String>>, requested: &str) -> bool {
     items.iter().flatten().any(|item| item == "*" || item == requested)
 }
 
+/// What a rule is matched against: the resource a write addresses. Known
+/// before the object is, so the registry can ask whether a plugin may act.
+#[derive(Clone, Copy)]
+pub struct Request<'a> {
+    pub names: &'a Names,
+    /// `""`, or the subresource written.
+    pub subresource: &'a str,
+    pub operation: Operation,
+    /// Whether the write is in a namespace (kube's scope test).
+    pub namespaced: bool,
+}
+
+impl<'a> Request<'a> {
+    pub fn of(attributes: &Attributes<'a>) -> Self {
+        Request {
+            names: attributes.names,
+            subresource: attributes.subresource,
+            operation: attributes.operation,
+            namespaced: !attributes.namespace.is_empty(),
+        }
+    }
+}
+
 impl Rule<'_> {
     /// Whether the rule names this write: scope, operation, group, version,
     /// resource and subresource (`res/sub`, `res/*`, `*/sub`, `*/*`, `*`).
-    pub fn matches(&self, attributes: &Attributes<'_>) -> bool {
-        self.matches_request(
-            attributes.names.group,
-            attributes.names.version,
-            attributes.names.plural,
-            attributes.subresource,
-            attributes.operation,
-            !attributes.namespace.is_empty(),
-        )
-    }
-
-    pub fn matches_request(
-        &self,
-        group: &str,
-        version: &str,
-        resource: &str,
-        subresource: &str,
-        operation: Operation,
-        namespaced: bool,
-    ) -> bool {
+    pub fn matches(&self, request: Request<'_>) -> bool {
+        let Request { names, subresource, operation, namespaced } = request;
+        let (group, version, resource) = (names.group, names.version, names.plural);
         let scope = match self.scope.as_deref() {
             None | Some("*") => true,
             Some("Namespaced") => namespaced,
@@ -155,7 +162,17 @@ mod tests {
             let (g, v, o, r, s) =
                 (strings(groups), strings(&["*"]), strings(operations), strings(resources), scope.map(str::to_string));
             let rule = Rule { api_groups: &g, api_versions: &v, operations: &o, resources: &r, scope: &s };
-            rule.matches_request("example.com", "v1", "widgets", sub, op, namespaced)
+            let names = Names {
+                group: "example.com",
+                version: "v1",
+                kind: "Widget",
+                list_kind: "WidgetList",
+                plural: "widgets",
+                singular: "widget",
+                short_names: &[],
+                categories: &[],
+            };
+            rule.matches(Request { names: &names, subresource: sub, operation: op, namespaced })
         };
         assert!(check(&["example.com"], &["widgets"], &["CREATE"], None, "", Operation::Create, true));
         assert!(

@@ -27,7 +27,7 @@ use async_trait::async_trait;
 pub use attributes::{Attributes, Operation, Requester};
 
 use crate::apimachinery::errors::{self, ApiError, ApiResult, Reason, Target};
-use crate::registry::kind::Names;
+use matching::Request;
 
 /// Whether objects may be created in a namespace (kube's NamespaceLifecycle).
 #[async_trait]
@@ -42,10 +42,10 @@ pub trait NamespaceAdmission: Send + Sync {
 /// admission policies.
 #[async_trait]
 pub trait AdmissionPlugin: Send + Sync {
-    /// Whether the plugin may act on `operation` of the resource `names`
-    /// (or its `subresource`) in `namespace` at all, from what is configured
-    /// now. Cheap: the registry keeps its one-pass write when no plugin may act.
-    fn may_act(&self, names: &Names, subresource: &str, namespace: &str, operation: Operation) -> bool;
+    /// Whether the plugin may act on `request` at all, from what is
+    /// configured now. Cheap: the registry keeps its one-pass write when no
+    /// plugin may act.
+    fn may_act(&self, request: Request<'_>) -> bool;
 
     /// The mutating step: may change `attributes.object`.
     async fn mutate(&self, _attributes: &mut Attributes<'_>) -> ApiResult<()> {
@@ -74,8 +74,8 @@ impl Admission {
     }
 
     /// Whether any plugin may act on this request (see [`AdmissionPlugin::may_act`]).
-    pub fn may_act(&self, names: &Names, subresource: &str, namespace: &str, operation: Operation) -> bool {
-        self.plugins.iter().any(|p| p.may_act(names, subresource, namespace, operation))
+    pub fn may_act(&self, request: Request<'_>) -> bool {
+        self.plugins.iter().any(|p| p.may_act(request))
     }
 
     /// The mutating step; a refusal carries the warnings given so far.

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{json, Value};
 
+use crate::admission::matching::Request;
 use crate::admission::{Admission, Attributes, NamespaceAdmission, Operation, Requester};
 use crate::apimachinery::errors::{ApiError, ApiResult, Reason, Target};
 use crate::apimachinery::field_error::FieldError;
@@ -140,9 +141,16 @@ impl Registry {
     /// The admission plugins when one of them may act on this write (None
     /// keeps the write to one pass over the store, as without admission).
     fn admission_for(&self, operation: Operation, part: Part, ns: &str) -> Option<&Admission> {
-        let ns = if self.kind.namespaced() { ns } else { "" };
-        (!self.admission.is_empty() && self.admission.may_act(self.kind.names(), part.subresource(), ns, operation))
-            .then_some(&self.admission)
+        if self.admission.is_empty() {
+            return None;
+        }
+        let request = Request {
+            names: self.kind.names(),
+            subresource: part.subresource(),
+            operation,
+            namespaced: self.kind.namespaced() && !ns.is_empty(),
+        };
+        self.admission.may_act(request).then_some(&self.admission)
     }
 
     /// What admission is told of a write to this kind.

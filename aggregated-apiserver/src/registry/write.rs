@@ -304,23 +304,28 @@ impl Registry {
                 warnings.extend(strategy::warnings(&obj, None));
             }
             let name = meta_str(&obj, "name").unwrap_or("").to_string();
-            if let (Some(admission), Some(options)) = (admission, &options) {
-                let mut attributes = self.attributes(
-                    Operation::Create,
-                    Part::Main,
-                    ns,
-                    &name,
-                    Some(obj.clone()),
-                    None,
-                    options.clone(),
-                    wopts.dry_run,
-                    user,
-                );
-                admission.validate(&mut attributes).await.map_err(|e| e.with_warnings(warnings.clone()))?;
-                if attempt == 0 {
-                    warnings.append(&mut attributes.warnings);
+            let obj = match (admission, &options) {
+                (Some(admission), Some(options)) => {
+                    // Lent to the validating plugins (who may not change it) and taken back.
+                    let mut attributes = self.attributes(
+                        Operation::Create,
+                        Part::Main,
+                        ns,
+                        &name,
+                        Some(obj),
+                        None,
+                        options.clone(),
+                        wopts.dry_run,
+                        user,
+                    );
+                    admission.validate(&mut attributes).await.map_err(|e| e.with_warnings(warnings.clone()))?;
+                    if attempt == 0 {
+                        warnings.append(&mut attributes.warnings);
+                    }
+                    attributes.object.take().unwrap_or(Value::Null)
                 }
-            }
+                _ => obj,
+            };
             if wopts.dry_run {
                 if self.store.get(&self.key(ns, &name)).await.map_err(|e| self.store_error(&name, e))?.is_some() {
                     return Err(ApiError::already_exists(self.target(&name)));
@@ -658,13 +663,17 @@ impl Registry {
         })
         .await?;
         // Validation sees what would be stored (the stored object itself
-        // for a write that changes nothing, which kube validates too).
-        attributes.object = Some(match &decision {
-            Decision::Unchanged => old.clone(),
-            Decision::Write(next) | Decision::Delete(next) => next.clone(),
-        });
+        // for a write that changes nothing, which kube validates too), lent
+        // to the validating plugins and taken back.
+        let (next, rebuild): (Value, fn(Value) -> Decision) = match decision {
+            Decision::Unchanged => (old.clone(), |_| Decision::Unchanged),
+            Decision::Write(next) => (next, Decision::Write),
+            Decision::Delete(next) => (next, Decision::Delete),
+        };
+        attributes.object = Some(next);
         admission.validate(&mut attributes).await.map_err(|e| e.with_warnings(warnings.clone()))?;
         warnings.append(&mut attributes.warnings);
+        let decision = rebuild(attributes.object.take().unwrap_or(Value::Null));
         Ok((decision, warnings))
     }
 

@@ -23,14 +23,14 @@ use serde_json::{json, Map, Value};
 
 use self::source::{Binding, ParamSource, Policy, Source};
 use crate::admission::expressions::Inputs;
+use crate::admission::matching::Request;
 use crate::admission::metrics::AdmissionMetrics;
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
 use crate::admission::webhook::review;
-use crate::admission::{matching, AdmissionPlugin, Attributes, Operation};
+use crate::admission::{matching, AdmissionPlugin, Attributes};
 use crate::apimachinery::cel::{cel, Expression, MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, PER_CALL_LIMIT};
 use crate::apimachinery::errors::{details, ApiError, ApiResult};
 use crate::apimachinery::labels::LabelSelector;
-use crate::registry::kind::Names;
 
 /// kube's cap on the audit annotation values a policy sets.
 const MAX_AUDIT_ANNOTATION_VALUE_LENGTH: usize = 10 * 1024;
@@ -246,32 +246,12 @@ fn reason_code(reason: &str) -> i32 {
 
 #[async_trait]
 impl AdmissionPlugin for Policies {
-    fn may_act(&self, names: &Names, subresource: &str, namespace: &str, operation: Operation) -> bool {
+    fn may_act(&self, request: Request<'_>) -> bool {
         if !self.source.synced() {
             return true;
         }
-        let policies = self.source.peek();
-        if policies.is_empty() {
-            return false;
-        }
-        let placeholder = crate::auth::authn::UserInfo::default();
-        let attributes = Attributes {
-            operation,
-            names,
-            subresource,
-            namespace,
-            name: "",
-            object: None,
-            old_object: None,
-            options: Value::Null,
-            dry_run: false,
-            user: &placeholder,
-            audit: None,
-            warnings: Vec::new(),
-            audit_annotations: Vec::new(),
-        };
         // Names are not known yet: a rule with resourceNames may act.
-        policies.iter().any(|p| p.match_constraints.rules_match_any_name(&attributes))
+        self.source.peek().iter().any(|p| p.match_constraints.rules_match_any_name(request))
     }
 
     async fn validate(&self, attributes: &mut Attributes<'_>) -> ApiResult<()> {

@@ -23,7 +23,7 @@ use kube::{Api, Client};
 
 use crate::admission::expressions;
 use crate::admission::match_conditions::MatchConditions;
-use crate::admission::matching::{selector, Rule};
+use crate::admission::matching::{selector, Request, Rule};
 use crate::admission::watch::Synced;
 use crate::admission::Attributes;
 use crate::apimachinery::cel::{Env, Expression};
@@ -54,7 +54,7 @@ impl Match {
     pub fn rules_match(&self, attributes: &Attributes<'_>) -> bool {
         let names = |rules: &[NamedRuleWithOperations]| {
             rules.iter().any(|rule| {
-                Rule::named(rule).matches(attributes)
+                Rule::named(rule).matches(Request::of(attributes))
                     && rule
                         .resource_names
                         .as_ref()
@@ -66,8 +66,8 @@ impl Match {
 
     /// Whether the rules may name a write of this resource, whatever its
     /// name: what is known before the object is.
-    pub fn rules_match_any_name(&self, attributes: &Attributes<'_>) -> bool {
-        self.resource_rules.is_empty() || self.resource_rules.iter().any(|rule| Rule::named(rule).matches(attributes))
+    pub fn rules_match_any_name(&self, request: Request<'_>) -> bool {
+        self.resource_rules.is_empty() || self.resource_rules.iter().any(|rule| Rule::named(rule).matches(request))
     }
 }
 

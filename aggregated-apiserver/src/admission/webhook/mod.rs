@@ -26,13 +26,13 @@ use self::authentication::WebhookAuthentication;
 use self::client::Caller;
 use self::source::{Hook, Source};
 use crate::admission::expressions::Inputs;
+use crate::admission::matching::Request;
 use crate::admission::metrics::{AdmissionMetrics, RejectionKind, ADMIT, VALIDATING};
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
 use crate::admission::{forbidden, matching};
-use crate::admission::{AdmissionPlugin, Attributes, Operation};
+use crate::admission::{AdmissionPlugin, Attributes};
 use crate::apimachinery::errors::{self, ApiError, ApiResult, StatusDetails};
 use crate::apimachinery::serializer::BodyType;
-use crate::registry::kind::Names;
 use crate::registry::patch::Patch;
 
 /// The audit annotation kube adds when a webhook failed open.
@@ -91,15 +91,7 @@ impl Webhooks {
     /// its rules name the request, the namespace's labels and the object's
     /// (old or new) match its selectors.
     async fn should_call(&self, hook: &Hook, attributes: &Attributes<'_>) -> ApiResult<bool> {
-        let names = attributes.names;
-        if !hook.rules_match(
-            names.group,
-            names.version,
-            names.plural,
-            attributes.subresource,
-            attributes.operation,
-            !attributes.namespace.is_empty(),
-        ) {
+        if !hook.rules_match(Request::of(attributes)) {
             return Ok(false);
         }
         if !matching::namespace_matches(&self.namespaces, &hook.namespace_selector, attributes).await?
@@ -272,16 +264,14 @@ impl Webhooks {
 
 #[async_trait]
 impl AdmissionPlugin for Webhooks {
-    fn may_act(&self, names: &Names, subresource: &str, namespace: &str, operation: Operation) -> bool {
+    fn may_act(&self, request: Request<'_>) -> bool {
         if !self.source.synced() {
             return true;
         }
         let hooks = self.source.peek();
         let mutating = hooks.mutating.iter().filter(|_| self.mutating);
         let validating = hooks.validating.iter().filter(|_| self.validating);
-        mutating.chain(validating).any(|h| {
-            h.rules_match(names.group, names.version, names.plural, subresource, operation, !namespace.is_empty())
-        })
+        mutating.chain(validating).any(|h| h.rules_match(request))
     }
 
     async fn mutate(&self, attributes: &mut Attributes<'_>) -> ApiResult<()> {

@@ -20,9 +20,8 @@ use kube::{Api, Client};
 use super::review::SUPPORTED_VERSIONS;
 use crate::admission::expressions;
 use crate::admission::match_conditions::MatchConditions;
-use crate::admission::matching::{selector, Rule};
+use crate::admission::matching::{selector, Request, Rule};
 use crate::admission::watch::Synced;
-use crate::admission::Operation;
 use crate::apimachinery::cel::Env;
 use crate::apimachinery::labels::LabelSelector;
 
@@ -60,18 +59,8 @@ impl Hook {
     /// equivalent resources that `matchPolicy: Equivalent` adds are the same
     /// resource in the kind's other versions; a kind served here has one, so
     /// both policies match the same requests.
-    pub fn rules_match(
-        &self,
-        group: &str,
-        version: &str,
-        resource: &str,
-        subresource: &str,
-        operation: Operation,
-        namespaced: bool,
-    ) -> bool {
-        self.rules
-            .iter()
-            .any(|rule| Rule::of(rule).matches_request(group, version, resource, subresource, operation, namespaced))
+    pub fn rules_match(&self, request: Request<'_>) -> bool {
+        self.rules.iter().any(|rule| Rule::of(rule).matches(request))
     }
 }
 

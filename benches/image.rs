@@ -159,8 +159,12 @@ async fn create_llamas(client: &reqwest::Client, port: u16, count: usize, client
                     "spec": {"weight": 100 + i % 50, "height": 1.5},
                 });
                 let answer = client.post(&url).json(&body).send().await?;
-                if answer.status().as_u16() != 201 {
-                    bail!("POST {url}: {} {}", answer.status(), answer.text().await.unwrap_or_default());
+                let code = answer.status();
+                // Read to the end: a response dropped unread resets its stream,
+                // and h2 closes a connection after too many resets.
+                let text = answer.text().await?;
+                if code.as_u16() != 201 {
+                    bail!("POST {url}: {code} {text}");
                 }
             }
             Ok::<_, anyhow::Error>(())
@@ -224,7 +228,8 @@ async fn run(out: &mut String) -> Result<()> {
     let archive_bytes = std::fs::metadata(archive)?.len() as f64;
 
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let static_binary = root.join(format!("target/{}-unknown-linux-gnu/release/farm-apiserver", std::env::consts::ARCH));
+    let static_binary =
+        root.join(format!("target/{}-unknown-linux-gnu/release/farm-apiserver", std::env::consts::ARCH));
     let dynamic_binary = PathBuf::from(env!("CARGO_BIN_EXE_farm-apiserver"));
 
     // The serving pair, readable by the image's user (a benchmark's own CA).

@@ -506,3 +506,47 @@ fn install_upgrade_keeps_the_generated_ca_and_uninstall_leaves_nothing() {
         std::thread::sleep(Duration::from_millis(250));
     }
 }
+
+/// With an existing Secret and no caBundle value, `helm install` reads the
+/// Secret's ca.crt into the APIService (what `helm template` cannot do).
+#[test]
+fn install_with_an_existing_secret_reads_its_ca() {
+    let cp = controlplane_with_namespace();
+    let _real_objects = real_objects();
+    let kubeconfig = cp.kubeconfig.as_path();
+    let chart = chart();
+    let namespace = "farm-helm-secret";
+    let certs = Certs::new();
+    let (ok, _, stderr) = cp.kubectl(&["create", "namespace", namespace]);
+    assert!(ok || stderr.contains("AlreadyExists"), "{stderr}");
+    let (ok, _, stderr) = cp.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "farm-apiserver-tls",
+        "-n",
+        namespace,
+        "--type",
+        "kubernetes.io/tls",
+        &format!("--from-file=tls.crt={}", certs.path("tls.crt")),
+        &format!("--from-file=tls.key={}", certs.path("tls.key")),
+        &format!("--from-file=ca.crt={}", certs.path("ca.crt")),
+    ]);
+    assert!(ok, "{stderr}");
+
+    let (ok, stdout, stderr) = helm(
+        Some(kubeconfig),
+        &["install", "farm-apiserver", &chart, "-n", namespace, "-f", &profile("existing-secret.yaml")],
+    );
+    assert!(ok, "helm install:\n{stdout}{stderr}");
+    let api = kubectl_json(kubeconfig, &["get", "apiservice", "v1alpha.farm.example.com"]);
+    let ca_pem = std::fs::read(certs.path("ca.crt")).expect("ca.crt");
+    assert_eq!(api["spec"]["caBundle"], b64(&ca_pem).as_str(), "the Secret's ca.crt");
+
+    let (ok, stdout, stderr) = helm(Some(kubeconfig), &["uninstall", "farm-apiserver", "-n", namespace, "--wait"]);
+    assert!(ok, "helm uninstall:\n{stdout}{stderr}");
+    let secret = kubectl_json(kubeconfig, &["get", "secret", "farm-apiserver-tls", "-n", namespace]);
+    assert!(secret["metadata"]["labels"].is_null(), "the user's Secret stays as it was: {secret}");
+    let (ok, _, stderr) = cp.kubectl(&["delete", "namespace", namespace, "--wait=false"]);
+    assert!(ok, "{stderr}");
+}

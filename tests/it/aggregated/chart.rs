@@ -322,10 +322,14 @@ fn values_reach_the_server_and_the_service_monitor_verifies_tls() {
         "rbac.admissionParamKinds[0].apiGroups={},rbac.admissionParamKinds[0].resources={configmaps}",
         "--set",
         "serviceMonitor.enabled=true,image.tag=v9.9.9",
+        // Names, or objects as metrics-server's chart takes them.
+        "--set-json",
+        r#"imagePullSecrets=["regcred",{"name":"other"}]"#,
     ]);
     let deployment = find(&items, "Deployment", "farm-apiserver");
     let (pod, container) = pod_and_container(deployment);
     assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    assert_eq!(pod["imagePullSecrets"], serde_json::json!([{"name": "regcred"}, {"name": "other"}]));
     assert_eq!(container["image"], "ghcr.io/example/farm-apiserver:v9.9.9");
     let args = strings(&container["args"]);
     for (name, value) in [

@@ -12,6 +12,7 @@ pub mod etcd;
 pub mod fuzz;
 pub mod helm;
 pub mod identity;
+pub mod podman;
 pub mod relay;
 pub mod webhook;
 

@@ -40,6 +40,8 @@ COPY .cargo ./.cargo
 COPY scripts/protoc ./scripts/protoc
 COPY src ./src
 COPY aggregated-apiserver ./aggregated-apiserver
+# Cargo.toml declares the benchmarks: cargo wants their files to exist.
+COPY benches ./benches
 # No .git in the context: the revision comes from the build argument.
 ENV FARM_SOURCE_REVISION=${REVISION}
 RUN triple="$(uname -m)-unknown-linux-gnu" \

@@ -235,18 +235,62 @@ fn go_rfc3339_nano(t: &DateTime<Utc>) -> String {
 
 /// `metav1.MicroTime`: `2006-01-02T15:04:05.000000Z07:00`, in UTC.
 fn micro_time<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::Error;
+    let mut buf = [0u8; MICRO_TIME_LEN];
+    match micro_time_digits(t, &mut buf) {
+        Some(text) => s.serialize_str(std::str::from_utf8(text).map_err(S::Error::custom)?),
+        None => s.collect_str(&MicroTimeDisplay(t)),
+    }
+}
+
+const MICRO_TIME_LEN: usize = "2006-01-02T15:04:05.000000Z".len();
+
+/// The time written digit by digit into `buf`, for a year of four digits
+/// (None otherwise). Through `format_args!` and serde's `collect_str`, each
+/// of an event's timestamps cost ~3,700 instructions, a fifth of encoding
+/// the event (every piece of the format is escaped on its own): measured
+/// with callgrind on an audited GET.
+fn micro_time_digits<'a>(t: &DateTime<Utc>, buf: &'a mut [u8; MICRO_TIME_LEN]) -> Option<&'a [u8]> {
     use chrono::{Datelike, Timelike};
-    // Written out rather than with a format string, which chrono parses on every call.
-    s.collect_str(&format_args!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
-        t.year(),
-        t.month(),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.timestamp_subsec_micros().min(999_999)
-    ))
+    let year = u32::try_from(t.year()).ok().filter(|y| *y <= 9999)?;
+    let mut put = |at: usize, width: usize, mut value: u32| {
+        for i in (at..at + width).rev() {
+            buf[i] = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+    };
+    put(0, 4, year);
+    put(5, 2, t.month());
+    put(8, 2, t.day());
+    put(11, 2, t.hour());
+    put(14, 2, t.minute());
+    put(17, 2, t.second());
+    put(20, 6, t.timestamp_subsec_micros().min(999_999));
+    for (at, separator) in [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':'), (19, b'.'), (26, b'Z')] {
+        buf[at] = separator;
+    }
+    Some(&buf[..])
+}
+
+/// The same for any year, through the formatter.
+struct MicroTimeDisplay<'a>(&'a DateTime<Utc>);
+
+impl std::fmt::Display for MicroTimeDisplay<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use chrono::{Datelike, Timelike};
+        let t = self.0;
+        write!(
+            f,
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
+            t.year(),
+            t.month(),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second(),
+            t.timestamp_subsec_micros().min(999_999)
+        )
+    }
 }
 
 /// A `metav1.Status` as it appears inside an event: k8s-openapi writes
@@ -314,6 +358,29 @@ mod tests {
         let t = Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap();
         assert_eq!(go_rfc3339_nano(&t), "2026-01-02T03:04:05Z");
         assert_eq!(go_rfc3339_nano(&(t + chrono::Duration::microseconds(120))), "2026-01-02T03:04:05.00012Z");
+    }
+
+    #[test]
+    fn micro_times_are_written_as_the_formatter_writes_them() {
+        let times = [
+            Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap(),
+            Utc.with_ymd_and_hms(1999, 12, 31, 23, 59, 59).unwrap() + chrono::Duration::nanoseconds(999_999_999),
+            Utc.with_ymd_and_hms(10000, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::microseconds(1),
+            Utc.with_ymd_and_hms(7, 6, 5, 4, 3, 2).unwrap() + chrono::Duration::microseconds(654_321),
+        ];
+        for t in times {
+            let json = serde_json::to_string(&MicroTimeJson(&t)).unwrap();
+            assert_eq!(json, format!("\"{}\"", MicroTimeDisplay(&t)), "{t:?}");
+        }
+        assert_eq!(serde_json::to_string(&MicroTimeJson(&times[1])).unwrap(), "\"1999-12-31T23:59:59.999999Z\"");
+    }
+
+    struct MicroTimeJson<'a>(&'a DateTime<Utc>);
+
+    impl Serialize for MicroTimeJson<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            micro_time(self.0, s)
+        }
     }
 
     #[test]

@@ -199,6 +199,22 @@ fn spawn(task: impl std::future::Future<Output = ()> + Send + 'static) {
     }
 }
 
+/// Runs `task` here as far as it goes without waiting, and spawns only what
+/// is left. ResponseComplete at the end of a body is a file write (blocking
+/// log) or a push into the buffer (batch) that finishes at once; a task of
+/// its own for it cost an allocation, a second scheduling and, mostly, a
+/// wake-up of the other worker thread: 2.3 futex calls per audited GET
+/// against 0.7 with auditing off (strace). A backend that does wait (a
+/// blocking webhook's POST) goes on in a task, as before. Outside a runtime
+/// nothing is run, as [`spawn`] runs nothing there.
+fn run_or_spawn(task: impl std::future::Future<Output = ()> + Send + 'static) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+    let mut task = Box::pin(task);
+    if (&mut task).now_or_never().is_none() {
+        runtime.spawn(task);
+    }
+}
+
 /// The request body, copied into the request's record as the handler reads it.
 struct KeptBody {
     inner: Body,
@@ -238,7 +254,7 @@ impl AuditedBody {
     fn finish(&mut self) {
         if let Some(ctx) = self.ctx.take() {
             let bytes = self.captured.take().and_then(|c| c.bytes());
-            spawn(async move { ctx.complete(bytes).await });
+            run_or_spawn(async move { ctx.complete(bytes).await });
         }
     }
 }

@@ -58,7 +58,12 @@ struct Record {
 struct State {
     /// None until the policy is evaluated, after authentication.
     config: Option<RequestAuditConfig>,
-    event: Event,
+    /// Shared with the backends once written: changed through [`State::event`],
+    /// which copies it only while a backend still holds a stage written before
+    /// (a batch buffer); a blocking backend has let go by then, so writing
+    /// RequestReceived no longer copies the event (callgrind: a clone and its
+    /// drop, 3,000 instructions of an audited GET).
+    event: Arc<Event>,
     /// The request body as the handler read it, when its object is recorded.
     request_body: Option<Captured>,
     request_content_type: Option<String>,
@@ -66,6 +71,13 @@ struct State {
     response_content_encoding: Option<String>,
     /// ResponseComplete (or Panic) has been written: nothing more is.
     finished: bool,
+}
+
+impl State {
+    /// The event, to change.
+    fn event(&mut self) -> &mut Event {
+        Arc::make_mut(&mut self.event)
+    }
 }
 
 /// Body bytes kept up to [`MAX_CAPTURED_BYTES`].
@@ -123,7 +135,7 @@ impl AuditContext {
         }
         let state = State {
             config: None,
-            event,
+            event: Arc::new(event),
             request_body: None,
             request_content_type: arrival.content_type.map(str::to_string),
             response_content_type: None,
@@ -162,7 +174,7 @@ impl AuditContext {
             ),
             Some(_) => {}
             None => {
-                state.event.annotations.insert(key.to_string(), value.to_string());
+                state.event().annotations.insert(key.to_string(), value.to_string());
             }
         }
     }
@@ -177,9 +189,9 @@ impl AuditContext {
         let config = self.0.auditor.policy.evaluate(&Attributes { user, info });
         self.0.auditor.metrics.level(config.level);
         state.config = Some(config);
-        state.event.level = config.level;
+        state.event().level = config.level;
         if let Some(user) = user {
-            state.event.user = event_user(user);
+            state.event().user = event_user(user);
         }
         config
     }
@@ -213,7 +225,7 @@ impl AuditContext {
     pub(crate) fn set_impersonated_user(&self, user: &UserInfo) {
         let mut state = self.state();
         if state.config.is_some_and(|c| c.level >= Level::Metadata) {
-            state.event.impersonated_user = Some(event_user(user));
+            state.event().impersonated_user = Some(event_user(user));
         }
     }
 
@@ -239,7 +251,7 @@ impl AuditContext {
     /// The response's code and how its body is encoded.
     pub(crate) fn responded(&self, code: u16, content_type: Option<&str>, content_encoding: Option<&str>) {
         let mut state = self.state();
-        state.event.response_status = Some(Status { code: Some(i32::from(code)), ..Default::default() });
+        state.event().response_status = Some(Status { code: Some(i32::from(code)), ..Default::default() });
         state.response_content_type = content_type.map(str::to_string);
         state.response_content_encoding = content_encoding.map(str::to_string);
     }
@@ -260,7 +272,7 @@ impl AuditContext {
     pub(crate) async fn panicked(&self, what: &str) {
         {
             let mut state = self.state();
-            state.event.response_status = Some(Status {
+            state.event().response_status = Some(Status {
                 code: Some(500),
                 status: Some("Failure".into()),
                 reason: Some("InternalError".into()),
@@ -283,11 +295,11 @@ impl AuditContext {
             let State { event, config, request_body, request_content_type, .. } = &mut *state;
             let Some(config) = *config else { return };
             if let Some(bytes) = request_body.take().and_then(|b| b.bytes()) {
-                record_request(event, &config, request_content_type.as_deref(), &bytes);
+                record_request(Arc::make_mut(event), &config, request_content_type.as_deref(), &bytes);
             }
             if let Some(bytes) = response {
                 let (ct, ce) = (state.response_content_type.clone(), state.response_content_encoding.clone());
-                let event = &mut state.event;
+                let event = state.event();
                 record_response(event, &config, ct.as_deref(), ce.as_deref(), &bytes);
             }
         }
@@ -302,9 +314,9 @@ impl AuditContext {
             let mut state = self.state();
             let Some(config) = state.config else { return };
             let (ct, ce) = (state.response_content_type.clone(), state.response_content_encoding.clone());
-            record_response(&mut state.event, &config, ct.as_deref(), ce.as_deref(), body);
+            record_response(state.event(), &config, ct.as_deref(), ce.as_deref(), body);
             // kube's failed-request event carries no response object.
-            state.event.response_object = None;
+            state.event().response_object = None;
         }
         self.process(Stage::ResponseStarted).await;
         self.state().finished = true;
@@ -317,7 +329,7 @@ impl AuditContext {
             if state.config.is_none() || state.finished {
                 return;
             }
-            state.event.response_status = Some(Status {
+            state.event().response_status = Some(Status {
                 code: Some(200),
                 status: Some("Success".into()),
                 message: Some("Connection closed early".into()),
@@ -341,18 +353,15 @@ impl AuditContext {
             if config.level == Level::None || config.omit_stages.contains(stage) || state.finished {
                 return true;
             }
-            state.event.stage = stage;
-            state.event.stage_timestamp =
-                if stage == Stage::RequestReceived { state.event.request_received_timestamp } else { Utc::now() };
+            let event = state.event();
+            event.stage = stage;
+            event.stage_timestamp =
+                if stage == Stage::RequestReceived { event.request_received_timestamp } else { Utc::now() };
             if matches!(stage, Stage::ResponseComplete | Stage::Panic) {
-                // Nothing is written after these: the event moves out rather
-                // than copying its objects.
+                // Nothing is written after these.
                 state.finished = true;
-                let rest = Event::new(state.event.level, String::new(), state.event.request_received_timestamp);
-                Arc::new(std::mem::replace(&mut state.event, rest))
-            } else {
-                Arc::new(state.event.clone())
             }
+            state.event.clone()
         };
         self.0.auditor.process(event).await
     }

@@ -19,7 +19,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -96,13 +96,18 @@ pub struct Buffered {
     tx: Mutex<Option<mpsc::Sender<Arc<Event>>>>,
     worker: Mutex<Option<JoinHandle<()>>>,
     metrics: AuditMetrics,
+    /// Tells the worker that a batch is full (or the buffer closed).
+    full: Arc<Notify>,
+    max_batch_size: usize,
 }
 
 impl Buffered {
     pub fn start(delegate: Arc<dyn Backend>, config: BatchConfig, asynchronous: bool, metrics: AuditMetrics) -> Self {
         let (tx, rx) = mpsc::channel(config.buffer_size.max(1));
-        let worker = tokio::spawn(run_batches(rx, delegate, config, asynchronous));
-        Self { tx: Mutex::new(Some(tx)), worker: Mutex::new(Some(worker)), metrics }
+        let full = Arc::new(Notify::new());
+        let max_batch_size = config.max_batch_size.max(1);
+        let worker = tokio::spawn(run_batches(rx, delegate, config, asynchronous, full.clone()));
+        Self { tx: Mutex::new(Some(tx)), worker: Mutex::new(Some(worker)), metrics, full, max_batch_size }
     }
 }
 
@@ -120,6 +125,9 @@ impl Backend for Buffered {
                 break;
             }
         }
+        if tx.max_capacity() - tx.capacity() >= self.max_batch_size {
+            self.full.notify_one();
+        }
         // As kube's: a batch backend never fails the request.
         true
     }
@@ -129,6 +137,7 @@ impl Backend for Buffered {
         if let Ok(mut tx) = self.tx.lock() {
             tx.take();
         }
+        self.full.notify_one();
         let worker = self.worker.lock().ok().and_then(|mut w| w.take());
         if let Some(worker) = worker {
             let _ = worker.await;
@@ -165,6 +174,7 @@ async fn run_batches(
     delegate: Arc<dyn Backend>,
     config: BatchConfig,
     asynchronous: bool,
+    full: Arc<Notify>,
 ) {
     let mut throttle = (config.throttle_enable && config.throttle_qps > 0.0).then(|| Throttle {
         qps: f64::from(config.throttle_qps),
@@ -176,24 +186,20 @@ async fn run_batches(
     let max = config.max_batch_size.max(1);
     loop {
         // A batch: wait for its first event, then take what comes until it is
-        // full or max_batch_wait has passed since it began.
+        // full or max_batch_wait has passed since it began. Meanwhile the
+        // worker sleeps rather than waiting on the buffer, where every event
+        // put in would wake it (a wake-up of the other worker thread per
+        // audited request); the sender tells it when a batch is full.
         let Some(first) = rx.recv().await else { break };
         let mut batch = vec![first];
         let deadline = Instant::now() + config.max_batch_wait;
-        while batch.len() < max {
-            match rx.try_recv() {
-                Ok(event) => batch.push(event),
-                Err(mpsc::error::TryRecvError::Disconnected) => break,
-                Err(mpsc::error::TryRecvError::Empty) => {
-                    if config.max_batch_wait.is_zero() {
-                        break;
-                    }
-                    match tokio::time::timeout_at(deadline, rx.recv()).await {
-                        Ok(Some(event)) => batch.push(event),
-                        Ok(None) | Err(_) => break,
-                    }
-                }
+        let closed = take_ready(&mut rx, &mut batch, max);
+        if !closed && batch.len() < max && !config.max_batch_wait.is_zero() {
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {}
+                () = full.notified() => {}
             }
+            take_ready(&mut rx, &mut batch, max);
         }
         if let Some(throttle) = throttle.as_mut() {
             throttle.accept().await;
@@ -212,6 +218,19 @@ async fn run_batches(
     // Closed: wait for the batches still being sent, then for the backend.
     let _ = in_flight.acquire_many(MAX_BATCHES_IN_FLIGHT as u32).await;
     delegate.shutdown().await;
+}
+
+/// Moves the events already buffered into `batch`, up to `max`; true when the
+/// buffer is closed and empty.
+fn take_ready(rx: &mut mpsc::Receiver<Arc<Event>>, batch: &mut Vec<Arc<Event>>, max: usize) -> bool {
+    while batch.len() < max {
+        match rx.try_recv() {
+            Ok(event) => batch.push(event),
+            Err(mpsc::error::TryRecvError::Empty) => return false,
+            Err(mpsc::error::TryRecvError::Disconnected) => return true,
+        }
+    }
+    false
 }
 
 #[cfg(test)]

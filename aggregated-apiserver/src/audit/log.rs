@@ -125,6 +125,17 @@ impl Backend for LogBackend {
     /// The lines of a batch are encoded outside the lock and written
     /// together: in batch mode the system calls are per batch, not per event.
     async fn process_events(&self, events: &[Arc<Event>]) -> bool {
+        self.write_all_events(events)
+    }
+
+    /// A file write: never awaited.
+    fn process_events_now(&self, events: &[Arc<Event>]) -> Option<bool> {
+        Some(self.write_all_events(events))
+    }
+}
+
+impl LogBackend {
+    fn write_all_events(&self, events: &[Arc<Event>]) -> bool {
         LINES.with_borrow_mut(|lines| {
             let ok = self.write_events(lines, events);
             if lines.capacity() > MAX_KEPT_BUFFER_BYTES {

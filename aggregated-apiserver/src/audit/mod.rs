@@ -112,7 +112,11 @@ impl Auditor {
     /// Hands one event to the backends; false when a strict one failed.
     async fn process(&self, event: Arc<Event>) -> bool {
         self.metrics.event();
-        self.sink.process_events(std::slice::from_ref(&event)).await
+        let events = std::slice::from_ref(&event);
+        match self.sink.process_events_now(events) {
+            Some(ok) => ok,
+            None => self.sink.process_events(events).await,
+        }
     }
 
     /// Writes out what the batch backends still hold, for a graceful stop.

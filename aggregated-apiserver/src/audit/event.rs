@@ -165,6 +165,108 @@ impl Event {
         }
     }
 
+    /// The event as JSON, appended to `out`: the very bytes its `Serialize`
+    /// writes (a unit test holds the two together), faster. serde_json
+    /// escapes every key and string byte by byte; here the keys are written
+    /// as they are and a string is copied whole when it has nothing to
+    /// escape (else serde_json writes it). Through serde, escaping alone was
+    /// 10,300 instructions of an audited GET's two events (callgrind).
+    /// The nested objects (users, Status, request and response objects) go
+    /// through serde_json as before.
+    pub fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        out.extend_from_slice(b"{\"kind\":");
+        json_str(out, self.kind)?;
+        out.extend_from_slice(b",\"apiVersion\":");
+        json_str(out, self.api_version)?;
+        out.extend_from_slice(b",\"level\":");
+        json_str(out, self.level.as_str())?;
+        out.extend_from_slice(b",\"auditID\":");
+        json_str(out, &self.audit_id)?;
+        out.extend_from_slice(b",\"stage\":");
+        json_str(out, self.stage.as_str())?;
+        out.extend_from_slice(b",\"requestURI\":");
+        json_str(out, &self.request_uri)?;
+        out.extend_from_slice(b",\"verb\":");
+        json_str(out, &self.verb)?;
+        out.extend_from_slice(b",\"user\":");
+        serde_json::to_writer(&mut *out, &self.user)?;
+        if let Some(user) = &self.impersonated_user {
+            out.extend_from_slice(b",\"impersonatedUser\":");
+            serde_json::to_writer(&mut *out, user)?;
+        }
+        if !self.source_ips.is_empty() {
+            out.extend_from_slice(b",\"sourceIPs\":[");
+            for (i, ip) in self.source_ips.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                json_str(out, ip)?;
+            }
+            out.push(b']');
+        }
+        if !self.user_agent.is_empty() {
+            out.extend_from_slice(b",\"userAgent\":");
+            json_str(out, &self.user_agent)?;
+        }
+        if let Some(r) = &self.object_ref {
+            out.extend_from_slice(b",\"objectRef\":{");
+            let mut first = true;
+            for (key, value) in [
+                ("resource", &r.resource),
+                ("namespace", &r.namespace),
+                ("name", &r.name),
+                ("uid", &r.uid),
+                ("apiGroup", &r.api_group),
+                ("apiVersion", &r.api_version),
+                ("resourceVersion", &r.resource_version),
+                ("subresource", &r.subresource),
+            ] {
+                if value.is_empty() {
+                    continue;
+                }
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                out.push(b'"');
+                out.extend_from_slice(key.as_bytes());
+                out.extend_from_slice(b"\":");
+                json_str(out, value)?;
+            }
+            out.push(b'}');
+        }
+        if self.response_status.is_some() {
+            out.extend_from_slice(b",\"responseStatus\":");
+            serde_json::to_writer(&mut *out, &KubeStatus(&self.response_status))?;
+        }
+        if let Some(object) = &self.request_object {
+            out.extend_from_slice(b",\"requestObject\":");
+            serde_json::to_writer(&mut *out, object)?;
+        }
+        if let Some(object) = &self.response_object {
+            out.extend_from_slice(b",\"responseObject\":");
+            serde_json::to_writer(&mut *out, object)?;
+        }
+        out.extend_from_slice(b",\"requestReceivedTimestamp\":");
+        json_micro_time(out, &self.request_received_timestamp)?;
+        out.extend_from_slice(b",\"stageTimestamp\":");
+        json_micro_time(out, &self.stage_timestamp)?;
+        if !self.annotations.is_empty() {
+            out.extend_from_slice(b",\"annotations\":{");
+            for (i, (key, value)) in self.annotations.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                json_str(out, key)?;
+                out.push(b':');
+                json_str(out, value)?;
+            }
+            out.push(b'}');
+        }
+        out.push(b'}');
+        Ok(())
+    }
+
     /// The `legacy` log line (k8s.io/apiserver `EventString`), without its newline.
     pub fn legacy_line(&self) -> String {
         let quoted_list = |list: &[String]| list.iter().map(|s| go_quote(s)).collect::<Vec<_>>().join(",");
@@ -230,6 +332,45 @@ fn go_rfc3339_nano(t: &DateTime<Utc>) -> String {
     match seconds.strip_suffix('Z') {
         Some(base) if !fraction.is_empty() => format!("{base}.{fraction}Z"),
         _ => seconds,
+    }
+}
+
+/// `s` as a JSON string, as serde_json writes it: copied whole when no byte
+/// needs escaping (checked without stopping early, which the compiler turns
+/// into a few wide comparisons), else by serde_json.
+fn json_str(out: &mut Vec<u8>, s: &str) -> serde_json::Result<()> {
+    // serde_json escapes exactly these: control characters, `"` and `\`.
+    let plain = s.bytes().fold(true, |plain, b| plain & (b >= 0x20 && b != b'"' && b != b'\\'));
+    if !plain {
+        return serde_json::to_writer(&mut *out, s);
+    }
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    out.extend_from_slice(s.as_bytes());
+    out.push(b'"');
+    Ok(())
+}
+
+/// [`micro_time`] into `out`.
+fn json_micro_time(out: &mut Vec<u8>, t: &DateTime<Utc>) -> serde_json::Result<()> {
+    let mut buf = [0u8; MICRO_TIME_LEN];
+    match micro_time_digits(t, &mut buf) {
+        Some(text) => {
+            out.push(b'"');
+            out.extend_from_slice(text);
+            out.push(b'"');
+            Ok(())
+        }
+        None => json_str(out, &MicroTimeDisplay(t).to_string()),
+    }
+}
+
+/// A `responseStatus` written by [`status_as_kube`].
+struct KubeStatus<'a>(&'a Option<Status>);
+
+impl Serialize for KubeStatus<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        status_as_kube(self.0, s)
     }
 }
 
@@ -373,6 +514,56 @@ mod tests {
             assert_eq!(json, format!("\"{}\"", MicroTimeDisplay(&t)), "{t:?}");
         }
         assert_eq!(serde_json::to_string(&MicroTimeJson(&times[1])).unwrap(), "\"1999-12-31T23:59:59.999999Z\"");
+    }
+
+    /// `write_json` writes what `Serialize` writes, for events with every
+    /// field, with none, and with strings that need escaping.
+    #[test]
+    fn write_json_writes_what_serde_writes() {
+        let received = Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap() + chrono::Duration::microseconds(7);
+        let bare = Event::new(Level::None, String::new(), received);
+        let mut full = Event::new(Level::RequestResponse, "id \"1\"\n".into(), received);
+        full.stage = Stage::Panic;
+        full.stage_timestamp = Utc.with_ymd_and_hms(10000, 1, 1, 0, 0, 0).unwrap();
+        full.request_uri = "/apis/g/v1/things?labelSelector=a%3Db&x=\\".into();
+        full.verb = "create".into();
+        full.user = UserInfo {
+            username: Some("système:\u{1}alice".into()),
+            uid: Some("u".into()),
+            groups: Some(vec!["g1".into(), "g\"2".into()]),
+            extra: Some([("scopes".to_string(), vec!["a".to_string()])].into()),
+        };
+        full.impersonated_user = Some(UserInfo { username: Some("bob".into()), ..Default::default() });
+        full.source_ips = vec!["10.0.0.1".into(), "::1".into()];
+        full.user_agent = "kubectl/\t\"x\" ☃".into();
+        full.object_ref = Some(ObjectReference {
+            resource: "things".into(),
+            name: "a\\b".into(),
+            uid: "123".into(),
+            api_version: "v1".into(),
+            resource_version: "7".into(),
+            subresource: "status".into(),
+            ..Default::default()
+        });
+        full.response_status = Some(Status {
+            code: Some(500),
+            status: Some("Failure".into()),
+            message: Some("boom \"x\"".into()),
+            details: Some(StatusDetails { name: Some("a".into()), ..Default::default() }),
+            ..Default::default()
+        });
+        full.request_object = Some(serde_json::json!({"b": 1, "a": ["\u{7}", null, 2.5]}));
+        full.response_object = Some(serde_json::json!({"kind": "Thing"}));
+        full.annotations.insert("k\"".into(), "v\n".into());
+        full.annotations.insert("a".into(), "b".into());
+        let mut partial = bare.clone();
+        partial.object_ref = Some(ObjectReference { namespace: "ns".into(), ..Default::default() });
+        partial.response_status = Some(Status::default());
+        for event in [bare, full, partial] {
+            let mut out = Vec::new();
+            event.write_json(&mut out).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&event).unwrap());
+        }
     }
 
     struct MicroTimeJson<'a>(&'a DateTime<Utc>);

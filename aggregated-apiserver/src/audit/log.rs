@@ -47,7 +47,7 @@ impl LogBackend {
     /// Appends the event's line to `out`.
     fn encode(&self, event: &Event, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
         match self.format {
-            Format::Json => serde_json::to_writer(&mut *out, event)?,
+            Format::Json => event.write_json(out)?,
             Format::Legacy => out.extend_from_slice(event.legacy_line().as_bytes()),
         }
         out.push(b'\n');

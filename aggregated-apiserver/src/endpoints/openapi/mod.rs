@@ -4,18 +4,29 @@
 //! `x-kubernetes-group-version-kind` and the write parameters, because kubectl
 //! decides from the PATCH parameters whether the server supports
 //! `fieldValidation`.
+//!
+//! Each document is served in JSON and in protobuf ([`gnostic`]), both
+//! encoded once at startup; [`accept`] picks one per request as kube-openapi
+//! does.
+
+mod accept;
+mod gnostic;
+mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use axum::body::Body;
 use axum::response::Response;
-use http::HeaderMap;
+use http::{header, HeaderMap, HeaderValue, StatusCode};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
 use schemars::generate::SchemaSettings;
 use schemars::transform::{RemoveRefSiblings, Transform as _};
 use schemars::Schema;
 use serde_json::{json, Map, Value};
 
+use self::accept::{Format, Offer, V2_OFFERS, V3_OFFERS};
+use self::gnostic::Spec;
 use crate::endpoints::static_doc::StaticDoc;
 use crate::registry::kind::{Names, Verb};
 use crate::registry::Registry;
@@ -443,10 +454,57 @@ fn schemas(regs: &[&Arc<Registry>], v3: bool) -> Map<String, Value> {
     out
 }
 
+/// One document in both encodings, under one ETag.
+struct Encoded {
+    json: StaticDoc,
+    /// None when gnostic's messages cannot hold the document (logged at
+    /// startup): protobuf requests then get 503, as kube-openapi answers
+    /// when gnostic fails, and JSON is still served.
+    protobuf: Option<StaticDoc>,
+}
+
+impl Encoded {
+    fn new(document: &Value, spec: Spec, name: &str) -> Self {
+        let json = StaticDoc::new(document);
+        let protobuf = match gnostic::encode(document, spec) {
+            Ok(bytes) => Some(json.sibling(bytes)),
+            Err(error) => {
+                tracing::error!(document = name, %error, "OpenAPI: no protobuf encoding; protobuf requests will get 503");
+                None
+            }
+        };
+        Self { json, protobuf }
+    }
+
+    /// The encoding the Accept header gets; 406 (no body, as kube-openapi
+    /// answers) when it names neither.
+    fn respond(&self, offers: &[Offer], headers: &HeaderMap) -> Response {
+        let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+        let Some(offer) = accept::choose(accept, offers) else {
+            return bare_status(StatusCode::NOT_ACCEPTABLE);
+        };
+        let doc = match offer.format {
+            Format::Json => &self.json,
+            Format::Protobuf => match &self.protobuf {
+                Some(doc) => doc,
+                None => return bare_status(StatusCode::SERVICE_UNAVAILABLE),
+            },
+        };
+        doc.respond(offer.content_type, "no-cache, private", headers)
+    }
+}
+
+fn bare_status(status: StatusCode) -> Response {
+    let mut resp = Response::new(Body::empty());
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(header::VARY, HeaderValue::from_static("Accept"));
+    resp
+}
+
 pub struct OpenApi {
-    v2: StaticDoc,
+    v2: Encoded,
     v3_index: StaticDoc,
-    v3: BTreeMap<String, StaticDoc>,
+    v3: BTreeMap<String, Encoded>,
 }
 
 impl OpenApi {
@@ -469,11 +527,13 @@ impl OpenApi {
                 "paths": paths,
                 "components": { "schemas": schemas(regs, true) },
             });
-            v3.insert(gv.clone(), StaticDoc::new(&doc));
+            v3.insert(gv.clone(), Encoded::new(&doc, Spec::V3, gv));
         }
         let index_paths: Map<String, Value> = v3
             .iter()
-            .map(|(gv, d)| (gv.clone(), json!({ "serverRelativeURL": format!("/openapi/v3/{gv}?hash={}", d.hash()) })))
+            .map(|(gv, d)| {
+                (gv.clone(), json!({ "serverRelativeURL": format!("/openapi/v3/{gv}?hash={}", d.json.hash()) }))
+            })
             .collect();
         let all: Vec<&Arc<Registry>> = registries.iter().collect();
         let mut v2_paths = Map::new();
@@ -486,18 +546,18 @@ impl OpenApi {
             "paths": v2_paths,
             "definitions": schemas(&all, false),
         });
-        Self { v2: StaticDoc::new(&v2), v3_index: StaticDoc::new(&json!({ "paths": index_paths })), v3 }
+        Self { v2: Encoded::new(&v2, Spec::V2, "v2"), v3_index: StaticDoc::new(&json!({ "paths": index_paths })), v3 }
     }
 
     /// Answers an OpenAPI path, or None when the path is not one.
     pub fn serve(&self, path: &str, headers: &HeaderMap) -> Option<Response> {
         let path = path.trim_end_matches('/');
-        let doc = match path {
-            "/openapi/v2" => &self.v2,
-            "/openapi/v3" => &self.v3_index,
-            p => self.v3.get(p.strip_prefix("/openapi/v3/")?)?,
-        };
-        Some(doc.respond("application/json", "no-cache, private", headers))
+        Some(match path {
+            "/openapi/v2" => self.v2.respond(V2_OFFERS, headers),
+            // The index is JSON whatever the Accept, as kube-openapi serves it.
+            "/openapi/v3" => self.v3_index.respond("application/json", "no-cache, private", headers),
+            p => self.v3.get(p.strip_prefix("/openapi/v3/")?)?.respond(V3_OFFERS, headers),
+        })
     }
 }
 

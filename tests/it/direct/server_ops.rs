@@ -303,6 +303,20 @@ async fn serving_certificate_reloads_from_disk() {
 }
 
 #[tokio::test]
+async fn a_missing_kubeconfig_is_named_once() {
+    let s = Server::start_with_cluster(&[], Some(std::path::Path::new("/nonexistent/kubeconfig"))).await;
+    let url = s.url("/apis/farm.example.com/v1alpha/farmpods");
+    let v: Value = s.client.get(&url).send().await.unwrap().json().await.unwrap();
+    let want =
+        "FarmPods are unavailable: reading kubeconfig /nonexistent/kubeconfig: No such file or directory (os error 2)";
+    assert_eq!(v["message"], json!(want), "{v}");
+    let log = s.log();
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("kubeconfig")).collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(warnings[0].ends_with(want) && warnings[0].matches("No such file").count() == 1, "{log}");
+}
+
+#[tokio::test]
 async fn farmpods_without_a_cluster_answer_503_and_refuse_writes() {
     let s = Server::start(&[]).await;
     let url = s.url("/apis/farm.example.com/v1alpha/namespaces/default/farmpods");
@@ -310,7 +324,16 @@ async fn farmpods_without_a_cluster_answer_503_and_refuse_writes() {
     assert_eq!(r.status(), 503);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["reason"], "ServiceUnavailable");
-    assert!(v["message"].as_str().unwrap().starts_with("FarmPods are unavailable: "), "{v}");
+    // Said once, with what to do (kube's own error nested one io error three times).
+    let no_cluster = format!(
+        "no cluster configured: no kubeconfig at {} and not running in a Pod; set KUBECONFIG or --kubeconfig, or run in a Pod",
+        s.dir.path().join("no-cluster").display()
+    );
+    assert_eq!(v["message"], json!(format!("FarmPods are unavailable: {no_cluster}")), "{v}");
+    let log = s.log();
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("FarmPods are unavailable")).collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(warnings[0].contains("WARN") && warnings[0].ends_with(&no_cluster), "{log}");
     let r = s
         .client
         .post(&url)

@@ -192,7 +192,7 @@ async fn route(State(app): State<Arc<App>>, req: Request<Body>) -> Response {
         _ => {}
     }
     if path.starts_with("/openapi/") {
-        if let Some(r) = app.openapi.serve(path, req.headers()) {
+        if let Some(r) = app.openapi.serve(path, req.uri().query(), req.headers()) {
             return r;
         }
     }

@@ -5,7 +5,10 @@
 //! kube's is bare). Ours is asked directly; kube-apiserver serves its own.
 
 use crate::common::cluster::controlplane;
-use crate::common::compare::admin_client;
+use reqwest::redirect::Policy;
+use serde_json::Value;
+
+use crate::common::compare::{admin_client, admin_client_builder};
 use crate::common::Server;
 
 const PROTOBUF_V2: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
@@ -70,4 +73,62 @@ async fn openapi_negotiation_matches_kube_apiserver() {
             assert_eq!(mine, theirs, "{our_path} (kube-apiserver: {kube_path}) with Accept {accept:?}");
         }
     }
+}
+
+/// What a `?hash=` URL of a group-version document gets: the index's own
+/// URL may be cached for good (and answers 304 to its ETag); another hash is
+/// redirected to the index's URL.
+#[tokio::test]
+async fn openapi_v3_hash_urls_match_kube_apiserver() {
+    let cp = controlplane();
+    let kube = admin_client_builder(cp).redirect(Policy::none()).build().expect("client");
+    let ours = Server::start(&[]).await;
+    let ca = std::fs::read(&ours.ca_file).expect("our CA");
+    let mine = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("our CA"))
+        .redirect(Policy::none())
+        .build()
+        .expect("client");
+    let sides = [
+        (&kube, cp.server.clone(), "apis/apiregistration.k8s.io/v1"),
+        (&mine, ours.base.clone(), "apis/farm.example.com/v1alpha"),
+    ];
+    let mut seen = Vec::new();
+    for (client, base, group_version) in sides {
+        let index: Value = client.get(format!("{base}/openapi/v3")).send().await.unwrap().json().await.unwrap();
+        let url = index["paths"][group_version]["serverRelativeURL"].as_str().expect("the index's URL").to_string();
+        let get = |url: String, etag: Option<String>| {
+            let mut req = client.get(format!("{base}{url}")).header("Accept", "application/json");
+            if let Some(etag) = etag {
+                req = req.header("If-None-Match", etag);
+            }
+            req.send()
+        };
+        let header = |r: &reqwest::Response, name: &str| {
+            r.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string()
+        };
+        let pinned = get(url.clone(), None).await.unwrap();
+        let etag = header(&pinned, "etag");
+        let expires = header(&pinned, "expires");
+        let cached = get(url.clone(), Some(etag.clone())).await.unwrap();
+        let moved = get(format!("/openapi/v3/{group_version}?hash=0123"), None).await.unwrap();
+        seen.push((
+            (
+                pinned.status().as_u16(),
+                header(&pinned, "cache-control"),
+                expires.ends_with(" UTC") && expires.len() == 29,
+            ),
+            (cached.status().as_u16(), header(&cached, "cache-control")),
+            (
+                moved.status().as_u16(),
+                header(&moved, "location") == url,
+                header(&moved, "content-type"),
+                header(&moved, "etag") == etag,
+            ),
+            moved.bytes().await.unwrap().is_empty(),
+        ));
+    }
+    assert_eq!(seen[0].0, (200, "public, immutable".to_string(), true), "kube-apiserver: {:?}", seen[0]);
+    assert_eq!((seen[0].1 .0, seen[0].2 .0, seen[0].2 .1), (304, 301, true), "kube-apiserver: {:?}", seen[0]);
+    assert_eq!(seen[1], seen[0], "ours, then kube-apiserver's");
 }

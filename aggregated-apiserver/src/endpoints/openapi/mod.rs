@@ -477,8 +477,9 @@ impl Encoded {
     }
 
     /// The encoding the Accept header gets; 406 (no body, as kube-openapi
-    /// answers) when it names neither.
-    fn respond(&self, offers: &[Offer], headers: &HeaderMap) -> Response {
+    /// answers) when it names neither. A group-version document asked for
+    /// with `?hash=` is answered as kube-openapi's handler3 does.
+    fn respond(&self, offers: &[Offer], headers: &HeaderMap, pinned: Option<Pinned<'_>>) -> Response {
         let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
         let Some(offer) = accept::choose(accept, offers) else {
             return bare_status(StatusCode::NOT_ACCEPTABLE);
@@ -490,8 +491,38 @@ impl Encoded {
                 None => return bare_status(StatusCode::SERVICE_UNAVAILABLE),
             },
         };
-        doc.respond(offer.content_type, "no-cache, private", headers)
+        let Some(pinned) = pinned else {
+            return doc.respond(offer.content_type, "no-cache, private", headers);
+        };
+        if pinned.hash != self.json.hash() {
+            // Another version's URL (the index changed since the client
+            // read it): sent to this version's.
+            let mut resp = bare_status(StatusCode::MOVED_PERMANENTLY);
+            let location = format!("/openapi/v3/{}?hash={}", pinned.group_version, self.json.hash());
+            let h = resp.headers_mut();
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_static(offer.content_type));
+            if let Ok(v) = HeaderValue::from_str(&location) {
+                h.insert(header::LOCATION, v);
+            }
+            if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", self.json.hash())) {
+                h.insert(header::ETAG, v);
+            }
+            return resp;
+        }
+        // This version's URL never changes content: cacheable for a year.
+        let mut resp = doc.respond(offer.content_type, "public, immutable", headers);
+        let in_a_year = chrono::Utc::now().checked_add_months(chrono::Months::new(12)).unwrap_or_else(chrono::Utc::now);
+        if let Ok(v) = HeaderValue::from_str(&in_a_year.format("%a, %d %b %Y %H:%M:%S UTC").to_string()) {
+            resp.headers_mut().insert(header::EXPIRES, v);
+        }
+        resp
     }
+}
+
+/// A group-version document's URL with the `hash` the index gave it.
+struct Pinned<'a> {
+    group_version: &'a str,
+    hash: &'a str,
 }
 
 fn bare_status(status: StatusCode) -> Response {
@@ -550,13 +581,20 @@ impl OpenApi {
     }
 
     /// Answers an OpenAPI path, or None when the path is not one.
-    pub fn serve(&self, path: &str, headers: &HeaderMap) -> Option<Response> {
+    pub fn serve(&self, path: &str, query: Option<&str>, headers: &HeaderMap) -> Option<Response> {
         let path = path.trim_end_matches('/');
         Some(match path {
-            "/openapi/v2" => self.v2.respond(V2_OFFERS, headers),
+            "/openapi/v2" => self.v2.respond(V2_OFFERS, headers, None),
             // The index is JSON whatever the Accept, as kube-openapi serves it.
             "/openapi/v3" => self.v3_index.respond("application/json", "no-cache, private", headers),
-            p => self.v3.get(p.strip_prefix("/openapi/v3/")?)?.respond(V3_OFFERS, headers),
+            p => {
+                let group_version = p.strip_prefix("/openapi/v3/")?;
+                let params: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or("")).unwrap_or_default();
+                // Go's `Query().Get`: the first value; an empty one is none.
+                let hash = params.iter().find(|(k, _)| k == "hash").map(|(_, v)| v.as_str()).filter(|h| !h.is_empty());
+                let pinned = hash.map(|hash| Pinned { group_version, hash });
+                self.v3.get(group_version)?.respond(V3_OFFERS, headers, pinned)
+            }
         })
     }
 }

@@ -337,8 +337,64 @@ macro_rules! named {
     };
 }
 
+/// The messages both versions define alike (same keys, same numbers).
+mod both {
+    use super::Kind::*;
+    use super::{extensions, Entries, Field, Keys, Kind, Message};
+
+    pub static CONTACT: Message = Message {
+        name: "Contact",
+        fields: &[Field("name", 1, String), Field("url", 2, String), Field("email", 3, String)],
+        required: &[],
+        entries: &[extensions(4)],
+    };
+
+    pub static LICENSE: Message = Message {
+        name: "License",
+        fields: &[Field("name", 1, String), Field("url", 2, String)],
+        required: &["name"],
+        entries: &[extensions(3)],
+    };
+
+    pub static EXTERNAL_DOCS: Message = Message {
+        name: "ExternalDocs",
+        fields: &[Field("description", 1, String), Field("url", 2, String)],
+        required: &["url"],
+        entries: &[extensions(3)],
+    };
+
+    pub static TAG: Message = Message {
+        name: "Tag",
+        fields: &[
+            Field("name", 1, String),
+            Field("description", 2, String),
+            Field("externalDocs", 3, Message(&EXTERNAL_DOCS)),
+        ],
+        required: &["name"],
+        entries: &[extensions(4)],
+    };
+
+    pub const STRING_ARRAY: Kind = Wrapped(1, &Strings);
+
+    pub static SECURITY_REQUIREMENT: Message = named!("SecurityRequirement", STRING_ARRAY);
+
+    pub static XML: Message = Message {
+        name: "Xml",
+        fields: &[
+            Field("name", 1, String),
+            Field("namespace", 2, String),
+            Field("prefix", 3, String),
+            Field("attribute", 4, Bool),
+            Field("wrapped", 5, Bool),
+        ],
+        required: &[],
+        entries: &[extensions(6)],
+    };
+}
+
 /// `openapi.v2` (OpenAPIv2.proto).
 mod v2 {
+    use super::both::{CONTACT, EXTERNAL_DOCS, LICENSE, SECURITY_REQUIREMENT, TAG, XML};
     use super::Kind::*;
     use super::{extensions, Entries, Field, Keys, Kind, Message, OneOf};
 
@@ -383,42 +439,6 @@ mod v2 {
         required: &["title", "version"],
         entries: &[extensions(7)],
     };
-
-    static CONTACT: Message = Message {
-        name: "Contact",
-        fields: &[Field("name", 1, String), Field("url", 2, String), Field("email", 3, String)],
-        required: &[],
-        entries: &[extensions(4)],
-    };
-
-    static LICENSE: Message = Message {
-        name: "License",
-        fields: &[Field("name", 1, String), Field("url", 2, String)],
-        required: &["name"],
-        entries: &[extensions(3)],
-    };
-
-    static EXTERNAL_DOCS: Message = Message {
-        name: "ExternalDocs",
-        fields: &[Field("description", 1, String), Field("url", 2, String)],
-        required: &["url"],
-        entries: &[extensions(3)],
-    };
-
-    static TAG: Message = Message {
-        name: "Tag",
-        fields: &[
-            Field("name", 1, String),
-            Field("description", 2, String),
-            Field("externalDocs", 3, Message(&EXTERNAL_DOCS)),
-        ],
-        required: &["name"],
-        entries: &[extensions(4)],
-    };
-
-    const STRING_ARRAY: Kind = Wrapped(1, &Strings);
-
-    static SECURITY_REQUIREMENT: Message = named!("SecurityRequirement", STRING_ARRAY);
 
     static PATHS: Message = Message {
         name: "Paths",
@@ -576,56 +596,41 @@ mod v2 {
     static HEADER_PARAMETER: Message = header_like_parameter!("HeaderParameterSubSchema", "header", &[]);
     static PATH_PARAMETER: Message = header_like_parameter!("PathParameterSubSchema", "path", &["required"]);
 
-    static PRIMITIVES_ITEMS: Message = Message {
-        name: "PrimitivesItems",
-        fields: &[
-            Field("type", 1, StringIn(PRIMITIVE_TYPES)),
-            Field("format", 2, String),
-            Field("items", 3, Message(&PRIMITIVES_ITEMS)),
-            Field("collectionFormat", 4, StringIn(COLLECTION_FORMATS)),
-            Field("default", 5, Any),
-            Field("maximum", 6, Double),
-            Field("exclusiveMaximum", 7, Bool),
-            Field("minimum", 8, Double),
-            Field("exclusiveMinimum", 9, Bool),
-            Field("maxLength", 10, Int64),
-            Field("minLength", 11, Int64),
-            Field("pattern", 12, String),
-            Field("maxItems", 13, Int64),
-            Field("minItems", 14, Int64),
-            Field("uniqueItems", 15, Bool),
-            Field("enum", 16, Anys),
-            Field("multipleOf", 17, Double),
-        ],
-        required: &[],
-        entries: &[extensions(18)],
-    };
+    /// Items of a non-body parameter, and a response header: the same
+    /// fields 1 to 17, then (for a header) a description.
+    macro_rules! primitives_like {
+        ($name:literal, [$($more:expr),*], $required:expr, $extensions:literal) => {
+            Message {
+                name: $name,
+                fields: &[
+                    Field("type", 1, StringIn(PRIMITIVE_TYPES)),
+                    Field("format", 2, String),
+                    Field("items", 3, Message(&PRIMITIVES_ITEMS)),
+                    Field("collectionFormat", 4, StringIn(COLLECTION_FORMATS)),
+                    Field("default", 5, Any),
+                    Field("maximum", 6, Double),
+                    Field("exclusiveMaximum", 7, Bool),
+                    Field("minimum", 8, Double),
+                    Field("exclusiveMinimum", 9, Bool),
+                    Field("maxLength", 10, Int64),
+                    Field("minLength", 11, Int64),
+                    Field("pattern", 12, String),
+                    Field("maxItems", 13, Int64),
+                    Field("minItems", 14, Int64),
+                    Field("uniqueItems", 15, Bool),
+                    Field("enum", 16, Anys),
+                    Field("multipleOf", 17, Double),
+                    $($more),*
+                ],
+                required: $required,
+                entries: &[extensions($extensions)],
+            }
+        };
+    }
 
-    static HEADER: Message = Message {
-        name: "Header",
-        fields: &[
-            Field("type", 1, StringIn(PRIMITIVE_TYPES)),
-            Field("format", 2, String),
-            Field("items", 3, Message(&PRIMITIVES_ITEMS)),
-            Field("collectionFormat", 4, StringIn(COLLECTION_FORMATS)),
-            Field("default", 5, Any),
-            Field("maximum", 6, Double),
-            Field("exclusiveMaximum", 7, Bool),
-            Field("minimum", 8, Double),
-            Field("exclusiveMinimum", 9, Bool),
-            Field("maxLength", 10, Int64),
-            Field("minLength", 11, Int64),
-            Field("pattern", 12, String),
-            Field("maxItems", 13, Int64),
-            Field("minItems", 14, Int64),
-            Field("uniqueItems", 15, Bool),
-            Field("enum", 16, Anys),
-            Field("multipleOf", 17, Double),
-            Field("description", 18, String),
-        ],
-        required: &["type"],
-        entries: &[extensions(19)],
-    };
+    static PRIMITIVES_ITEMS: Message = primitives_like!("PrimitivesItems", [], &[], 18);
+
+    static HEADER: Message = primitives_like!("Header", [Field("description", 18, String)], &["type"], 19);
 
     static HEADERS: Message = named!("Headers", Message(&HEADER));
 
@@ -724,23 +729,11 @@ mod v2 {
         OneOf { name: "AdditionalPropertiesItem", choices: &[(1, Message(&SCHEMA)), (2, Bool)] };
 
     static PROPERTIES: Message = named!("Properties", Message(&SCHEMA));
-
-    static XML: Message = Message {
-        name: "Xml",
-        fields: &[
-            Field("name", 1, String),
-            Field("namespace", 2, String),
-            Field("prefix", 3, String),
-            Field("attribute", 4, Bool),
-            Field("wrapped", 5, Bool),
-        ],
-        required: &[],
-        entries: &[extensions(6)],
-    };
 }
 
 /// `openapi.v3` (OpenAPIv3.proto).
 mod v3 {
+    use super::both::{CONTACT, EXTERNAL_DOCS, LICENSE, SECURITY_REQUIREMENT, TAG, XML};
     use super::Kind::*;
     use super::{extensions, Entries, Field, Keys, Kind, Message, OneOf};
 
@@ -775,38 +768,6 @@ mod v3 {
         entries: &[extensions(7)],
     };
 
-    static CONTACT: Message = Message {
-        name: "Contact",
-        fields: &[Field("name", 1, String), Field("url", 2, String), Field("email", 3, String)],
-        required: &[],
-        entries: &[extensions(4)],
-    };
-
-    static LICENSE: Message = Message {
-        name: "License",
-        fields: &[Field("name", 1, String), Field("url", 2, String)],
-        required: &["name"],
-        entries: &[extensions(3)],
-    };
-
-    static EXTERNAL_DOCS: Message = Message {
-        name: "ExternalDocs",
-        fields: &[Field("description", 1, String), Field("url", 2, String)],
-        required: &["url"],
-        entries: &[extensions(3)],
-    };
-
-    static TAG: Message = Message {
-        name: "Tag",
-        fields: &[
-            Field("name", 1, String),
-            Field("description", 2, String),
-            Field("externalDocs", 3, Message(&EXTERNAL_DOCS)),
-        ],
-        required: &["name"],
-        entries: &[extensions(4)],
-    };
-
     static SERVER: Message = Message {
         name: "Server",
         fields: &[
@@ -826,9 +787,6 @@ mod v3 {
         required: &["default"],
         entries: &[extensions(4)],
     };
-
-    const STRING_ARRAY: Kind = Wrapped(1, &Strings);
-    static SECURITY_REQUIREMENT: Message = named!("SecurityRequirement", STRING_ARRAY);
 
     static PATHS: Message = Message {
         name: "Paths",
@@ -1054,19 +1012,6 @@ mod v3 {
     };
 
     static STRINGS: Message = named!("Strings", String);
-
-    static XML: Message = Message {
-        name: "Xml",
-        fields: &[
-            Field("name", 1, String),
-            Field("namespace", 2, String),
-            Field("prefix", 3, String),
-            Field("attribute", 4, Bool),
-            Field("wrapped", 5, Bool),
-        ],
-        required: &[],
-        entries: &[extensions(6)],
-    };
 }
 
 #[cfg(test)]

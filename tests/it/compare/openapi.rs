@@ -132,3 +132,44 @@ async fn openapi_v3_hash_urls_match_kube_apiserver() {
     assert_eq!((seen[0].1 .0, seen[0].2 .0, seen[0].2 .1), (304, 301, true), "kube-apiserver: {:?}", seen[0]);
     assert_eq!(seen[1], seen[0], "ours, then kube-apiserver's");
 }
+
+/// Builds `tests/controlplane/gnosticcheck` (Go's build cache keeps it quick
+/// after the first time) and returns its path.
+fn gnosticcheck() -> std::path::PathBuf {
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("gnosticcheck");
+    let built = std::process::Command::new("go")
+        .args(["build", "-o"])
+        .arg(&out)
+        .arg("./gnosticcheck")
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/controlplane"))
+        // The control plane's module, exactly as committed.
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-mod=readonly")
+        .output()
+        .expect("run go (needed for the control plane too)");
+    assert!(built.status.success(), "building gnosticcheck: {}", String::from_utf8_lossy(&built.stderr));
+    out
+}
+
+/// The protobuf documents decode to exactly what gnostic-models' own compiler
+/// (kube-openapi's way to protobuf) makes of the same documents' JSON.
+#[tokio::test]
+async fn protobuf_documents_are_what_gnostic_makes_of_the_json() {
+    let checker = gnosticcheck();
+    let s = Server::start(&[]).await;
+    for (spec, path, accept) in
+        [("v2", "/openapi/v2", PROTOBUF_V2), ("v3", "/openapi/v3/apis/farm.example.com/v1alpha", PROTOBUF_V3)]
+    {
+        let mut files = Vec::new();
+        for accept in ["application/json", accept] {
+            let response = s.client.get(s.url(path)).header("Accept", accept).send().await.expect("request");
+            assert_eq!(response.status(), 200, "{path} as {accept}");
+            let file = s.dir.path().join(format!("{spec}-{}", files.len()));
+            std::fs::write(&file, response.bytes().await.expect("body")).expect("write the document");
+            files.push(file);
+        }
+        let checked = std::process::Command::new(&checker).arg(spec).args(&files).output().expect("run gnosticcheck");
+        let said = String::from_utf8_lossy(&checked.stdout);
+        assert!(checked.status.success() && said.trim() == "equal", "{path}: {said}");
+    }
+}

@@ -6,27 +6,25 @@
 //! `fieldValidation`.
 //!
 //! Each document is served in JSON and in protobuf ([`gnostic`]), both
-//! encoded once at startup; [`accept`] picks one per request as kube-openapi
-//! does.
+//! encoded once at startup; [`serve`] answers a request with one of them as
+//! kube-openapi does ([`accept`] picks which).
 
 mod accept;
 mod gnostic;
+mod serve;
 mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::response::Response;
-use http::{header, HeaderMap, HeaderValue, StatusCode};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
 use schemars::generate::SchemaSettings;
 use schemars::transform::{RemoveRefSiblings, Transform as _};
 use schemars::Schema;
 use serde_json::{json, Map, Value};
 
-use self::accept::{Format, Offer, V2_OFFERS, V3_OFFERS};
 use self::gnostic::Spec;
+use self::serve::Encoded;
 use crate::endpoints::static_doc::StaticDoc;
 use crate::registry::kind::{Names, Verb};
 use crate::registry::Registry;
@@ -454,84 +452,6 @@ fn schemas(regs: &[&Arc<Registry>], v3: bool) -> Map<String, Value> {
     out
 }
 
-/// One document in both encodings, under one ETag.
-struct Encoded {
-    json: StaticDoc,
-    /// None when gnostic's messages cannot hold the document (logged at
-    /// startup): protobuf requests then get 503, as kube-openapi answers
-    /// when gnostic fails, and JSON is still served.
-    protobuf: Option<StaticDoc>,
-}
-
-impl Encoded {
-    fn new(document: &Value, spec: Spec, name: &str) -> Self {
-        let json = StaticDoc::new(document);
-        let protobuf = match gnostic::encode(document, spec) {
-            Ok(bytes) => Some(json.sibling(bytes)),
-            Err(error) => {
-                tracing::error!(document = name, %error, "OpenAPI: no protobuf encoding; protobuf requests will get 503");
-                None
-            }
-        };
-        Self { json, protobuf }
-    }
-
-    /// The encoding the Accept header gets; 406 (no body, as kube-openapi
-    /// answers) when it names neither. A group-version document asked for
-    /// with `?hash=` is answered as kube-openapi's handler3 does.
-    fn respond(&self, offers: &[Offer], headers: &HeaderMap, pinned: Option<Pinned<'_>>) -> Response {
-        let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-        let Some(offer) = accept::choose(accept, offers) else {
-            return bare_status(StatusCode::NOT_ACCEPTABLE);
-        };
-        let doc = match offer.format {
-            Format::Json => &self.json,
-            Format::Protobuf => match &self.protobuf {
-                Some(doc) => doc,
-                None => return bare_status(StatusCode::SERVICE_UNAVAILABLE),
-            },
-        };
-        let Some(pinned) = pinned else {
-            return doc.respond(offer.content_type, "no-cache, private", headers);
-        };
-        if pinned.hash != self.json.hash() {
-            // Another version's URL (the index changed since the client
-            // read it): sent to this version's.
-            let mut resp = bare_status(StatusCode::MOVED_PERMANENTLY);
-            let location = format!("/openapi/v3/{}?hash={}", pinned.group_version, self.json.hash());
-            let h = resp.headers_mut();
-            h.insert(header::CONTENT_TYPE, HeaderValue::from_static(offer.content_type));
-            if let Ok(v) = HeaderValue::from_str(&location) {
-                h.insert(header::LOCATION, v);
-            }
-            if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", self.json.hash())) {
-                h.insert(header::ETAG, v);
-            }
-            return resp;
-        }
-        // This version's URL never changes content: cacheable for a year.
-        let mut resp = doc.respond(offer.content_type, "public, immutable", headers);
-        let in_a_year = chrono::Utc::now().checked_add_months(chrono::Months::new(12)).unwrap_or_else(chrono::Utc::now);
-        if let Ok(v) = HeaderValue::from_str(&in_a_year.format("%a, %d %b %Y %H:%M:%S UTC").to_string()) {
-            resp.headers_mut().insert(header::EXPIRES, v);
-        }
-        resp
-    }
-}
-
-/// A group-version document's URL with the `hash` the index gave it.
-struct Pinned<'a> {
-    group_version: &'a str,
-    hash: &'a str,
-}
-
-fn bare_status(status: StatusCode) -> Response {
-    let mut resp = Response::new(Body::empty());
-    *resp.status_mut() = status;
-    resp.headers_mut().insert(header::VARY, HeaderValue::from_static("Accept"));
-    resp
-}
-
 pub struct OpenApi {
     v2: Encoded,
     v3_index: StaticDoc,
@@ -578,24 +498,6 @@ impl OpenApi {
             "definitions": schemas(&all, false),
         });
         Self { v2: Encoded::new(&v2, Spec::V2, "v2"), v3_index: StaticDoc::new(&json!({ "paths": index_paths })), v3 }
-    }
-
-    /// Answers an OpenAPI path, or None when the path is not one.
-    pub fn serve(&self, path: &str, query: Option<&str>, headers: &HeaderMap) -> Option<Response> {
-        let path = path.trim_end_matches('/');
-        Some(match path {
-            "/openapi/v2" => self.v2.respond(V2_OFFERS, headers, None),
-            // The index is JSON whatever the Accept, as kube-openapi serves it.
-            "/openapi/v3" => self.v3_index.respond("application/json", "no-cache, private", headers),
-            p => {
-                let group_version = p.strip_prefix("/openapi/v3/")?;
-                let params: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or("")).unwrap_or_default();
-                // Go's `Query().Get`: the first value; an empty one is none.
-                let hash = params.iter().find(|(k, _)| k == "hash").map(|(_, v)| v.as_str()).filter(|h| !h.is_empty());
-                let pinned = hash.map(|hash| Pinned { group_version, hash });
-                self.v3.get(group_version)?.respond(V3_OFFERS, headers, pinned)
-            }
-        })
     }
 }
 

@@ -11,6 +11,7 @@ pub mod crd;
 pub mod etcd;
 pub mod fuzz;
 pub mod identity;
+pub mod podman;
 pub mod relay;
 pub mod webhook;
 

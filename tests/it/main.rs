@@ -14,7 +14,9 @@
 //! - [`compare`]: request sequences side by side with kube-apiserver serving
 //!   the Llama CRD (`common::compare`);
 //! - [`storage`]: the storage contract on both stores, and replicas on one etcd;
-//! - [`load`]: bad input, floods, connection limits and a short soak.
+//! - [`load`]: bad input, floods, connection limits and a short soak;
+//! - [`image`]: the container image, run as the Deployment's Pod (podman)
+//!   behind the aggregator.
 //!
 //! `common` (tests/common, also compiled into the benches) holds the fixtures:
 //! the server, the control plane, etcd, identities, the CRD comparison and the
@@ -31,5 +33,6 @@ mod common;
 mod aggregated;
 mod compare;
 mod direct;
+mod image;
 mod load;
 mod storage;

@@ -1,16 +1,19 @@
 //! The source revision the binary is built from, for `--version`, `/version`
 //! and the image's labels:
 //!
-//! 1. `git rev-parse --short=7 HEAD` and that commit's date, when the source
-//!    is a git checkout and git is installed;
-//! 2. else `FARM_SOURCE_REVISION` from the environment, as given (an image
-//!    build without `.git` passes it in), without a date;
+//! 1. `FARM_SOURCE_REVISION` from the environment, as given, when set: an
+//!    image build passes the revision its OCI label carries (`scripts/image`
+//!    on the host, the Dockerfile's build stage without `.git`), so the label
+//!    and the binary agree;
+//! 2. else `git rev-parse --short=7 HEAD` and that commit's date, when the
+//!    source is a git checkout and git is installed;
 //! 3. else `unknown`.
 //!
 //! It sets `FARM_SOURCE_REVISION_RESOLVED` (the revision alone) and
-//! `FARM_VERSION_DETAIL` (`(rev 92fa3f0, 2026-11-26)`). It runs again only
-//! when HEAD or the branch it points at moves, or the variable changes, so
-//! builds stay incremental: a few git calls, no tree status.
+//! `FARM_VERSION_DETAIL` (`(rev 92fa3f0, 2026-11-26)`; no date when the
+//! revision was given). It runs again only when the variable changes or HEAD
+//! or the branch it points at moves, so builds stay incremental: a few git
+//! calls, no tree status.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -43,20 +46,19 @@ fn head_files(dir: &Path) -> Vec<PathBuf> {
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=FARM_SOURCE_REVISION");
+    let given = std::env::var("FARM_SOURCE_REVISION").ok().map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
     let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
-    let from_git = git(&dir, &["rev-parse", "--short=7", "HEAD"])
-        .map(|rev| (rev, git(&dir, &["show", "-s", "--format=%cs", "HEAD"])));
-    let (revision, date) = match from_git {
-        Some(found) => {
-            for file in head_files(&dir) {
-                println!("cargo:rerun-if-changed={}", file.display());
+    let (revision, date) = match given {
+        Some(revision) => (revision, None),
+        None => match git(&dir, &["rev-parse", "--short=7", "HEAD"]) {
+            Some(revision) => {
+                for file in head_files(&dir) {
+                    println!("cargo:rerun-if-changed={}", file.display());
+                }
+                (revision, git(&dir, &["show", "-s", "--format=%cs", "HEAD"]))
             }
-            found
-        }
-        None => {
-            let given = std::env::var("FARM_SOURCE_REVISION").ok().filter(|r| !r.trim().is_empty());
-            (given.map_or_else(|| "unknown".to_string(), |r| r.trim().to_string()), None)
-        }
+            None => ("unknown".to_string(), None),
+        },
     };
     let detail = match date {
         Some(date) => format!("(rev {revision}, {date})"),

@@ -171,9 +171,9 @@ fn refuses_authentication_none_off_loopback() {
     assert!(err.contains("only allowed on a loopback address"), "{err}");
 }
 
-/// `--version` is one line, `farm-apiserver 0.1.0 (rev 92fa3f0, 2026-11-26)`,
-/// the revision git's HEAD when built from a checkout; `/version` carries the
-/// same revision as gitCommit.
+/// `--version` is one line, `farm-apiserver 0.1.0 (rev 92fa3f0, 2026-11-26)`:
+/// the revision `FARM_SOURCE_REVISION` gave the build, else git's HEAD when
+/// built from a checkout; `/version` carries the same revision as gitCommit.
 #[tokio::test]
 async fn version_names_the_source_revision() {
     let out = Command::new(env!("CARGO_BIN_EXE_farm-apiserver")).arg("--version").output().unwrap();
@@ -184,20 +184,22 @@ async fn version_names_the_source_revision() {
         .and_then(|l| l.strip_prefix(concat!("farm-apiserver ", env!("CARGO_PKG_VERSION"), " (rev ")));
     let detail = rest.and_then(|r| r.strip_suffix(')')).unwrap_or_else(|| panic!("not the --version line: {line:?}"));
     let (revision, date) = detail.split_once(", ").map_or((detail, None), |(r, d)| (r, Some(d)));
+    // What build.rs saw when this build ran: the variable, else git's HEAD.
+    let given = option_env!("FARM_SOURCE_REVISION").map(str::trim).filter(|r| !r.is_empty());
     let head = Command::new("git")
         .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short=7", "HEAD"])
         .output()
         .ok()
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    match head {
-        Some(head) => {
+    match (given, head) {
+        (Some(given), _) => assert!(revision == given && date.is_none(), "{line}"),
+        (None, Some(head)) => {
             assert_eq!(revision, head, "{line}");
             let date = date.unwrap_or_else(|| panic!("a checkout's commit date: {line}"));
             assert!(date.len() == 10 && date.split('-').count() == 3, "{line}");
         }
-        // Built outside a checkout: FARM_SOURCE_REVISION as given, or unknown.
-        None => assert!(!revision.is_empty() && date.is_none(), "{line}"),
+        (None, None) => assert!(revision == "unknown" && date.is_none(), "{line}"),
     }
     let s = Server::start(&[]).await;
     let version: Value = s.client.get(s.url("/version")).send().await.unwrap().json().await.unwrap();

@@ -224,7 +224,8 @@ async fn run(out: &mut String) -> Result<()> {
     let archive_bytes = std::fs::metadata(archive)?.len() as f64;
 
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let static_binary = root.join(format!("target/{}-unknown-linux-gnu/release/farm-apiserver", std::env::consts::ARCH));
+    let static_binary =
+        root.join(format!("target/{}-unknown-linux-gnu/release/farm-apiserver", std::env::consts::ARCH));
     let dynamic_binary = PathBuf::from(env!("CARGO_BIN_EXE_farm-apiserver"));
 
     // The serving pair, readable by the image's user (a benchmark's own CA).

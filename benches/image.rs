@@ -159,8 +159,12 @@ async fn create_llamas(client: &reqwest::Client, port: u16, count: usize, client
                     "spec": {"weight": 100 + i % 50, "height": 1.5},
                 });
                 let answer = client.post(&url).json(&body).send().await?;
-                if answer.status().as_u16() != 201 {
-                    bail!("POST {url}: {} {}", answer.status(), answer.text().await.unwrap_or_default());
+                let code = answer.status();
+                // Read to the end: a response dropped unread resets its stream,
+                // and h2 closes a connection after too many resets.
+                let text = answer.text().await?;
+                if code.as_u16() != 201 {
+                    bail!("POST {url}: {code} {text}");
                 }
             }
             Ok::<_, anyhow::Error>(())

@@ -10,6 +10,7 @@ pub mod compare;
 pub mod crd;
 pub mod etcd;
 pub mod fuzz;
+pub mod helm;
 pub mod identity;
 pub mod podman;
 pub mod relay;

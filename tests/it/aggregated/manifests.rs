@@ -1,20 +1,28 @@
-//! The deployment manifests (manifests/): the dev overlay, with certificates
-//! made by `farm-apiserver certs`, is accepted by a real kube-apiserver
-//! (server-side dry run of every object) and carries the real caBundle, the
-//! hardened Pod and the aggregated RBAC roles; the base and the cert-manager
-//! overlay render. The HA overlay (replicated farm-apiserver on a dedicated
-//! etcd) passes a server-side dry run of every object but cert-manager's, and
-//! its certificates fit the names and flags they are used with. Runs against
-//! a control plane of its own: the shared one holds the registration of the
-//! shared farm-apiserver (namespace farm-system, Service farm-apiserver, the
-//! APIService), which the dry runs would meet as existing objects.
+//! The deployment manifests (manifests/), rendered from the Helm chart by
+//! scripts/manifests: the checked-in files are what the script renders now;
+//! the dev overlay, with certificates made by `farm-apiserver certs`, is
+//! accepted by a real kube-apiserver (server-side dry run of every object) and
+//! carries the real caBundle, the hardened Pod and the aggregated RBAC roles;
+//! the base renders; install.yaml passes a dry run of every object but
+//! cert-manager's, holds no key and no caBundle, and has cert-manager inject
+//! the CA. The HA overlay (replicated farm-apiserver on a dedicated etcd)
+//! passes a server-side dry run of every object but cert-manager's, and its
+//! certificates fit the names and flags they are used with.
+//!
+//! Runs against a control plane of its own, shared with the chart's tests
+//! (aggregated::chart): the test process's shared one holds the registration
+//! of the shared farm-apiserver (namespace farm-system, Service
+//! farm-apiserver, the APIService), which the dry runs would meet as existing
+//! objects. The chart's install test creates real objects there, so the dry
+//! runs read [`cluster_objects`] and that test writes it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::common;
 use crate::common::cluster::ControlPlane;
+use crate::common::helm;
 use base64::Engine;
 use serde_json::{json, Value};
 
@@ -73,7 +81,7 @@ impl Manifests {
 }
 
 /// kubectl without a cluster (`kubectl kustomize`).
-fn kustomize(dir: &Path) -> String {
+pub(super) fn kustomize(dir: &Path) -> String {
     let out = Command::new(common::kubectl_bin()).arg("kustomize").arg(dir).output().expect("run kubectl kustomize");
     assert!(
         out.status.success(),
@@ -84,43 +92,72 @@ fn kustomize(dir: &Path) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
-/// The control plane of these tests, with namespace farm-system really
-/// created (from base/namespace.yaml, Pod Security labels included): a
-/// server-side dry run of namespaced objects needs their namespace to exist.
-fn controlplane_with_namespace() -> &'static ControlPlane {
+/// The control plane of these tests and the chart's, with namespace
+/// farm-system really created (the chart's Namespace, Pod Security labels
+/// included): a server-side dry run of namespaced objects needs their
+/// namespace to exist.
+pub(super) fn controlplane_with_namespace() -> &'static ControlPlane {
     static CP: OnceLock<ControlPlane> = OnceLock::new();
     CP.get_or_init(|| {
         let cp = ControlPlane::start();
-        let ns = repo_manifests().join("base/namespace.yaml");
-        let out = cp.kubectl(&["apply", "-f", &ns.display().to_string()]);
-        assert!(out.0, "creating namespace farm-system: {out:?}");
+        let chart = helm::chart_dir().display().to_string();
+        let (ok, namespace, stderr) = helm::helm(
+            None,
+            &["template", "farm-apiserver", &chart, "-n", "farm-system", "--set", "namespace.create=true"],
+        );
+        assert!(ok, "helm template: {stderr}");
+        let namespace = namespace
+            .split("\n---\n")
+            .find(|doc| doc.contains("\nkind: Namespace\n"))
+            .unwrap_or_else(|| panic!("a Namespace in {namespace}"));
+        let (ok, stdout, stderr) = common::kubectl_stdin(&cp.kubeconfig, &["apply", "-f", "-"], Some(namespace));
+        assert!(ok, "creating namespace farm-system: {stdout}{stderr}");
         cp
     })
 }
 
-fn b64(bytes: &[u8]) -> String {
+/// Who may change objects of the shared control plane: the dry runs read (they
+/// must not meet objects they did not apply, which kubectl warns of), the
+/// chart's install test writes (it installs, upgrades and uninstalls a release
+/// with the one APIService of the cluster).
+fn cluster_objects() -> &'static RwLock<()> {
+    static LOCK: RwLock<()> = RwLock::new(());
+    &LOCK
+}
+
+/// Held by a test that dry-runs objects on [`controlplane_with_namespace`].
+pub(super) fn dry_runs() -> RwLockReadGuard<'static, ()> {
+    cluster_objects().read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Held by a test that creates objects on [`controlplane_with_namespace`]
+/// (and removes them before it ends).
+pub(super) fn real_objects() -> RwLockWriteGuard<'static, ()> {
+    cluster_objects().write().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub(super) fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// The one object of this kind and name in a List.
-fn find<'a>(items: &'a [Value], kind: &str, name: &str) -> &'a Value {
+pub(super) fn find<'a>(items: &'a [Value], kind: &str, name: &str) -> &'a Value {
     let found: Vec<&Value> = items.iter().filter(|o| o["kind"] == kind && o["metadata"]["name"] == name).collect();
     assert_eq!(found.len(), 1, "{kind} {name} in the rendered manifests");
     found[0]
 }
 
-fn strings(v: &Value) -> Vec<&str> {
+pub(super) fn strings(v: &Value) -> Vec<&str> {
     v.as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default()
 }
 
 #[test]
 fn dev_overlay_passes_server_side_dry_run() {
     let cp = controlplane_with_namespace();
+    let _dry_runs = dry_runs();
     let m = Manifests::with_dev_certs();
-    // The documented entry point: `kubectl apply -k manifests/` (the dev overlay).
-    let top = m.root.display().to_string();
-    let (ok, stdout, stderr) = cp.kubectl(&["apply", "--dry-run=server", "-k", &top]);
-    assert!(ok, "kubectl apply --dry-run=server -k manifests/ failed:\n{stdout}\n{stderr}");
+    let (ok, stdout, stderr) = cp.kubectl(&["apply", "--dry-run=server", "-k", &m.dev()]);
+    assert!(ok, "kubectl apply --dry-run=server -k manifests/overlays/dev failed:\n{stdout}\n{stderr}");
     // The restricted Pod Security level the namespace enforces would show up
     // here as "Warning: would violate PodSecurity ..." for the Deployment.
     assert!(!stderr.contains("Warning"), "warnings from the server:\n{stderr}");
@@ -139,11 +176,10 @@ fn dev_overlay_passes_server_side_dry_run() {
         "service/farm-apiserver",
         "apiservice.apiregistration.k8s.io/v1alpha.farm.example.com",
         "secret/farm-apiserver-tls",
-        // The audit policy's, named with a hash of its content.
-        "configmap/farm-apiserver-audit-policy-",
+        "configmap/farm-apiserver-audit-policy",
     ] {
         assert!(
-            lines.iter().any(|l| l.starts_with(object) && l.ends_with("(server dry run)")),
+            lines.iter().any(|l| l.starts_with(&format!("{object} ")) && l.ends_with("(server dry run)")),
             "{object} not in the server dry run:\n{stdout}"
         );
     }
@@ -153,6 +189,7 @@ fn dev_overlay_passes_server_side_dry_run() {
 #[test]
 fn dev_overlay_carries_ca_bundle_hardened_pod_and_rbac() {
     let cp = controlplane_with_namespace();
+    let _dry_runs = dry_runs();
     let m = Manifests::with_dev_certs();
     let rendered = kustomize(&m.root.join("overlays/dev"));
     assert!(!rendered.contains("insecureSkipTLSVerify"), "{rendered}");
@@ -204,7 +241,10 @@ fn dev_overlay_carries_ca_bundle_hardened_pod_and_rbac() {
     assert_eq!(pod["serviceAccountName"], "farm-apiserver");
     assert_eq!(pod["containers"].as_array().map(Vec::len), Some(1));
     let container = &pod["containers"][0];
-    assert_eq!(container["image"], "farm-apiserver:latest");
+    // The chart's default image: the placeholder users replace with theirs
+    // (kustomize `images:` in an overlay of their own).
+    let app_version = chart_app_version();
+    assert_eq!(container["image"], format!("ghcr.io/example/farm-apiserver:{app_version}").as_str());
     let args = strings(&container["args"]);
     assert_eq!(args.first(), Some(&"serve"));
     for pair in [
@@ -242,7 +282,7 @@ fn dev_overlay_carries_ca_bundle_hardened_pod_and_rbac() {
     let tmp_mount = mounts.iter().find(|v| v["mountPath"] == "/tmp").expect("/tmp mount");
     let tmp = volumes.iter().find(|v| v["name"] == tmp_mount["name"]).expect("/tmp volume");
     assert!(tmp["emptyDir"].is_object(), "/tmp is an emptyDir: {tmp}");
-    // Auditing: the policy from its ConfigMap (the file in manifests/base, which
+    // Auditing: the policy from its ConfigMap (the chart's sample policy, which
     // direct::audit starts a server with), the log on a volume of its own.
     for pair in [
         ["--audit-policy-file", "/etc/farm-apiserver/audit/policy.yaml"],
@@ -253,7 +293,7 @@ fn dev_overlay_carries_ca_bundle_hardened_pod_and_rbac() {
     let policy_mount = mounts.iter().find(|v| v["mountPath"] == "/etc/farm-apiserver/audit").expect("policy mount");
     let policy_volume = volumes.iter().find(|v| v["name"] == policy_mount["name"]).expect("policy volume");
     let policy = find(items, "ConfigMap", policy_volume["configMap"]["name"].as_str().expect("a ConfigMap"));
-    let sample = std::fs::read_to_string(repo_manifests().join("base/audit-policy.yaml")).expect("audit-policy.yaml");
+    let sample = std::fs::read_to_string(helm::chart_dir().join("files/audit-policy.yaml")).expect("audit-policy.yaml");
     assert_eq!(policy["data"]["policy.yaml"], sample.as_str());
     let log_mount = mounts.iter().find(|v| v["mountPath"] == "/var/log/farm-apiserver").expect("audit log mount");
     let log_volume = volumes.iter().find(|v| v["name"] == log_mount["name"]).expect("audit log volume");
@@ -333,21 +373,139 @@ fn base_renders_without_ca_bundle() {
     assert!(!rendered.contains("kind: Secret"), "{rendered}");
 }
 
+/// The chart's appVersion: the default image tag.
+pub(super) fn chart_app_version() -> String {
+    let chart = std::fs::read_to_string(helm::chart_dir().join("Chart.yaml")).expect("Chart.yaml");
+    let line = chart.lines().find_map(|l| l.strip_prefix("appVersion:")).expect("appVersion in Chart.yaml");
+    line.trim().trim_matches('"').to_string()
+}
+
+/// The checked-in files scripts/manifests renders are what it renders now: a
+/// change to the chart that was not followed by the script fails here.
 #[test]
-fn cert_manager_overlay_renders() {
-    let rendered = kustomize(&repo_manifests().join("overlays/cert-manager"));
-    assert!(rendered.contains("cert-manager.io/inject-ca-from: farm-system/farm-apiserver-tls"), "{rendered}");
-    assert!(rendered.contains("secretName: farm-apiserver-tls"), "{rendered}");
-    assert!(rendered.contains("- farm-apiserver.farm-system.svc\n"), "{rendered}");
-    assert!(!rendered.contains("caBundle"), "cert-manager's CA injector fills it:\n{rendered}");
-    assert!(!rendered.contains("insecureSkipTLSVerify"), "{rendered}");
+fn generated_manifests_are_current() {
+    let dir = tempfile::Builder::new().prefix("farm-manifests-fresh-").tempdir().expect("tempdir");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/manifests");
+    let out = Command::new("bash").arg(&script).arg(dir.path()).output().expect("run scripts/manifests");
+    assert!(out.status.success(), "scripts/manifests failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let written: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
+    assert_eq!(written, ["install.yaml", "base/farm-apiserver.yaml", "overlays/ha/farm-apiserver.yaml"]);
+    for path in &written {
+        let fresh = std::fs::read_to_string(dir.path().join(path)).expect("rendered file");
+        let checked_in = std::fs::read_to_string(repo_manifests().join(path))
+            .unwrap_or_else(|e| panic!("manifests/{path}: {e}; run scripts/manifests and commit what it writes"));
+        if fresh != checked_in {
+            let (line, (was, now)) = checked_in
+                .lines()
+                .chain(std::iter::repeat(""))
+                .zip(fresh.lines().chain(std::iter::repeat("")))
+                .enumerate()
+                .find(|(_, (was, now))| was != now)
+                .expect("a differing line");
+            panic!(
+                "manifests/{path} is stale (line {}: {was:?}, now rendered as {now:?}): \
+                 run scripts/manifests and commit what it writes",
+                line + 1
+            );
+        }
+    }
+}
+
+/// install.yaml, for `kubectl apply -f`: says it needs cert-manager, and
+/// holds nothing every user would share (no key, no certificate, no
+/// caBundle); cert-manager's objects make the private CA and the serving
+/// certificate for the names the aggregator dials, and inject the CA; every
+/// other object passes a server-side dry run under the restricted Pod
+/// Security level.
+#[test]
+fn install_yaml_needs_cert_manager_and_holds_no_key() {
+    let cp = controlplane_with_namespace();
+    let _dry_runs = dry_runs();
+    let rendered = std::fs::read_to_string(repo_manifests().join("install.yaml")).expect("manifests/install.yaml");
+    let header: String = rendered.lines().take_while(|l| l.starts_with('#')).collect::<Vec<_>>().join("\n");
+    for words in ["kubectl apply -f manifests/install.yaml", "Needs cert-manager", "helm install farm-apiserver"] {
+        assert!(header.contains(words), "the header says {words:?}:\n{header}");
+    }
+    for forbidden in ["PRIVATE KEY", "BEGIN CERTIFICATE", "caBundle:", "insecureSkipTLSVerify", "kind: Secret"] {
+        assert!(!rendered.contains(forbidden), "{forbidden} in install.yaml");
+    }
+    let objects = local_objects(&rendered);
+
+    let mut cert_manager: Vec<(&str, &str)> = objects
+        .iter()
+        .filter(|o| is_cert_manager(o))
+        .map(|o| (o["kind"].as_str().expect("kind"), o["metadata"]["name"].as_str().expect("name")))
+        .collect();
+    cert_manager.sort_unstable();
+    assert_eq!(
+        cert_manager,
+        [
+            ("Certificate", "farm-apiserver-ca"),
+            ("Certificate", "farm-apiserver-tls"),
+            ("Issuer", "farm-apiserver-ca"),
+            ("Issuer", "farm-apiserver-selfsigned"),
+        ]
+    );
+    let api = find(&objects, "APIService", "v1alpha.farm.example.com");
+    assert_eq!(api["metadata"]["annotations"]["cert-manager.io/inject-ca-from"], "farm-system/farm-apiserver-tls");
+    let serving = certificate_for(&objects, "farm-apiserver-tls");
+    assert_eq!(serving["metadata"]["name"], "farm-apiserver-tls", "the Certificate the annotation names");
+    let names = strings(&serving["spec"]["dnsNames"]);
+    let service = &api["spec"]["service"];
+    let host =
+        format!("{}.{}.svc", service["name"].as_str().expect("name"), service["namespace"].as_str().expect("ns"));
+    assert!(covers(&names, &host), "{host} in {names:?}");
+    assert!(strings(&serving["spec"]["usages"]).contains(&"server auth"), "{serving}");
+    let issuer = find(&objects, "Issuer", serving["spec"]["issuerRef"]["name"].as_str().expect("issuer"));
+    let ca = certificate_for(&objects, issuer["spec"]["ca"]["secretName"].as_str().expect("a CA Issuer"));
+    assert_eq!(ca["spec"]["isCA"], true, "{ca}");
+    assert_eq!(
+        find(&objects, "Issuer", ca["spec"]["issuerRef"]["name"].as_str().expect("issuer"))["spec"]["selfSigned"],
+        json!({})
+    );
+    let deployment = find(&objects, "Deployment", "farm-apiserver");
+    let (pod, container) = pod_and_container(deployment);
+    assert_eq!(secret_file(pod, container, "/etc/farm-apiserver/tls/tls.crt"), ("farm-apiserver-tls", "tls.crt"));
+
+    let (items, stderr) = dry_run(cp, &objects);
+    assert!(!stderr.contains("Warning"), "warnings from the server:\n{stderr}");
+    let mut accepted: Vec<(&str, &str)> = items
+        .iter()
+        .map(|o| (o["kind"].as_str().expect("kind"), o["metadata"]["name"].as_str().expect("name")))
+        .collect();
+    accepted.sort_unstable();
+    assert_eq!(
+        accepted,
+        [
+            ("APIService", "v1alpha.farm.example.com"),
+            ("ClusterRole", "farm-apiserver"),
+            ("ClusterRole", "farm-apiserver:aggregate-to-admin"),
+            ("ClusterRole", "farm-apiserver:aggregate-to-edit"),
+            ("ClusterRole", "farm-apiserver:aggregate-to-view"),
+            ("ClusterRoleBinding", "farm-apiserver"),
+            ("ClusterRoleBinding", "farm-apiserver:system:auth-delegator"),
+            ("ConfigMap", "farm-apiserver-audit-policy"),
+            ("Deployment", "farm-apiserver"),
+            ("Namespace", "farm-system"),
+            ("RoleBinding", "farm-apiserver-auth-reader"),
+            ("Service", "farm-apiserver"),
+            ("ServiceAccount", "farm-apiserver"),
+        ]
+    );
+    let namespace = find(&items, "Namespace", "farm-system");
+    assert_eq!(namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted");
+    let deployment = find(&items, "Deployment", "farm-apiserver");
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate", "memory storage: never two Pods at once");
+    let (pod, container) = pod_and_container(deployment);
+    assert_hardened(pod, container);
 }
 
 /// Every object of rendered manifests as JSON, whatever its kind: kubectl reads
 /// the YAML locally and prints each object back (`label --local` removing a
 /// label no object has: no server, no discovery), so cert-manager's objects,
 /// whose kinds the test control plane does not know, can be inspected too.
-fn local_objects(rendered: &str) -> Vec<Value> {
+pub(super) fn local_objects(rendered: &str) -> Vec<Value> {
     let dir = tempfile::Builder::new().prefix("farm-rendered-").tempdir().expect("tempdir");
     let file = dir.path().join("rendered.yaml");
     std::fs::write(&file, rendered).expect("write rendered manifests");
@@ -364,7 +522,8 @@ fn local_objects(rendered: &str) -> Vec<Value> {
         .into_iter::<Value>()
         .collect::<Result<_, _>>()
         .unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    assert_eq!(objects.len(), rendered.matches("\napiVersion: ").count() + 1, "one JSON object per rendered object");
+    let documents = rendered.lines().filter(|l| l.starts_with("apiVersion: ")).count();
+    assert_eq!(objects.len(), documents, "one JSON object per rendered object");
     objects
 }
 
@@ -375,31 +534,37 @@ fn ha_overlay() -> (String, Vec<Value>) {
     (rendered, objects)
 }
 
-fn is_cert_manager(object: &Value) -> bool {
+pub(super) fn is_cert_manager(object: &Value) -> bool {
     object["apiVersion"].as_str().is_some_and(|v| v.starts_with("cert-manager.io/"))
 }
 
+/// Objects of kinds the test control plane has no CRD for: cert-manager's and
+/// prometheus-operator's.
+pub(super) fn is_custom(object: &Value) -> bool {
+    is_cert_manager(object) || object["apiVersion"].as_str().is_some_and(|v| v.starts_with("monitoring.coreos.com/"))
+}
+
 /// Server-side dry run of the objects whose kinds the test control plane knows:
-/// all but cert-manager's (its CRDs are not installed there; the cert-manager
-/// objects are checked as rendered, see ha_overlay_certificates_fit_etcd_and_farm_apiserver).
-/// Returns what kube-apiserver would store, after defaulting and admission, and
-/// kubectl's stderr.
-fn ha_dry_run(cp: &ControlPlane, objects: &[Value]) -> (Vec<Value>, String) {
-    let known: Vec<&Value> = objects.iter().filter(|o| !is_cert_manager(o)).collect();
+/// all but cert-manager's and prometheus-operator's (their CRDs are not
+/// installed there; such objects are checked as rendered). Returns what
+/// kube-apiserver would store, after defaulting and admission, and kubectl's
+/// stderr.
+pub(super) fn dry_run(cp: &ControlPlane, objects: &[Value]) -> (Vec<Value>, String) {
+    let known: Vec<&Value> = objects.iter().filter(|o| !is_custom(o)).collect();
     let list = json!({"apiVersion": "v1", "kind": "List", "items": known});
     let (ok, stdout, stderr) = common::kubectl_stdin(
         &cp.kubeconfig,
         &["apply", "--dry-run=server", "-f", "-", "-o", "json"],
         Some(&list.to_string()),
     );
-    assert!(ok, "kubectl apply --dry-run=server of the HA overlay failed:\n{stdout}\n{stderr}");
+    assert!(ok, "kubectl apply --dry-run=server failed:\n{stdout}\n{stderr}");
     let list: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     assert_eq!(list["kind"], "List", "{stdout}");
     (list["items"].as_array().expect("items").clone(), stderr)
 }
 
 /// The value of a command-line flag, given as `--name value` or `--name=value`.
-fn flag<'a>(args: &[&'a str], name: &str) -> Option<&'a str> {
+pub(super) fn flag<'a>(args: &[&'a str], name: &str) -> Option<&'a str> {
     args.iter().enumerate().find_map(|(i, arg)| {
         if *arg == name {
             args.get(i + 1).copied()
@@ -410,7 +575,7 @@ fn flag<'a>(args: &[&'a str], name: &str) -> Option<&'a str> {
 }
 
 /// Whether a label selector (matchLabels only) selects these labels.
-fn selects(selector: &Value, labels: &Value) -> bool {
+pub(super) fn selects(selector: &Value, labels: &Value) -> bool {
     let Some(match_labels) = selector["matchLabels"].as_object() else { return false };
     selector["matchExpressions"].as_array().is_none_or(Vec::is_empty)
         && !match_labels.is_empty()
@@ -429,7 +594,7 @@ fn secret_mounted_at<'a>(pod: &'a Value, container: &'a Value, dir: &str) -> (&'
 
 /// The Secret a file flag's path is in: (secretName, file name). The file is
 /// mounted read-only.
-fn secret_file<'a>(pod: &'a Value, container: &'a Value, path: &'a str) -> (&'a str, &'a str) {
+pub(super) fn secret_file<'a>(pod: &'a Value, container: &'a Value, path: &'a str) -> (&'a str, &'a str) {
     let (dir, file) = path.rsplit_once('/').unwrap_or_else(|| panic!("a path: {path}"));
     let (secret, read_only) = secret_mounted_at(pod, container, dir);
     assert!(read_only, "{dir} mounted read-only");
@@ -438,7 +603,7 @@ fn secret_file<'a>(pod: &'a Value, container: &'a Value, path: &'a str) -> (&'a 
 
 /// Whether a certificate's DNS names cover a host name (exactly, or by a
 /// wildcard for its first label).
-fn covers(dns_names: &[&str], host: &str) -> bool {
+pub(super) fn covers(dns_names: &[&str], host: &str) -> bool {
     dns_names.iter().any(|name| match name.strip_prefix("*.") {
         Some(parent) => host.split_once('.').is_some_and(|(_, rest)| rest == parent),
         None => *name == host,
@@ -446,7 +611,7 @@ fn covers(dns_names: &[&str], host: &str) -> bool {
 }
 
 /// The Certificate that writes this Secret.
-fn certificate_for<'a>(objects: &'a [Value], secret: &str) -> &'a Value {
+pub(super) fn certificate_for<'a>(objects: &'a [Value], secret: &str) -> &'a Value {
     let found: Vec<&Value> =
         objects.iter().filter(|o| o["kind"] == "Certificate" && o["spec"]["secretName"] == secret).collect();
     assert_eq!(found.len(), 1, "one Certificate writes Secret {secret}");
@@ -454,14 +619,14 @@ fn certificate_for<'a>(objects: &'a [Value], secret: &str) -> &'a Value {
 }
 
 /// The pod spec and the one container of a workload.
-fn pod_and_container(workload: &Value) -> (&Value, &Value) {
+pub(super) fn pod_and_container(workload: &Value) -> (&Value, &Value) {
     let pod = &workload["spec"]["template"]["spec"];
     assert_eq!(pod["containers"].as_array().map(Vec::len), Some(1), "one container: {pod}");
     (pod, &pod["containers"][0])
 }
 
 /// A hardened container meeting the restricted Pod Security Standard.
-fn assert_hardened(pod: &Value, container: &Value) {
+pub(super) fn assert_hardened(pod: &Value, container: &Value) {
     let sc = &container["securityContext"];
     assert!(sc["runAsNonRoot"] == true || pod["securityContext"]["runAsNonRoot"] == true, "{sc}");
     assert_eq!(sc["readOnlyRootFilesystem"], true, "{sc}");
@@ -474,7 +639,7 @@ fn assert_hardened(pod: &Value, container: &Value) {
 
 /// Spread over nodes: a hard topology spread on the host name and a preferred
 /// anti-affinity, both selecting the workload's own Pods.
-fn assert_spread_over_nodes(pod: &Value, labels: &Value) {
+pub(super) fn assert_spread_over_nodes(pod: &Value, labels: &Value) {
     let spread = pod["topologySpreadConstraints"].as_array().expect("topologySpreadConstraints");
     let by_host = spread.iter().find(|c| c["topologyKey"] == "kubernetes.io/hostname").expect("spread over hosts");
     assert_eq!(by_host["maxSkew"], 1, "{by_host}");
@@ -493,6 +658,7 @@ fn assert_spread_over_nodes(pod: &Value, labels: &Value) {
 #[test]
 fn ha_overlay_passes_server_side_dry_run() {
     let cp = controlplane_with_namespace();
+    let _dry_runs = dry_runs();
     let (rendered, objects) = ha_overlay();
     assert!(!rendered.contains("insecureSkipTLSVerify"), "{rendered}");
 
@@ -518,7 +684,7 @@ fn ha_overlay_passes_server_side_dry_run() {
         ]
     );
 
-    let (items, stderr) = ha_dry_run(cp, &objects);
+    let (items, stderr) = dry_run(cp, &objects);
     // The restricted Pod Security level the namespace enforces would show up
     // here as "Warning: would violate PodSecurity ..." for the Deployment or
     // the StatefulSet.
@@ -526,11 +692,6 @@ fn ha_overlay_passes_server_side_dry_run() {
     let mut accepted: Vec<(&str, &str)> = items
         .iter()
         .map(|o| (o["kind"].as_str().expect("kind"), o["metadata"]["name"].as_str().expect("name")))
-        // The audit policy's ConfigMap is named with a hash of its content.
-        .map(|(kind, name)| match name.strip_prefix("farm-apiserver-audit-policy-") {
-            Some(_) if kind == "ConfigMap" => (kind, "farm-apiserver-audit-policy"),
-            _ => (kind, name),
-        })
         .collect();
     accepted.sort_unstable();
     assert_eq!(
@@ -564,8 +725,9 @@ fn ha_overlay_passes_server_side_dry_run() {
 #[test]
 fn ha_overlay_runs_replicated_apiserver_on_dedicated_etcd() {
     let cp = controlplane_with_namespace();
+    let _dry_runs = dry_runs();
     let (_, objects) = ha_overlay();
-    let (items, _) = ha_dry_run(cp, &objects);
+    let (items, _) = dry_run(cp, &objects);
 
     // The dedicated etcd: three members with a volume each, all started at
     // once (no member is Ready before there is a quorum).

@@ -6,6 +6,7 @@
 mod admission;
 mod apply;
 mod audit;
+mod chart;
 mod farmpods;
 mod filters;
 mod llamas;

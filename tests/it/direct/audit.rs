@@ -314,7 +314,7 @@ async fn a_dead_webhook_neither_slows_nor_fails_requests() {
 #[tokio::test]
 async fn the_sample_policy_in_the_manifests_records_changes_in_full() {
     let dir = tempfile::tempdir().unwrap();
-    let policy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/base/audit-policy.yaml");
+    let policy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/farm-apiserver/files/audit-policy.yaml");
     let log = dir.path().join("audit.log");
     let s = Server::start(&[
         "--audit-policy-file",

@@ -110,15 +110,30 @@ fn parse(header: &str) -> Vec<Clause<'_>> {
     let before = |a: &Clause<'_>, b: &Clause<'_>| {
         a.q > b.q || (a.kind != "*" && b.kind == "*") || (a.subtype != "*" && b.subtype == "*")
     };
-    for i in 1..clauses.len() {
-        let mut j = i;
-        while j > 0 && before(&clauses[j], &clauses[j - 1]) {
-            clauses.swap(j, j - 1);
-            j -= 1;
+    if clauses.len() <= GO_INSERTION_SORT_MAX {
+        for i in 1..clauses.len() {
+            let mut j = i;
+            while j > 0 && before(&clauses[j], &clauses[j - 1]) {
+                clauses.swap(j, j - 1);
+                j -= 1;
+            }
         }
+    } else {
+        // Past Go's insertion sort its order depends on pdqsort's pivots (the
+        // comparison is not a strict order); insertion sort would also be
+        // quadratic in a header of a megabyte. A stable sort by the same
+        // keys gives the same order wherever the comparison is consistent.
+        clauses.sort_by(|a, b| {
+            b.q.total_cmp(&a.q)
+                .then((a.kind == "*").cmp(&(b.kind == "*")))
+                .then((a.subtype == "*").cmp(&(b.subtype == "*")))
+        });
     }
     clauses
 }
+
+/// Go's `sort.Sort` sorts up to this many elements by insertion sort.
+const GO_INSERTION_SORT_MAX: usize = 12;
 
 /// The offer an Accept header gets (none or empty is `*/*`), or None: 406.
 pub fn choose<'o>(accept: Option<&str>, offers: &'o [Offer]) -> Option<&'o Offer> {
@@ -177,6 +192,21 @@ mod tests {
         assert_eq!(answer(Some("application/com.github.proto-openapi.spec.v3@v1.0+protobuf"), V2_OFFERS), None);
         assert_eq!(answer(Some("text/html, application/xml"), V3_OFFERS), None);
         assert_eq!(answer(Some("application"), V3_OFFERS), None);
+    }
+
+    #[test]
+    fn long_headers_sort_by_the_same_keys() {
+        let mut header = vec!["text/html"; 5_000];
+        header.push("*/*;q=0.1");
+        header.push("application/*");
+        header.push("application/json;q=0.9");
+        let header = header.join(", ");
+        let clauses = parse(&header);
+        assert_eq!(clauses.len(), 5_003);
+        assert_eq!((clauses[0].kind, clauses[0].subtype), ("text", "html"));
+        assert_eq!((clauses[4_999].kind, clauses[5_000].kind, clauses[5_000].subtype), ("text", "application", "*"));
+        assert_eq!((clauses[5_001].subtype, clauses[5_002].kind), ("json", "*"));
+        assert_eq!(answer(Some(&header), V3_OFFERS), Some("application/json"));
     }
 
     #[test]

@@ -34,7 +34,7 @@ CMD ["serve"]
 FROM docker.io/library/rust:1-bookworm AS build
 ARG REVISION
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 # .cargo/config.toml and scripts/protoc give etcd-client's build the vendored protoc.
 COPY .cargo ./.cargo
 COPY scripts/protoc ./scripts/protoc

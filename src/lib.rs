@@ -29,7 +29,8 @@ pub async fn serve_kinds(setup: &mut Setup, pod_namespaces: Vec<String>) -> anyh
     let (pod_cache, client) = match &setup.cluster {
         Ok(client) => (Arc::new(farmpod::PodCache::default()), Some(client.clone())),
         Err(e) => {
-            tracing::warn!(error = format!("{e:#}"), "FarmPods disabled: no cluster to read Pods from");
+            // The reason says what is missing and what to do, once.
+            tracing::warn!("FarmPods are unavailable: {e:#}");
             (farmpod::PodCache::disabled(format!("{e:#}")), None)
         }
     };

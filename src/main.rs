@@ -2,16 +2,10 @@
 
 use aggregated_apiserver::server::Identity;
 use anyhow::Context as _;
-use farm_apiserver::options::{Cli, Command, ServeArgs};
+use farm_apiserver::options::{Cli, Command, ServeArgs, SOURCE_REVISION};
 
-const IDENTITY: Identity = Identity {
-    name: "farm-apiserver",
-    version: env!("CARGO_PKG_VERSION"),
-    git_commit: match option_env!("FARM_GIT_COMMIT") {
-        Some(commit) => commit,
-        None => "",
-    },
-};
+const IDENTITY: Identity =
+    Identity { name: "farm-apiserver", version: env!("CARGO_PKG_VERSION"), git_commit: SOURCE_REVISION };
 
 fn main() -> anyhow::Result<()> {
     // Before the runtime starts its threads (see the module).

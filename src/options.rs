@@ -7,10 +7,17 @@ use std::path::PathBuf;
 use aggregated_apiserver::options::ServerOptions;
 use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
+/// `--version`: `0.1.0 (rev 92fa3f0, 2026-11-26)`, after the name (build.rs
+/// says where the revision comes from).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " ", env!("FARM_VERSION_DETAIL"));
+
+/// The source revision the binary was built from, or `unknown`.
+pub const SOURCE_REVISION: &str = env!("FARM_SOURCE_REVISION_RESOLVED");
+
 #[derive(Parser, Debug)]
 #[command(
     name = "farm-apiserver",
-    version,
+    version = VERSION,
     about = "Kubernetes aggregated API server for farm.example.com",
     args_conflicts_with_subcommands = true
 )]

@@ -132,4 +132,17 @@ async fn a_kind_of_ones_own_is_served_from_one_file() {
     assert_eq!(columns, ["Name", "Message", "Age"]);
     let cells = &table["rows"][0]["cells"];
     assert_eq!((&cells[0], &cells[1]), (&json!("hi"), &json!("hello")), "{table}");
+
+    // The kind's schema in the protobuf OpenAPI documents kubectl 1.27 and
+    // 1.28 read (a schema gnostic could not hold would be a 503 here).
+    for (path, accept) in [
+        ("/openapi/v2", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"),
+        ("/openapi/v3/apis/example.com/v1", "application/com.github.proto-openapi.spec.v3@v1.0+protobuf"),
+    ] {
+        let response = server.client.get(format!("{}{path}", server.base)).header("accept", accept).send().await;
+        let response = response.expect("request");
+        assert_eq!(response.status(), 200, "{path}");
+        let body = response.bytes().await.expect("body");
+        assert!(body.windows(b"Greeting".len()).any(|w| w == b"Greeting"), "{path}");
+    }
 }

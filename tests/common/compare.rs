@@ -405,6 +405,11 @@ pub const OURS: Target = Target { name: "ours", group: OUR_GROUP };
 
 /// The admin client of the control plane (client certificate of cluster-admin).
 pub fn admin_client(cp: &ControlPlane) -> reqwest::Client {
+    admin_client_builder(cp).build().expect("admin client")
+}
+
+/// The admin client's settings, to add to.
+pub fn admin_client_builder(cp: &ControlPlane) -> reqwest::ClientBuilder {
     let file = |k: &str| {
         let path = cp.info[k].as_str().unwrap_or_else(|| panic!("{k} in {}", cp.info));
         std::fs::read(path).unwrap_or_else(|e| panic!("reading {path}: {e}"))
@@ -416,8 +421,6 @@ pub fn admin_client(cp: &ControlPlane) -> reqwest::Client {
         .add_root_certificate(reqwest::Certificate::from_pem(&file("caFile")).expect("control plane CA"))
         .identity(reqwest::Identity::from_pem(&identity).expect("admin identity"))
         .timeout(Duration::from_secs(30))
-        .build()
-        .expect("admin client")
 }
 
 /// Installs the CRD once per test binary and waits until kube-apiserver

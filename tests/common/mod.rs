@@ -393,8 +393,18 @@ pub fn kubectl_logged_headers<'a>(log: &'a str, path_part: &str) -> &'a str {
 }
 
 pub fn kubectl_stdin(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+    kubectl_binary_stdin(&kubectl_bin(), kubeconfig, args, stdin)
+}
+
+/// Runs the kubectl binary at `bin`; returns (success, stdout, stderr).
+pub fn kubectl_binary_stdin(
+    bin: &str,
+    kubeconfig: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> (bool, String, String) {
     use std::io::Write;
-    let mut child = Command::new(kubectl_bin())
+    let mut child = Command::new(bin)
         .env("KUBECACHEDIR", kubectl_cache(kubeconfig))
         .arg("--kubeconfig")
         .arg(kubeconfig)
@@ -403,7 +413,7 @@ pub fn kubectl_stdin(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("run kubectl");
+        .unwrap_or_else(|e| panic!("run {bin}: {e}"));
     if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
         pipe.write_all(input.as_bytes()).expect("kubectl stdin");
     }

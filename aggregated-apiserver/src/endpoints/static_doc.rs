@@ -20,6 +20,12 @@ impl StaticDoc {
         Self { body, hash }
     }
 
+    /// Another encoding of the same document, under the same ETag (as
+    /// kube-openapi does: `Vary: Accept` keeps caches from mixing them up).
+    pub fn sibling(&self, body: Vec<u8>) -> Self {
+        Self { body: Bytes::from(body), hash: self.hash.clone() }
+    }
+
     /// The content hash (hex), also usable in URLs.
     pub fn hash(&self) -> &str {
         &self.hash

@@ -3,6 +3,7 @@
 //! watches cleanly).
 
 pub mod allocator;
+pub mod cluster;
 pub mod connection;
 pub mod dev_certs;
 pub mod health;
@@ -80,7 +81,7 @@ impl App {
         // One client for everything that talks to the cluster: the
         // application's watches, the authentication ConfigMap, TokenReviews
         // and SubjectAccessReviews.
-        let cluster = setup::cluster_client(&options.cluster).await;
+        let cluster = cluster::cluster_client(&options.cluster).await;
         let guard = match options.authentication.mode(options.serving.bind) {
             Authentication::None => None,
             Authentication::Delegated => {
@@ -191,7 +192,7 @@ async fn route(State(app): State<Arc<App>>, req: Request<Body>) -> Response {
         _ => {}
     }
     if path.starts_with("/openapi/") {
-        if let Some(r) = app.openapi.serve(path, req.headers()) {
+        if let Some(r) = app.openapi.serve(path, req.uri().query(), req.headers()) {
             return r;
         }
     }

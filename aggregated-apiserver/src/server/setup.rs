@@ -23,7 +23,6 @@ use crate::registry::encode::KindIndexer;
 use crate::registry::kind::Kind;
 use crate::registry::Registry;
 use crate::server::health::{Check, FnCheck};
-use crate::server::options::ClusterOptions;
 use crate::storage::etcd::{EtcdStore, KeyCodec};
 use crate::storage::memory::MemoryStore;
 use crate::storage::options::{StorageBackend, StorageOptions};
@@ -215,22 +214,4 @@ impl Setup {
         }
         self.namespaces.clone()
     }
-}
-
-/// The one client for the cluster (from --kubeconfig or the usual inference),
-/// shared by every watch of the cluster, TokenReviews and
-/// SubjectAccessReviews. kube-rs' own retry layer is off: watches retry with
-/// their backoff, and reviews with kube's webhook backoff under their deadline
-/// (`auth::review`), so nothing is retried twice.
-pub async fn cluster_client(options: &ClusterOptions) -> anyhow::Result<kube::Client> {
-    let mut config = match &options.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?
-        }
-        None => kube::Config::infer().await.context("no kubeconfig and not running in a cluster")?,
-    };
-    config.default_retry = false;
-    kube::Client::try_from(config).context("building the Kubernetes client")
 }

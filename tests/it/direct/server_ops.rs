@@ -171,6 +171,41 @@ fn refuses_authentication_none_off_loopback() {
     assert!(err.contains("only allowed on a loopback address"), "{err}");
 }
 
+/// `--version` is one line, `farm-apiserver 0.1.0 (rev 92fa3f0, 2026-11-26)`:
+/// the revision `FARM_SOURCE_REVISION` gave the build, else git's HEAD when
+/// built from a checkout; `/version` carries the same revision as gitCommit.
+#[tokio::test]
+async fn version_names_the_source_revision() {
+    let out = Command::new(env!("CARGO_BIN_EXE_farm-apiserver")).arg("--version").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let line = String::from_utf8(out.stdout).unwrap();
+    let rest = line
+        .strip_suffix('\n')
+        .and_then(|l| l.strip_prefix(concat!("farm-apiserver ", env!("CARGO_PKG_VERSION"), " (rev ")));
+    let detail = rest.and_then(|r| r.strip_suffix(')')).unwrap_or_else(|| panic!("not the --version line: {line:?}"));
+    let (revision, date) = detail.split_once(", ").map_or((detail, None), |(r, d)| (r, Some(d)));
+    // What build.rs saw when this build ran: the variable, else git's HEAD.
+    let given = option_env!("FARM_SOURCE_REVISION").map(str::trim).filter(|r| !r.is_empty());
+    let head = Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short=7", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    match (given, head) {
+        (Some(given), _) => assert!(revision == given && date.is_none(), "{line}"),
+        (None, Some(head)) => {
+            assert_eq!(revision, head, "{line}");
+            let date = date.unwrap_or_else(|| panic!("a checkout's commit date: {line}"));
+            assert!(date.len() == 10 && date.split('-').count() == 3, "{line}");
+        }
+        (None, None) => assert!(revision == "unknown" && date.is_none(), "{line}"),
+    }
+    let s = Server::start(&[]).await;
+    let version: Value = s.client.get(s.url("/version")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(version["gitCommit"], json!(revision), "{version}");
+}
+
 #[test]
 fn certs_command_writes_bundle() {
     use base64::Engine;
@@ -270,6 +305,20 @@ async fn serving_certificate_reloads_from_disk() {
 }
 
 #[tokio::test]
+async fn a_missing_kubeconfig_is_named_once() {
+    let s = Server::start_with_cluster(&[], Some(std::path::Path::new("/nonexistent/kubeconfig"))).await;
+    let url = s.url("/apis/farm.example.com/v1alpha/farmpods");
+    let v: Value = s.client.get(&url).send().await.unwrap().json().await.unwrap();
+    let want =
+        "FarmPods are unavailable: reading kubeconfig /nonexistent/kubeconfig: No such file or directory (os error 2)";
+    assert_eq!(v["message"], json!(want), "{v}");
+    let log = s.log();
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("kubeconfig")).collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(warnings[0].ends_with(want) && warnings[0].matches("No such file").count() == 1, "{log}");
+}
+
+#[tokio::test]
 async fn farmpods_without_a_cluster_answer_503_and_refuse_writes() {
     let s = Server::start(&[]).await;
     let url = s.url("/apis/farm.example.com/v1alpha/namespaces/default/farmpods");
@@ -277,7 +326,16 @@ async fn farmpods_without_a_cluster_answer_503_and_refuse_writes() {
     assert_eq!(r.status(), 503);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["reason"], "ServiceUnavailable");
-    assert!(v["message"].as_str().unwrap().starts_with("FarmPods are unavailable: "), "{v}");
+    // Said once, with what to do (kube's own error nested one io error three times).
+    let no_cluster = format!(
+        "no cluster configured: no kubeconfig at {} and not running in a Pod; set KUBECONFIG or --kubeconfig, or run in a Pod",
+        s.dir.path().join("no-cluster").display()
+    );
+    assert_eq!(v["message"], json!(format!("FarmPods are unavailable: {no_cluster}")), "{v}");
+    let log = s.log();
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("FarmPods are unavailable")).collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(warnings[0].contains("WARN") && warnings[0].ends_with(&no_cluster), "{log}");
     let r = s
         .client
         .post(&url)

@@ -160,6 +160,11 @@ async fn random_requests_never_get_500() {
             if code == 404 && text == "404 page not found\n" {
                 continue;
             }
+            // kube-openapi answers an OpenAPI document's unservable Accept
+            // with a bare 406, and so do we.
+            if code == 406 && path.starts_with("/openapi/") && text.is_empty() {
+                continue;
+            }
             let v: Value =
                 serde_json::from_str(&text).unwrap_or_else(|_| panic!("request {i} {method} {url}: not JSON: {text}"));
             assert_eq!(v["kind"], "Status", "request {i} {method} {url}: {v}");

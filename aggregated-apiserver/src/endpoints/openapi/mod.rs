@@ -4,18 +4,27 @@
 //! `x-kubernetes-group-version-kind` and the write parameters, because kubectl
 //! decides from the PATCH parameters whether the server supports
 //! `fieldValidation`.
+//!
+//! Each document is served in JSON and in protobuf ([`gnostic`]), both
+//! encoded once at startup; [`serve`] answers a request with one of them as
+//! kube-openapi does ([`accept`] picks which).
+
+mod accept;
+mod gnostic;
+mod serve;
+mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::response::Response;
-use http::HeaderMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
 use schemars::generate::SchemaSettings;
 use schemars::transform::{RemoveRefSiblings, Transform as _};
 use schemars::Schema;
 use serde_json::{json, Map, Value};
 
+use self::gnostic::Spec;
+use self::serve::Encoded;
 use crate::endpoints::static_doc::StaticDoc;
 use crate::registry::kind::{Names, Verb};
 use crate::registry::Registry;
@@ -444,9 +453,9 @@ fn schemas(regs: &[&Arc<Registry>], v3: bool) -> Map<String, Value> {
 }
 
 pub struct OpenApi {
-    v2: StaticDoc,
+    v2: Encoded,
     v3_index: StaticDoc,
-    v3: BTreeMap<String, StaticDoc>,
+    v3: BTreeMap<String, Encoded>,
 }
 
 impl OpenApi {
@@ -469,11 +478,13 @@ impl OpenApi {
                 "paths": paths,
                 "components": { "schemas": schemas(regs, true) },
             });
-            v3.insert(gv.clone(), StaticDoc::new(&doc));
+            v3.insert(gv.clone(), Encoded::new(&doc, Spec::V3, gv));
         }
         let index_paths: Map<String, Value> = v3
             .iter()
-            .map(|(gv, d)| (gv.clone(), json!({ "serverRelativeURL": format!("/openapi/v3/{gv}?hash={}", d.hash()) })))
+            .map(|(gv, d)| {
+                (gv.clone(), json!({ "serverRelativeURL": format!("/openapi/v3/{gv}?hash={}", d.json.hash()) }))
+            })
             .collect();
         let all: Vec<&Arc<Registry>> = registries.iter().collect();
         let mut v2_paths = Map::new();
@@ -486,18 +497,7 @@ impl OpenApi {
             "paths": v2_paths,
             "definitions": schemas(&all, false),
         });
-        Self { v2: StaticDoc::new(&v2), v3_index: StaticDoc::new(&json!({ "paths": index_paths })), v3 }
-    }
-
-    /// Answers an OpenAPI path, or None when the path is not one.
-    pub fn serve(&self, path: &str, headers: &HeaderMap) -> Option<Response> {
-        let path = path.trim_end_matches('/');
-        let doc = match path {
-            "/openapi/v2" => &self.v2,
-            "/openapi/v3" => &self.v3_index,
-            p => self.v3.get(p.strip_prefix("/openapi/v3/")?)?,
-        };
-        Some(doc.respond("application/json", "no-cache, private", headers))
+        Self { v2: Encoded::new(&v2, Spec::V2, "v2"), v3_index: StaticDoc::new(&json!({ "paths": index_paths })), v3 }
     }
 }
 

@@ -162,17 +162,12 @@ mod tests {
             let (g, v, o, r, s) =
                 (strings(groups), strings(&["*"]), strings(operations), strings(resources), scope.map(str::to_string));
             let rule = Rule { api_groups: &g, api_versions: &v, operations: &o, resources: &r, scope: &s };
-            let names = Names {
-                group: "example.com",
-                version: "v1",
-                kind: "Widget",
-                list_kind: "WidgetList",
-                plural: "widgets",
-                singular: "widget",
-                short_names: &[],
-                categories: &[],
-            };
-            rule.matches(Request { names: &names, subresource: sub, operation: op, namespaced })
+            rule.matches(Request {
+                names: &crate::registry::kind::TEST_NAMES,
+                subresource: sub,
+                operation: op,
+                namespaced,
+            })
         };
         assert!(check(&["example.com"], &["widgets"], &["CREATE"], None, "", Operation::Create, true));
         assert!(

@@ -20,6 +20,19 @@ pub struct Names {
     pub categories: &'static [&'static str],
 }
 
+/// A kind's names for the unit tests that need one (example.com/v1 Widget).
+#[cfg(test)]
+pub(crate) static TEST_NAMES: Names = Names {
+    group: "example.com",
+    version: "v1",
+    kind: "Widget",
+    list_kind: "WidgetList",
+    plural: "widgets",
+    singular: "widget",
+    short_names: &[],
+    categories: &[],
+};
+
 impl Names {
     pub fn api_version(&self) -> String {
         format!("{}/{}", self.group, self.version)

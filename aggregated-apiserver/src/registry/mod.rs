@@ -275,19 +275,8 @@ fn object_too_large() -> ApiError {
 mod tests {
     use super::*;
     use crate::registry::encode::KindIndexer;
-    use crate::registry::kind::Names;
+    use crate::registry::kind::{Names, TEST_NAMES as NAMES};
     use crate::storage::memory::MemoryStore;
-
-    static NAMES: Names = Names {
-        group: "example.com",
-        version: "v1",
-        kind: "Widget",
-        list_kind: "WidgetList",
-        plural: "widgets",
-        singular: "widget",
-        short_names: &[],
-        categories: &[],
-    };
 
     struct Ruled(Value);
 

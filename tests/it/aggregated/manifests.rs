@@ -431,12 +431,7 @@ fn install_yaml_needs_cert_manager_and_holds_no_key() {
     }
     let objects = local_objects(&rendered);
 
-    let mut cert_manager: Vec<(&str, &str)> = objects
-        .iter()
-        .filter(|o| is_cert_manager(o))
-        .map(|o| (o["kind"].as_str().expect("kind"), o["metadata"]["name"].as_str().expect("name")))
-        .collect();
-    cert_manager.sort_unstable();
+    let cert_manager = kinds_and_names(objects.iter().filter(|o| is_cert_manager(o)));
     assert_eq!(
         cert_manager,
         [
@@ -469,11 +464,7 @@ fn install_yaml_needs_cert_manager_and_holds_no_key() {
 
     let (items, stderr) = dry_run(cp, &objects);
     assert!(!stderr.contains("Warning"), "warnings from the server:\n{stderr}");
-    let mut accepted: Vec<(&str, &str)> = items
-        .iter()
-        .map(|o| (o["kind"].as_str().expect("kind"), o["metadata"]["name"].as_str().expect("name")))
-        .collect();
-    accepted.sort_unstable();
+    let accepted = kinds_and_names(items.iter());
     assert_eq!(
         accepted,
         [
@@ -499,6 +490,14 @@ fn install_yaml_needs_cert_manager_and_holds_no_key() {
     assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate", "memory storage: never two Pods at once");
     let (pod, container) = pod_and_container(deployment);
     assert_hardened(pod, container);
+}
+
+/// The objects' (kind, name) pairs, sorted.
+fn kinds_and_names<'a>(objects: impl Iterator<Item = &'a Value>) -> Vec<(&'a str, &'a str)> {
+    let mut pairs: Vec<(&str, &str)> =
+        objects.map(|o| (o["kind"].as_str().expect("kind"), o["metadata"]["name"].as_str().expect("name"))).collect();
+    pairs.sort_unstable();
+    pairs
 }
 
 /// Every object of rendered manifests as JSON, whatever its kind: kubectl reads
@@ -663,12 +662,7 @@ fn ha_overlay_passes_server_side_dry_run() {
     assert!(!rendered.contains("insecureSkipTLSVerify"), "{rendered}");
 
     // What is left out of the dry run: cert-manager's objects, and nothing else.
-    let mut cert_manager: Vec<(&str, &str)> = objects
-        .iter()
-        .filter(|o| is_cert_manager(o))
-        .map(|o| (o["kind"].as_str().expect("kind"), o["metadata"]["name"].as_str().expect("name")))
-        .collect();
-    cert_manager.sort_unstable();
+    let cert_manager = kinds_and_names(objects.iter().filter(|o| is_cert_manager(o)));
     assert_eq!(
         cert_manager,
         [
@@ -689,11 +683,7 @@ fn ha_overlay_passes_server_side_dry_run() {
     // here as "Warning: would violate PodSecurity ..." for the Deployment or
     // the StatefulSet.
     assert!(!stderr.contains("Warning"), "warnings from the server:\n{stderr}");
-    let mut accepted: Vec<(&str, &str)> = items
-        .iter()
-        .map(|o| (o["kind"].as_str().expect("kind"), o["metadata"]["name"].as_str().expect("name")))
-        .collect();
-    accepted.sort_unstable();
+    let accepted = kinds_and_names(items.iter());
     assert_eq!(
         accepted,
         [

@@ -11,6 +11,7 @@
 //! Written here rather than taken from a crate (moka was the candidate) because these two caches
 //! need exactly this and a caller-driven clock keeps their TTL tests exact and instant.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 use std::sync::Arc;
@@ -46,6 +47,17 @@ impl<K: Hash + Eq, V: Clone> TtlCache<K, V> {
 
     /// The value under `key` if it has not expired at `now`; an expired entry is dropped.
     pub fn get(&mut self, key: &K, now: Instant) -> Option<V> {
+        self.get_borrowed(key, now)
+    }
+
+    /// [`get`](Self::get) by a borrowed form of the key, which must hash and
+    /// compare as the key does (`Borrow`'s contract): a lookup that would
+    /// otherwise build an owned key (copies of strings) on every hit.
+    pub fn get_borrowed<Q>(&mut self, key: &Q, now: Instant) -> Option<V>
+    where
+        Arc<K>: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let entry = self.entries.get(key)?;
         if entry.expires > now {
             return Some(entry.value.clone());
@@ -90,7 +102,11 @@ impl<K: Hash + Eq, V: Clone> TtlCache<K, V> {
         self.entries.is_empty()
     }
 
-    fn remove(&mut self, key: &K) {
+    fn remove<Q>(&mut self, key: &Q)
+    where
+        Arc<K>: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         if let Some(entry) = self.entries.remove(key) {
             self.by_age.remove(&entry.seq);
             self.by_expiry.remove(&(entry.expires, entry.seq));

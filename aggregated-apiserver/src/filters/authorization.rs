@@ -3,6 +3,7 @@
 //! filters before established. A denial is kube's 403; a review that could not
 //! be made is kube's 500, never a 403 that hides the failure.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -88,8 +89,9 @@ pub async fn authorize(State(authz): State<Arc<Authorization>>, mut req: Request
         .filter(|_| info.is_resource_request)
         .map(|r| r.kind.also_requires())
         .unwrap_or(&[]);
-    let wanted = std::iter::once(attrs.clone())
-        .chain(also_requires.iter().map(|(group, resource)| attrs.for_resource(group, resource)));
+    // The request's own attributes borrowed, not copied: what it also requires is made from them.
+    let wanted = std::iter::once(Cow::Borrowed(&attrs))
+        .chain(also_requires.iter().map(|(group, resource)| Cow::Owned(attrs.for_resource(group, resource))));
     let uri = req.uri().path_and_query().map_or_else(|| req.uri().path(), |pq| pq.as_str());
     // The reason of the request's own decision (not of what it also requires).
     let mut allowed_because: Option<std::sync::Arc<str>> = None;

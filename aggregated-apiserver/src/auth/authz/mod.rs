@@ -8,9 +8,10 @@
 //! fails (after its retries) with the 500 kube's `WithAuthorization` writes.
 //!
 //! `sar` is the SubjectAccessReview client, `responses` the 403 and 500 in
-//! kube's words; the cache is [`crate::auth::cache`], the rate limit and
-//! retries [`crate::auth::review`].
+//! kube's words; the cache is [`crate::auth::cache`] (its key and a borrowed
+//! view of it in `cache_key`), the rate limit and retries [`crate::auth::review`].
 
+mod cache_key;
 mod responses;
 mod sar;
 
@@ -25,6 +26,7 @@ use tokio::time::Instant;
 use super::cache::TtlCache;
 use super::review::{ReviewError, ReviewPolicy, ReviewRunner};
 use crate::endpoints::request_info::RequestInfo;
+use cache_key::{CacheKey, KeyView};
 
 /// The group whose members are allowed everything without a review
 /// (`user.SystemPrivilegedGroup`).
@@ -166,7 +168,6 @@ impl Attributes {
     }
 }
 
-type CacheKey = (User, Attributes);
 type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
 
 /// Decides whether a request may proceed.
@@ -210,19 +211,20 @@ impl Authorizer {
             return Decision::allow("");
         }
         let cacheable = attrs.controlled_size() < MAX_CACHED_ATTRIBUTE_BYTES;
-        let key = cacheable.then(|| (user.clone(), attrs.clone()));
-        if let Some(key) = &key {
+        if cacheable {
             let now = (self.clock)();
-            if let Some(decision) = self.cache().get(key, now) {
+            let key: &dyn KeyView = &(user, attrs);
+            if let Some(decision) = self.cache().get_borrowed(key, now) {
                 return decision;
             }
         }
         match self.runner.run(|| self.reviewer.review(user, attrs)).await {
             Ok(Decision::Error { message }) => Decision::Error { message },
             Ok(decision) => {
-                if let Some(key) = key {
+                if cacheable {
                     let ttl = if matches!(decision, Decision::Allow { .. }) { self.allow_ttl } else { self.deny_ttl };
                     let now = (self.clock)();
+                    let key: CacheKey = (user.clone(), attrs.clone());
                     self.cache().insert(key, decision.clone(), ttl, now);
                 }
                 decision

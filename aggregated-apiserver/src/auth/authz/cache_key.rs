@@ -1,0 +1,93 @@
+//! The authorizer's cache key, and a view of it through references so that a
+//! cache hit needs no copy of the user and the attributes.
+//!
+//! Building an owned key for every lookup cloned the user's name, groups and
+//! extra and the request's attributes (a dozen allocations) and dropped them
+//! again: looking up borrowed (and the filter's own copy of the attributes
+//! gone) took 7,900 instructions off a GET with a bearer token (callgrind,
+//! 156,000 to 148,000), more than the lookup itself costs.
+
+use std::borrow::Borrow;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use super::{Attributes, User};
+
+/// What a decision is cached under.
+pub type CacheKey = (User, Attributes);
+
+/// A key whichever way it is held: owned (in the cache) or borrowed (a lookup).
+pub trait KeyView {
+    fn user(&self) -> &User;
+    fn attributes(&self) -> &Attributes;
+}
+
+impl KeyView for CacheKey {
+    fn user(&self) -> &User {
+        &self.0
+    }
+    fn attributes(&self) -> &Attributes {
+        &self.1
+    }
+}
+
+impl KeyView for (&User, &Attributes) {
+    fn user(&self) -> &User {
+        self.0
+    }
+    fn attributes(&self) -> &Attributes {
+        self.1
+    }
+}
+
+/// The cache holds `Arc<CacheKey>`; a lookup may name it as a `dyn KeyView`.
+impl<'a> Borrow<dyn KeyView + 'a> for Arc<CacheKey> {
+    fn borrow(&self) -> &(dyn KeyView + 'a) {
+        self.as_ref()
+    }
+}
+
+/// Hashes as the tuple `(User, Attributes)` does (each part in order, nothing
+/// else), as `Borrow` requires of a borrowed form.
+impl Hash for dyn KeyView + '_ {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.user().hash(state);
+        self.attributes().hash(state);
+    }
+}
+
+impl PartialEq for dyn KeyView + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.user() == other.user() && self.attributes() == other.attributes()
+    }
+}
+
+impl Eq for dyn KeyView + '_ {}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::hash_map::RandomState;
+    use std::hash::BuildHasher;
+
+    use super::*;
+    use crate::auth::authz::tests::{non_res, res, user};
+
+    #[test]
+    fn a_borrowed_key_hashes_and_compares_as_the_owned_one() {
+        let state = RandomState::new();
+        let mut someone = user("someone");
+        someone.groups = vec!["system:authenticated".into()];
+        someone.extra.insert("scopes".into(), vec!["a".into(), "b".into()]);
+        for attrs in [res("get", "llamas", "", "ns", "dolly"), non_res("get", "/apis")] {
+            let owned: Arc<CacheKey> = Arc::new((someone.clone(), attrs.clone()));
+            let borrowed = (&someone, &attrs);
+            let as_view: &dyn KeyView = &borrowed;
+            let owned_view: &dyn KeyView = owned.borrow();
+            assert_eq!(state.hash_one(&owned), state.hash_one(as_view));
+            assert!(owned_view == as_view);
+            let other = res("get", "llamas", "", "ns", "other");
+            let different: &dyn KeyView = &(&someone, &other);
+            assert!(owned_view != different);
+        }
+    }
+}

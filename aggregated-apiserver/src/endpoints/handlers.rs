@@ -435,6 +435,8 @@ fn list_response(
         Output::Metadata(v) => encode::partial_list(v, meta, &items),
         Output::Table(v) => encode::table(v, &reg.columns, meta, &items, include, Utc::now()),
     };
+    // Converted once; past the deadline, not converted again (to YAML).
+    heavy::check_deadline()?;
     // Plain `application/json` whatever the shape, as kube-apiserver labels it.
     encoded(200, body, "application/json", &[], encoding)
 }

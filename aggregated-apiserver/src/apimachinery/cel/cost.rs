@@ -360,6 +360,12 @@ fn function(name: &str, args: Vec<Estimate>, strict: bool) -> Estimate {
         let work = args.first().map_or(0.0, |a| traversal(&a.ty));
         return est(sum + 1.0 + work, ty);
     }
+    if name == super::mutation::CONSTRUCT {
+        // A message construction (rewritten into a call): its fields, as a
+        // map literal costs them.
+        let size: f64 = args.iter().map(|a| a.ty.size()).sum();
+        return est(sum + 1.0, dyn_of(1.0 + size));
+    }
     let mut tys = args.into_iter().map(|a| a.ty);
     match name {
         operators::LOGICAL_AND | operators::LOGICAL_OR | operators::LOGICAL_NOT | operators::NOT_STRICTLY_FALSE => {

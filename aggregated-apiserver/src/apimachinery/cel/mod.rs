@@ -57,6 +57,7 @@
 mod cost;
 pub mod decl;
 pub mod escape;
+pub mod mutation;
 mod value;
 
 use std::collections::BTreeSet;
@@ -95,6 +96,9 @@ const MAX_RECURSION_DEPTH: u16 = 96;
 pub struct Env {
     variables: Vec<(String, DeclType)>,
     cost_limit: u64,
+    /// Whether expressions may construct `Object{...}` and `JSONPatch{...}`
+    /// ([`mutation`]: a MutatingAdmissionPolicy's mutations).
+    mutation_types: bool,
 }
 
 /// An expression that did not compile, worded as cel-go's issues are.
@@ -140,7 +144,13 @@ impl Env {
     /// An environment with no variables whose expressions may be estimated
     /// to cost at most `cost_limit`.
     pub fn new(cost_limit: u64) -> Self {
-        Self { variables: Vec::new(), cost_limit }
+        Self { variables: Vec::new(), cost_limit, mutation_types: false }
+    }
+
+    /// Offers the types a MutatingAdmissionPolicy's expressions construct.
+    pub fn with_mutation_types(mut self) -> Self {
+        self.mutation_types = true;
+        self
     }
 
     /// Declares a variable (a later declaration of the same name wins).
@@ -178,6 +188,8 @@ impl Env {
         }
         let mut uses = BTreeSet::new();
         names_used(&ast, &mut uses);
+        let mut ast = ast;
+        mutation::rewrite(&mut ast, self.mutation_types).map_err(CompileError::Undeclared)?;
         Ok(Expression { source: source.to_string(), ast, max_cost, uses })
     }
 }
@@ -320,6 +332,7 @@ thread_local! {
         ctx.register_all();
         ctx.add_function("string", go_string);
         ctx.add_function("matches", cached_matches);
+        ctx.add_function(mutation::CONSTRUCT, mutation::construct);
         ctx
     };
 

@@ -373,12 +373,16 @@ fn cached_matches(
 }
 
 /// `string(x)` as cel-go converts: a double as Go's `%g` (`41`, `40.5`,
-/// `1e+06`), where the `cel` crate writes Rust's `1000000`.
-fn go_string(
-    ftx: &cel::FunctionContext,
-    this: cel::extractors::This<cel::Value>,
-) -> Result<cel::Value, ExecutionError> {
-    match this.0 {
+/// `1e+06`), where the `cel` crate writes Rust's `1000000`. The argument is
+/// taken with `Arguments`, which passes on its error (`no such key: x`):
+/// the crate's `This` turns any into `Missing argument or target`.
+fn go_string(ftx: &cel::FunctionContext, args: cel::extractors::Arguments) -> Result<cel::Value, ExecutionError> {
+    let value = match (&ftx.this, args.0.first()) {
+        (Some(this), _) => this.clone(),
+        (None, Some(arg)) => arg.clone(),
+        (None, None) => return Err(ExecutionError::MissingArgumentOrTarget),
+    };
+    match value {
         cel::Value::Float(f) => Ok(cel::Value::String(std::sync::Arc::new(crate::apimachinery::gofmt::go_float(f)))),
         other => cel::functions::string(ftx, cel::extractors::This(other)),
     }

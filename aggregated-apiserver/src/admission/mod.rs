@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod namespace_lifecycle;
 pub mod options;
 pub mod policy;
+pub mod reinvocation;
 pub mod watch;
 pub mod webhook;
 
@@ -78,8 +79,18 @@ impl Admission {
         self.plugins.iter().any(|p| p.may_act(request))
     }
 
-    /// The mutating step; a refusal carries the warnings given so far.
+    /// The mutating step; a refusal carries the warnings given so far. A
+    /// second pass follows when a plugin asks for one ([`reinvocation`]).
     pub async fn mutate(&self, attributes: &mut Attributes<'_>) -> ApiResult<()> {
+        self.mutate_pass(attributes).await?;
+        if attributes.reinvocation.should_reinvoke {
+            attributes.reinvocation.is_reinvoke = true;
+            self.mutate_pass(attributes).await?;
+        }
+        Ok(())
+    }
+
+    async fn mutate_pass(&self, attributes: &mut Attributes<'_>) -> ApiResult<()> {
         for plugin in &self.plugins {
             let result = plugin.mutate(attributes).await;
             attributes.flush_audit_annotations();

@@ -7,18 +7,24 @@ use clap::Args;
 
 /// The admission plugins, by kube's names.
 pub const NAMESPACE_LIFECYCLE: &str = "NamespaceLifecycle";
+pub const MUTATING_ADMISSION_POLICY: &str = "MutatingAdmissionPolicy";
 pub const MUTATING_ADMISSION_WEBHOOK: &str = "MutatingAdmissionWebhook";
 pub const VALIDATING_ADMISSION_WEBHOOK: &str = "ValidatingAdmissionWebhook";
 pub const VALIDATING_ADMISSION_POLICY: &str = "ValidatingAdmissionPolicy";
 
-const PLUGINS: [&str; 4] =
-    [NAMESPACE_LIFECYCLE, MUTATING_ADMISSION_WEBHOOK, VALIDATING_ADMISSION_POLICY, VALIDATING_ADMISSION_WEBHOOK];
+const PLUGINS: [&str; 5] = [
+    NAMESPACE_LIFECYCLE,
+    MUTATING_ADMISSION_POLICY,
+    MUTATING_ADMISSION_WEBHOOK,
+    VALIDATING_ADMISSION_POLICY,
+    VALIDATING_ADMISSION_WEBHOOK,
+];
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct AdmissionOptions {
     /// Admission plugins to turn off (comma-separated): NamespaceLifecycle,
-    /// MutatingAdmissionWebhook, ValidatingAdmissionPolicy,
-    /// ValidatingAdmissionWebhook. Off, writes are not admitted by the
+    /// MutatingAdmissionPolicy, MutatingAdmissionWebhook,
+    /// ValidatingAdmissionPolicy, ValidatingAdmissionWebhook. Off, writes are not admitted by the
     /// cluster's webhooks or policies of that type.
     #[arg(long = "disable-admission-plugins", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(PLUGINS))]
     pub disabled: Vec<String>,

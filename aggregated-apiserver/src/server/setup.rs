@@ -11,10 +11,12 @@ use anyhow::Context as _;
 use crate::admission::metrics::AdmissionMetrics;
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
 use crate::admission::options::{
-    AdmissionOptions, MUTATING_ADMISSION_WEBHOOK, NAMESPACE_LIFECYCLE, VALIDATING_ADMISSION_POLICY,
-    VALIDATING_ADMISSION_WEBHOOK,
+    AdmissionOptions, MUTATING_ADMISSION_POLICY, MUTATING_ADMISSION_WEBHOOK, NAMESPACE_LIFECYCLE,
+    VALIDATING_ADMISSION_POLICY, VALIDATING_ADMISSION_WEBHOOK,
 };
-use crate::admission::policy::Policies;
+use crate::admission::policy::mutating::MutatingPolicies;
+use crate::admission::policy::params::ParamSources;
+use crate::admission::policy::validating::Policies;
 use crate::admission::webhook::authentication::WebhookAuthentication;
 use crate::admission::webhook::Webhooks;
 use crate::admission::{Admission, AdmissionPlugin};
@@ -174,13 +176,23 @@ impl Setup {
             let namespaces = self.namespace_lifecycle()?;
             let mutating = self.admission_options.enabled(MUTATING_ADMISSION_WEBHOOK);
             let validating = self.admission_options.enabled(VALIDATING_ADMISSION_WEBHOOK);
-            // kube's order: policies validate before webhooks do (the
-            // mutating step has no policies here: MutatingAdmissionPolicy
-            // is not served by kube before 1.34's beta).
+            // kube's order: mutating policies, then the webhooks' mutating
+            // step; validating policies before the webhooks' validating step.
             let mut plugins: Vec<Arc<dyn AdmissionPlugin>> = Vec::new();
+            let params = ParamSources::new(client.clone());
+            if self.admission_options.enabled(MUTATING_ADMISSION_POLICY) {
+                let policies = Arc::new(MutatingPolicies::start(client.clone(), params.clone(), namespaces.clone()));
+                let readiness = policies.clone();
+                self.ready_checks.push(Arc::new(FnCheck("mutating-admission-policies", move || readiness.readiness())));
+                plugins.push(policies);
+            }
             if self.admission_options.enabled(VALIDATING_ADMISSION_POLICY) {
-                let policies =
-                    Arc::new(Policies::start(client.clone(), namespaces.clone(), self.admission_metrics.clone()));
+                let policies = Arc::new(Policies::start(
+                    client.clone(),
+                    params,
+                    namespaces.clone(),
+                    self.admission_metrics.clone(),
+                ));
                 let readiness = policies.clone();
                 self.ready_checks.push(Arc::new(FnCheck("admission-policies", move || readiness.readiness())));
                 plugins.push(policies);

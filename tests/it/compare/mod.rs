@@ -8,4 +8,5 @@ mod apply;
 mod audit;
 mod cel;
 mod crd;
+mod mutating_policies;
 mod openapi;

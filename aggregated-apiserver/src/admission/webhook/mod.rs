@@ -15,7 +15,6 @@ pub mod client;
 pub mod review;
 pub mod source;
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -198,6 +197,33 @@ impl Webhooks {
         Some(internal_error(&message))
     }
 
+    /// The mutating webhooks, in order, once.
+    async fn mutate_pass(
+        &self,
+        hooks: &[Arc<Hook>],
+        is_reinvoke: bool,
+        attributes: &mut Attributes<'_>,
+    ) -> ApiResult<()> {
+        for (index, hook) in hooks.iter().enumerate() {
+            if !self.should_call(hook, attributes).await? {
+                continue;
+            }
+            // A webhook not called in the first pass is not called in the second.
+            if is_reinvoke && !attributes.reinvocation.webhooks.should_reinvoke(&hook.id) {
+                continue;
+            }
+            let changed = self.mutate_with(hook, index, usize::from(is_reinvoke), attributes).await?;
+            if changed {
+                attributes.reinvocation.webhooks.require_reinvoking_previously_invoked();
+                attributes.reinvocation.should_reinvoke = true;
+            }
+            if hook.reinvoke_if_needed {
+                attributes.reinvocation.webhooks.add_reinvocable(&hook.id);
+            }
+        }
+        Ok(())
+    }
+
     /// One mutating webhook: calls it and applies its patch. Whether the
     /// object changed.
     async fn mutate_with(
@@ -280,31 +306,16 @@ impl AdmissionPlugin for Webhooks {
         }
         self.ensure_ready(attributes)?;
         let hooks = self.source.hooks();
-        // kube's reinvocation: a webhook with reinvocationPolicy IfNeeded
-        // runs again, once, when a webhook after it changed the object.
-        let mut reinvocable_before: HashSet<&str> = HashSet::new();
-        let mut reinvoke: HashSet<&str> = HashSet::new();
-        for round in 0..2 {
-            for (index, hook) in hooks.mutating.iter().enumerate() {
-                if round == 1 && !reinvoke.contains(hook.id.as_str()) {
-                    continue;
-                }
-                if !self.should_call(hook, attributes).await? {
-                    continue;
-                }
-                let changed = self.mutate_with(hook, index, round, attributes).await?;
-                if changed {
-                    reinvoke.extend(reinvocable_before.drain());
-                }
-                if hook.reinvoke_if_needed {
-                    reinvocable_before.insert(hook.id.as_str());
-                }
-            }
-            if reinvoke.is_empty() {
-                break;
-            }
-        }
-        Ok(())
+        // kube's reinvocation (see [`crate::admission::reinvocation`]): in
+        // the second pass, only webhooks with reinvocationPolicy IfNeeded
+        // that ran before a change are called again.
+        let is_reinvoke = attributes.reinvocation.is_reinvoke;
+        let object = attributes.object.as_ref();
+        attributes.reinvocation.webhooks.begin(is_reinvoke, object);
+        let result = self.mutate_pass(&hooks.mutating, is_reinvoke, attributes).await;
+        let object = attributes.object.as_ref();
+        attributes.reinvocation.webhooks.end(object);
+        result
     }
 
     async fn validate(&self, attributes: &mut Attributes<'_>) -> ApiResult<()> {

@@ -79,7 +79,8 @@ pub(super) fn rewrite(e: &mut IdedExpr, allowed: bool) -> Result<(), String> {
                     expr: EntryExpr::MapEntry(MapEntryExpr { key, value: field.value, optional: field.optional }),
                 });
             }
-            let type_name = IdedExpr { id: e.id, expr: Expr::Literal(LiteralValue::String(s.type_name.clone().into())) };
+            let type_name =
+                IdedExpr { id: e.id, expr: Expr::Literal(LiteralValue::String(s.type_name.clone().into())) };
             let fields = IdedExpr { id: e.id, expr: Expr::Map(MapExpr { entries }) };
             e.expr = Expr::Call(CallExpr { func_name: CONSTRUCT.into(), target: None, args: vec![type_name, fields] });
             Ok(())
@@ -123,10 +124,9 @@ pub(super) fn construct(ftx: &FunctionContext, type_name: Arc<String>, fields: V
         if type_name.as_str() == JSON_PATCH {
             match name.as_str() {
                 "op" | "path" | "from" if !matches!(value, Value::String(_)) => {
-                    return Err(ftx.error(format!(
-                        "unexpected type {} for JSONPatchType '{name}' field",
-                        value.type_of()
-                    )))
+                    return Err(
+                        ftx.error(format!("unexpected type {} for JSONPatchType '{name}' field", value.type_of()))
+                    )
                 }
                 "op" | "path" | "from" | "value" => {}
                 other => return Err(ftx.error(format!("unexpected JSONPatchType field: {other}"))),
@@ -202,9 +202,9 @@ pub fn json_patch(value: &Value) -> Result<Vec<PatchOperation>, String> {
                     };
                     Some(to_json(v, &mut path).map_err(|e| match e.strip_prefix("type mismatch: ") {
                         Some(_) => e,
-                        None => format!(
-                            "JSONPath valueExpression evaluated to a type that could not marshal to JSON: {e}"
-                        ),
+                        None => {
+                            format!("JSONPath valueExpression evaluated to a type that could not marshal to JSON: {e}")
+                        }
                     })?)
                 }
             };
@@ -302,7 +302,10 @@ mod tests {
             json!({"spec": {"n": 1}}),
         )
         .unwrap();
-        assert_eq!(object_json(&v).unwrap(), json!({"metadata": {"labels": {"a": "b"}}, "spec": {"n": 2, "l": [1, 2]}}));
+        assert_eq!(
+            object_json(&v).unwrap(),
+            json!({"metadata": {"labels": {"a": "b"}}, "spec": {"n": 2, "l": [1, 2]}})
+        );
     }
 
     #[test]

@@ -17,20 +17,18 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause};
-use kube::api::DynamicObject;
-use kube::runtime::reflector::ObjectRef;
 use serde_json::{json, Map, Value};
 
-use self::source::{Binding, ParamSource, Policy, Source};
+use self::source::{Binding, Policy, Source};
 use crate::admission::expressions::Inputs;
 use crate::admission::matching::Request;
 use crate::admission::metrics::AdmissionMetrics;
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
+use crate::admission::policy::params::ParamSources;
 use crate::admission::webhook::review;
-use crate::admission::{matching, AdmissionPlugin, Attributes};
+use crate::admission::{AdmissionPlugin, Attributes};
 use crate::apimachinery::cel::{cel, Expression, MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, PER_CALL_LIMIT};
 use crate::apimachinery::errors::{details, ApiError, ApiResult};
-use crate::apimachinery::labels::LabelSelector;
 
 /// kube's cap on the audit annotation values a policy sets.
 const MAX_AUDIT_ANNOTATION_VALUE_LENGTH: usize = 10 * 1024;
@@ -40,6 +38,7 @@ const MAX_VALIDATION_FAILURES: usize = 50;
 /// The ValidatingAdmissionPolicies of a cluster.
 pub struct Policies {
     source: Arc<Source>,
+    params: Arc<ParamSources>,
     namespaces: Arc<NamespaceLifecycle>,
     metrics: Arc<AdmissionMetrics>,
 }
@@ -58,75 +57,17 @@ struct Decision<'p> {
 }
 
 impl Policies {
-    pub fn start(cluster: kube::Client, namespaces: Arc<NamespaceLifecycle>, metrics: Arc<AdmissionMetrics>) -> Self {
-        Self { source: Source::start(cluster), namespaces, metrics }
+    pub fn start(
+        cluster: kube::Client,
+        params: Arc<ParamSources>,
+        namespaces: Arc<NamespaceLifecycle>,
+        metrics: Arc<AdmissionMetrics>,
+    ) -> Self {
+        Self { source: Source::start(cluster, params.clone()), params, namespaces, metrics }
     }
 
     pub fn readiness(&self) -> Result<(), String> {
         self.source.readiness()
-    }
-
-    /// Whether the policy's constraints, and the binding's resources, name
-    /// this write.
-    async fn matches(&self, m: &source::Match, attributes: &Attributes<'_>) -> ApiResult<bool> {
-        Ok(m.rules_match(attributes)
-            && matching::namespace_matches(&self.namespaces, &m.namespace_selector, attributes).await?
-            && matching::object_matches(&m.object_selector, attributes)?)
-    }
-
-    /// The parameter objects a binding selects (kube's `CollectParams`):
-    /// `[None]` for a policy without parameters.
-    fn params(&self, policy: &Policy, binding: &Binding, namespace: &str) -> Result<Vec<Option<Value>>, String> {
-        let (Some(kind), Some(param_ref)) = (&policy.param_kind, &binding.param_ref) else {
-            return Ok(vec![None]);
-        };
-        let source = self.source.param_source(kind);
-        let found = source.found.lock().ok().and_then(|f| f.clone());
-        let Some((store, namespaced, resource)) =
-            found.filter(|_| source.synced.load(std::sync::atomic::Ordering::Acquire))
-        else {
-            return Err(param_error(&source));
-        };
-        let param_namespace = match param_ref.namespace.as_deref().filter(|n| !n.is_empty()) {
-            Some(_) if !namespaced => {
-                return Err("paramRef.namespace must not be provided for a cluster-scoped `paramKind`".into())
-            }
-            Some(ns) => ns.to_string(),
-            None if namespaced && namespace.is_empty() => {
-                return Err(
-                    "cannot use namespaced paramRef in policy binding that matches cluster-scoped resources".into()
-                )
-            }
-            None if namespaced => namespace.to_string(),
-            None => String::new(),
-        };
-        let to_json = |o: &DynamicObject| serde_json::to_value(o).ok();
-        let params: Vec<Option<Value>> =
-            match (param_ref.name.as_deref().filter(|n| !n.is_empty()), &param_ref.selector) {
-                (Some(_), Some(_)) => return Err("paramRef.name and paramRef.selector are mutually exclusive".into()),
-                (Some(name), None) => {
-                    let mut key = ObjectRef::new_with(name, resource);
-                    if namespaced {
-                        key = key.within(&param_namespace);
-                    }
-                    store.get(&key).and_then(|o| to_json(&o)).map(Some).into_iter().collect()
-                }
-                (None, Some(selector)) => {
-                    let selector = LabelSelector::from_api(selector)?;
-                    store
-                        .state()
-                        .iter()
-                        .filter(|o| !namespaced || o.metadata.namespace.as_deref() == Some(param_namespace.as_str()))
-                        .filter(|o| selector.matches(&o.metadata.labels.clone().unwrap_or_default()))
-                        .filter_map(|o| to_json(o).map(Some))
-                        .collect()
-                }
-                (None, None) => return Err("one of name or selector must be provided".into()),
-            };
-        if params.is_empty() && param_ref.parameter_not_found_action.as_deref() == Some("Deny") {
-            return Err("no params found for policy binding with `Deny` parameterNotFoundAction".into());
-        }
-        Ok(params)
     }
 
     /// Evaluates a policy for one binding and parameter: its denials (to
@@ -228,12 +169,6 @@ fn evaluate(compiled: &Result<Expression, String>, inputs: &Inputs<'_>) -> Resul
         .map_err(|e| format!("expression '{}' resulted in error: {e}", expression.source()))
 }
 
-fn param_error(source: &ParamSource) -> String {
-    source.error.lock().ok().and_then(|e| e.clone()).unwrap_or_else(|| {
-        format!("paramKind kind `{}, Kind={}` not yet synced to use for admission", source.api_version, source.kind)
-    })
-}
-
 /// kube's `reasonToCode`.
 fn reason_code(reason: &str) -> i32 {
     match reason {
@@ -268,16 +203,20 @@ impl AdmissionPlugin for Policies {
         let mut warnings = Vec::new();
         let mut annotations = Vec::new();
         for policy in policies.iter() {
-            if !self.matches(&policy.match_constraints, attributes).await? {
+            if !policy.match_constraints.matches(&self.namespaces, attributes).await? {
                 continue;
             }
             for binding in &policy.bindings {
                 if let Some(m) = &binding.match_resources {
-                    if !self.matches(m, attributes).await? {
+                    if !m.matches(&self.namespaces, attributes).await? {
                         continue;
                     }
                 }
-                let params = match self.params(policy, binding, attributes.namespace) {
+                let params = match self.params.collect(
+                    policy.param_kind.as_ref(),
+                    binding.param_ref.as_ref(),
+                    attributes.namespace,
+                ) {
                     Ok(params) => params,
                     Err(e) => {
                         if !policy.fail_open {

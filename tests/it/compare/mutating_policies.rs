@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::admission::{comparison, llama, uninstall, wait_until_refused};
+use super::admission::{
+    comparison, configuration, install, llama, uninstall, wait_until_refused, webhook_server, Hook,
+};
 use crate::common::compare::{Comparison, Step, CRD, CRD_GROUP, OURS, OUR_GROUP};
 
 const MERGE: &str = "application/merge-patch+json";
@@ -206,4 +208,55 @@ async fn mutating_admission_policies_mutate_as_for_the_crd() {
         uninstall(cmp.cp, "mutatingadmissionpolicybinding", &format!("{name}-binding"));
         uninstall(cmp.cp, "mutatingadmissionpolicy", name);
     }
+}
+
+#[tokio::test]
+async fn policies_are_reinvoked_after_a_webhook_changed_the_object_as_for_the_crd() {
+    let cmp = comparison("adm-mutating-reinvoke").await;
+    let ns = cmp.ns.clone();
+    let server = webhook_server().await;
+    // The policy runs first (kube's order) and notes the webhook's label; the
+    // webhook adds it afterwards, so the note is right only if the policy is
+    // reinvoked.
+    let items: Vec<Value> = policy(
+        "adm-map-notes",
+        &ns,
+        "notes",
+        json!({"reinvocationPolicy": "IfNeeded",
+               "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
+                   "Object{metadata: Object.metadata{annotations: {'farm.test/saw-webhook': 'mutated' in object.metadata.labels ? 'yes' : 'no'}}}"}}]}),
+        json!({}),
+    )
+    .into();
+    cmp.cp.apply(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string());
+    let name = "adm-map-reinvoke";
+    let yaml = configuration(
+        "MutatingWebhookConfiguration",
+        name,
+        &ns,
+        server,
+        &[Hook::new("label.farm.test", "/label").selecting(json!({"map": "notes"}))],
+    );
+    install(&cmp, server, &yaml, "/label", json!({"map": "notes"})).await;
+    wait_until_mutated(
+        &cmp,
+        llama("probe", json!({"map": "notes"})),
+        "/metadata/annotations/farm.test~1saw-webhook",
+        json!("yes"),
+    )
+    .await;
+    cmp.run(&[
+        Step::post("{llamas}").json(llama("noted", json!({"map": "notes"}))).expect(201),
+        Step::patch("{llamas}/noted")
+            .patch_body(
+                MERGE,
+                json!({"metadata": {"labels": {"mutated": null}, "annotations": {"farm.test/saw-webhook": null}}}),
+            )
+            .expect(200),
+    ])
+    .await
+    .assert_identical();
+    uninstall(cmp.cp, "mutatingwebhookconfiguration", name);
+    uninstall(cmp.cp, "mutatingadmissionpolicybinding", "adm-map-notes-binding");
+    uninstall(cmp.cp, "mutatingadmissionpolicy", "adm-map-notes");
 }

@@ -249,3 +249,19 @@ async fn webhooks_that_require_a_client_certificate_are_given_the_configured_one
         "{message}"
     );
 }
+
+/// A cluster that does not serve MutatingAdmissionPolicies (kube 1.34's
+/// default): the plugin asks discovery, finds none, and does not wait for a
+/// watch that would never list (the server would never be ready).
+#[tokio::test]
+async fn mutating_policies_stay_off_where_the_cluster_does_not_serve_them() {
+    let cp = ControlPlane::start_with(&[
+        "--feature-gates=MutatingAdmissionPolicy=false",
+        "--runtime-config=admissionregistration.k8s.io/v1beta1=false",
+    ]);
+    let server = Server::start_with_cluster(&[], Some(&cp.kubeconfig)).await;
+    let text = server.client.get(server.url("/readyz?verbose")).send().await.unwrap().text().await.unwrap();
+    assert!(text.contains("[+]mutating-admission-policies ok"), "{text}");
+    let log = std::fs::read_to_string(&server.log_file).unwrap();
+    assert!(log.contains("MutatingAdmissionPolicy stays off"), "{log}");
+}

@@ -159,11 +159,15 @@ impl Source {
     /// Asks discovery (until it answers) whether the cluster serves the
     /// policies, then watches them if it does.
     async fn discover_and_watch(self: Arc<Self>, client: Client) {
+        let not_served = || {
+            tracing::info!("the cluster does not serve {RESOURCE}.{GROUP_VERSION}: MutatingAdmissionPolicy stays off");
+            self.served.store(NOT_SERVED, Ordering::Release)
+        };
         loop {
             match client.list_api_group_resources(GROUP_VERSION).await {
                 Ok(list) if list.resources.iter().any(|r| r.name == RESOURCE) => break,
-                Ok(_) => return self.served.store(NOT_SERVED, Ordering::Release),
-                Err(kube::Error::Api(e)) if e.code == 404 => return self.served.store(NOT_SERVED, Ordering::Release),
+                Ok(_) => return not_served(),
+                Err(kube::Error::Api(e)) if e.code == 404 => return not_served(),
                 Err(e) => {
                     tracing::warn!(error = %e, "discovery of {GROUP_VERSION} failed; retrying");
                     tokio::time::sleep(Duration::from_secs(2)).await;

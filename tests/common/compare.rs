@@ -446,6 +446,16 @@ pub async fn crd_served(cp: &'static ControlPlane, client: &reqwest::Client) {
 
 impl Comparison {
     /// Both targets ready, in a namespace of this name (created if missing).
+    /// A comparison on a control plane of the test's own, where
+    /// farm-apiserver is registered and the Llama CRD installed (e.g. a
+    /// farm-apiserver that authenticates and authorizes its requests).
+    pub async fn on(cp: &'static ControlPlane, ns: &str) -> Comparison {
+        let client = admin_client(cp);
+        crd_served(cp, &client).await;
+        let ns = cluster::namespace(cp, ns);
+        Comparison { cp, ns, client, ignored: Vec::new() }
+    }
+
     pub async fn new(ns: &str) -> Comparison {
         let reg = cluster::shared().await;
         let cp = reg.cp;

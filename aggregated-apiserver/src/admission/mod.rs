@@ -10,6 +10,7 @@
 //! plugins of that order; the registry calls it at those two points.
 
 pub mod attributes;
+pub mod authorizer;
 pub mod expressions;
 pub mod match_conditions;
 pub mod matching;

@@ -99,7 +99,9 @@ impl App {
                 )
             }
         };
-        let mut served = Setup::new(&options.storage, &options.admission, metrics.admission(), cluster).await?;
+        let authorizer = guard.as_ref().map(|g| g.authz.clone());
+        let mut served =
+            Setup::new(&options.storage, &options.admission, metrics.admission(), cluster, authorizer).await?;
         serve(&mut served).await?;
         let registries = served.registries;
         for gauge in served.gauges {

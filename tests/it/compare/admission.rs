@@ -393,16 +393,21 @@ pub async fn wait_until_refused(cmp: &Comparison, probe: Value, code: u16, text:
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let mut refused = 0;
+        let mut answers = Vec::new();
         for target in [&crate::common::compare::CRD, &crate::common::compare::OURS] {
             let answer = cmp.send_one(target, &Step::post("{llamas}?dryRun=All").json(probe.clone())).await;
             if answer.code == code && answer.body["message"].as_str().is_some_and(|m| m.contains(text)) {
                 refused += 1;
             }
+            answers.push((answer.code, answer.body));
         }
         if refused == 2 {
             return;
         }
-        assert!(Instant::now() < deadline, "the policy did not take effect on both servers within 30 s");
+        assert!(
+            Instant::now() < deadline,
+            "the policy did not take effect on both servers within 30 s: the CRD and ours gave {answers:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }

@@ -6,7 +6,8 @@
 pub mod admission;
 mod apply;
 mod audit;
+mod authorizer;
 mod cel;
 mod crd;
-mod mutating_policies;
+pub mod mutating_policies;
 mod openapi;

@@ -18,7 +18,7 @@ const MERGE: &str = "application/merge-patch+json";
 
 /// Creates a dry-run probe on both groups until both show `expected` at
 /// `pointer`: policies take effect from a watch.
-async fn wait_until_mutated(cmp: &Comparison, probe: Value, pointer: &str, expected: Value) {
+pub async fn wait_until_mutated(cmp: &Comparison, probe: Value, pointer: &str, expected: Value) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let mut mutated = 0;
@@ -43,7 +43,7 @@ async fn wait_until_mutated(cmp: &Comparison, probe: Value, pointer: &str, expec
 
 /// A policy of `mutations` for Llamas of both groups in `ns` whose label
 /// `map` is `selector`, and its binding.
-fn policy(name: &str, ns: &str, selector: &str, spec: Value, binding: Value) -> [Value; 2] {
+pub fn policy(name: &str, ns: &str, selector: &str, spec: Value, binding: Value) -> [Value; 2] {
     let rules = json!([{"apiGroups": [OUR_GROUP, CRD_GROUP], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": ["llamas"]}]);
     let mut spec = spec;
     spec["matchConstraints"] = json!({

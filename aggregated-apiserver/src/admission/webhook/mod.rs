@@ -24,6 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use self::authentication::WebhookAuthentication;
 use self::client::Caller;
 use self::source::{Hook, Source};
+use crate::admission::authorizer::CelAuthorizer;
 use crate::admission::expressions::Inputs;
 use crate::admission::matching::Request;
 use crate::admission::metrics::{AdmissionMetrics, RejectionKind, ADMIT, VALIDATING};
@@ -44,6 +45,7 @@ pub struct Webhooks {
     caller: Caller,
     namespaces: Arc<NamespaceLifecycle>,
     metrics: Arc<AdmissionMetrics>,
+    authorizer: CelAuthorizer,
     /// Which of the two plugins are on (`--disable-admission-plugins`).
     mutating: bool,
     validating: bool,
@@ -67,9 +69,11 @@ impl Webhooks {
         mutating: bool,
         validating: bool,
         authentication: WebhookAuthentication,
+        authorizer: CelAuthorizer,
     ) -> Self {
         let source = Source::start(cluster.clone());
-        Self { source, caller: Caller::new(cluster, authentication), namespaces, metrics, mutating, validating }
+        let caller = Caller::new(cluster, authentication);
+        Self { source, caller, namespaces, metrics, authorizer, mutating, validating }
     }
 
     /// For /readyz: the configurations have been read.
@@ -101,6 +105,7 @@ impl Webhooks {
         if !hook.match_conditions.is_empty() {
             let request = review::request_value("", attributes);
             let null = serde_json::Value::Null;
+            let session = self.authorizer.session(attributes);
             let inputs = Inputs {
                 object: attributes.object.as_ref().unwrap_or(&null),
                 old_object: attributes.old_object.unwrap_or(&null),
@@ -108,8 +113,13 @@ impl Webhooks {
                 params: &null,
                 namespace_object: &null,
                 variables: &null,
+                authorizer: &session.value,
             };
-            return hook.match_conditions.matches(&inputs, hook.fail_open).map_err(|why| forbidden(attributes, &why));
+            let matched = self
+                .authorizer
+                .settle(attributes.user, &session.checks, || hook.match_conditions.matches(&inputs, hook.fail_open))
+                .await;
+            return matched.map_err(|why| forbidden(attributes, &why));
         }
         Ok(true)
     }

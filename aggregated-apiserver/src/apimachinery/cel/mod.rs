@@ -40,7 +40,8 @@
 //! kind, `DeclType::any()`), compile-time estimates are large: an
 //! environment can take `u64::MAX` as its limit and rely on the bound each
 //! evaluation takes from its values. Functions beyond kube's libraries (the
-//! `authorizer` of policies) would be registered with the others (`FUNCTIONS`).
+//! `authorizer` of admission, [`authz`]) are registered with the others
+//! (`FUNCTIONS`).
 //!
 //! **Differences from kube's CEL.** The `cel` crate is dynamically typed:
 //! compiling checks syntax, that every variable is declared and every field
@@ -54,6 +55,7 @@
 //! `value()`, `orValue()` and `optional.of/none` work, which is what an
 //! `optionalOldSelf` rule needs (`!oldSelf.hasValue() || ...`).
 
+pub mod authz;
 mod cost;
 pub mod decl;
 pub mod escape;
@@ -190,6 +192,7 @@ impl Env {
         names_used(&ast, &mut uses);
         let mut ast = ast;
         mutation::rewrite(&mut ast, self.mutation_types).map_err(CompileError::Undeclared)?;
+        authz::rewrite(&mut ast);
         Ok(Expression { source: source.to_string(), ast, max_cost, uses })
     }
 }
@@ -333,6 +336,7 @@ thread_local! {
         ctx.add_function("string", go_string);
         ctx.add_function("matches", cached_matches);
         ctx.add_function(mutation::CONSTRUCT, mutation::construct);
+        authz::register(&mut ctx);
         ctx
     };
 
@@ -373,7 +377,8 @@ fn cached_matches(
 }
 
 /// `string(x)` as cel-go converts: a double as Go's `%g` (`41`, `40.5`,
-/// `1e+06`), where the `cel` crate writes Rust's `1000000`. The argument is
+/// `1e+06`), where the `cel` crate writes Rust's `1000000`; a bool as
+/// `true`/`false`, which the crate refuses. The argument is
 /// taken with `Arguments`, which passes on its error (`no such key: x`):
 /// the crate's `This` turns any into `Missing argument or target`.
 fn go_string(ftx: &cel::FunctionContext, args: cel::extractors::Arguments) -> Result<cel::Value, ExecutionError> {
@@ -384,6 +389,8 @@ fn go_string(ftx: &cel::FunctionContext, args: cel::extractors::Arguments) -> Re
     };
     match value {
         cel::Value::Float(f) => Ok(cel::Value::String(std::sync::Arc::new(crate::apimachinery::gofmt::go_float(f)))),
+        // cel-go converts a bool; the crate does not.
+        cel::Value::Bool(b) => Ok(cel::Value::String(std::sync::Arc::new(b.to_string()))),
         other => cel::functions::string(ftx, cel::extractors::This(other)),
     }
 }

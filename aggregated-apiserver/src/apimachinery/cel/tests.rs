@@ -220,3 +220,11 @@ fn string_of_a_missing_field_fails_with_the_fields_error() {
     assert_eq!(err.to_string(), "no such key: missing");
     assert_eq!(eval("string(self.a) == '3'", json!({"a": 3})).unwrap(), cel::Value::Bool(true));
 }
+
+#[test]
+fn string_of_a_bool_is_its_name() {
+    assert_eq!(
+        eval("string(self.a == 3) + string(false)", json!({"a": 3})).unwrap(),
+        cel::Value::String("truefalse".to_string().into())
+    );
+}

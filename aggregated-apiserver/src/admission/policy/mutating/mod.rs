@@ -17,7 +17,8 @@
 //! What cannot be done (an expression in error, missing parameters, a patch
 //! that does not apply) refuses the write under `failurePolicy: Fail` with
 //! kube's 403 `policy 'p' with binding 'b' denied request: ...`, and is
-//! skipped under Ignore. kube's `authorizer` variable is not offered.
+//! skipped under Ignore. Expressions may check what the requesting user
+//! may do (`authorizer`, [`crate::admission::authorizer`]).
 
 pub mod source;
 
@@ -28,12 +29,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause};
 use serde_json::{Map, Value};
 
 use self::source::{Binding, PatchType, Policy, Source};
+use crate::admission::authorizer::CelAuthorizer;
 use crate::admission::expressions::Inputs;
 use crate::admission::matching::Request;
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
 use crate::admission::policy::params::ParamSources;
 use crate::admission::webhook::review;
 use crate::admission::{forbidden, AdmissionPlugin, Attributes, Operation};
+use crate::apimachinery::cel::authz::Checks;
 use crate::apimachinery::cel::mutation::{json_patch, object_json};
 use crate::apimachinery::cel::{cel, Expression, PER_CALL_LIMIT};
 use crate::apimachinery::errors::{ApiError, ApiResult};
@@ -46,16 +49,21 @@ pub struct MutatingPolicies {
     source: Arc<Source>,
     params: Arc<ParamSources>,
     namespaces: Arc<NamespaceLifecycle>,
+    authorizer: CelAuthorizer,
 }
 
 /// A policy applied with one binding and parameter (kube's
 /// `PolicyInvocation`), and the values its expressions read besides the object.
+#[derive(Clone, Copy)]
 struct Invocation<'a> {
     policy: &'a Policy,
     binding: &'a Binding,
     param: Option<&'a Value>,
     request: &'a Value,
     namespace_object: &'a Value,
+    authorizer: &'a cel::Value,
+    /// kube's reinvocation key: the policy, the binding and the parameter.
+    key: &'a str,
 }
 
 /// Why a policy could not be applied (kube's `PolicyError`).
@@ -70,8 +78,13 @@ struct PolicyError {
 }
 
 impl MutatingPolicies {
-    pub fn start(cluster: kube::Client, params: Arc<ParamSources>, namespaces: Arc<NamespaceLifecycle>) -> Self {
-        Self { source: Source::start(cluster, params.clone()), params, namespaces }
+    pub fn start(
+        cluster: kube::Client,
+        params: Arc<ParamSources>,
+        namespaces: Arc<NamespaceLifecycle>,
+        authorizer: CelAuthorizer,
+    ) -> Self {
+        Self { source: Source::start(cluster, params.clone()), params, namespaces, authorizer }
     }
 
     pub fn readiness(&self) -> Result<(), String> {
@@ -115,9 +128,14 @@ impl MutatingPolicies {
 
     /// One invocation (a policy, a binding, a parameter): its conditions,
     /// variables and mutations. Errors are the invocation's, to be judged
-    /// by the failure policy.
-    fn invoke(&self, invocation: Invocation<'_>, attributes: &mut Attributes<'_>, errors: &mut Vec<PolicyError>) {
-        let Invocation { policy, binding, param, request, namespace_object } = invocation;
+    /// by the failure policy. Whether its mutations ran.
+    fn invoke(
+        &self,
+        invocation: Invocation<'_>,
+        attributes: &mut Attributes<'_>,
+        errors: &mut Vec<PolicyError>,
+    ) -> bool {
+        let Invocation { policy, binding, param, request, namespace_object, authorizer, key } = invocation;
         let error = |message: String| PolicyError {
             policy: policy.name.clone(),
             binding: binding.name.clone(),
@@ -126,9 +144,6 @@ impl MutatingPolicies {
             fail_open: policy.fail_open,
         };
         let null = Value::Null;
-        let param_field = |name: &str| param.and_then(|p| p.get("metadata")?.get(name)?.as_str()).unwrap_or("");
-        // kube's reinvocation key: the policy, the binding and the parameter.
-        let key = format!("{}/{}/{}/{}", policy.name, binding.name, param_field("namespace"), param_field("name"));
         let object = attributes.object.clone();
         let old_object = attributes.old_object;
         let base = Inputs {
@@ -138,21 +153,27 @@ impl MutatingPolicies {
             params: param.unwrap_or(&null),
             namespace_object,
             variables: &null,
+            authorizer,
         };
         match policy.conditions.matches(&base, policy.fail_open) {
             Ok(true) => {}
-            Ok(false) => return,
-            Err(e) => return errors.push(error(e)),
+            Ok(false) => return false,
+            Err(e) => {
+                errors.push(error(e));
+                return false;
+            }
         }
-        if attributes.reinvocation.is_reinvoke && !attributes.reinvocation.policies.should_reinvoke(&key) {
-            return;
+        if attributes.reinvocation.is_reinvoke && !attributes.reinvocation.policies.should_reinvoke(key) {
+            return false;
         }
-        let before = attributes.object.clone();
         // The variables are computed once for the invocation, from the
         // object as it came (kube caches them for the invocation).
         let variables = match variables(policy, &base) {
             Ok(v) => v,
-            Err(e) => return errors.push(error(e)),
+            Err(e) => {
+                errors.push(error(e));
+                return true;
+            }
         };
         for mutation in &policy.mutations {
             // Each mutation sees the object as the ones before left it.
@@ -162,12 +183,38 @@ impl MutatingPolicies {
                 errors.push(error(e));
             }
         }
+        true
+    }
+
+    /// An invocation, evaluated again from the same object until its
+    /// authorization checks are answered; then its reinvocation noted.
+    async fn settle(
+        &self,
+        invocation: Invocation<'_>,
+        checks: &Checks,
+        attributes: &mut Attributes<'_>,
+        errors: &mut Vec<PolicyError>,
+    ) {
+        let user = attributes.user;
+        let before = attributes.object.clone();
+        let errors_before = errors.len();
+        let ran = self
+            .authorizer
+            .settle(user, checks, || {
+                attributes.object.clone_from(&before);
+                errors.truncate(errors_before);
+                self.invoke(invocation, attributes, errors)
+            })
+            .await;
+        if !ran {
+            return;
+        }
         if attributes.object != before {
             attributes.reinvocation.policies.require_reinvoking_previously_invoked();
             attributes.reinvocation.should_reinvoke = true;
         }
-        if policy.reinvoke_if_needed {
-            attributes.reinvocation.policies.add_reinvocable(&key);
+        if invocation.policy.reinvoke_if_needed {
+            attributes.reinvocation.policies.add_reinvocable(invocation.key);
         }
     }
 }
@@ -301,6 +348,7 @@ impl MutatingPolicies {
     ) -> ApiResult<()> {
         let mut request = None;
         let mut namespace_object = None;
+        let session = self.authorizer.session(attributes);
         for policy in policies {
             if !policy.match_constraints.matches(&self.namespaces, attributes).await? {
                 continue;
@@ -342,14 +390,19 @@ impl MutatingPolicies {
                 }
                 let null = Value::Null;
                 for param in &params {
+                    let param = param.as_ref();
+                    let field = |name: &str| param.and_then(|p| p.get("metadata")?.get(name)?.as_str()).unwrap_or("");
+                    let key = format!("{}/{}/{}/{}", policy.name, binding.name, field("namespace"), field("name"));
                     let invocation = Invocation {
                         policy,
                         binding,
-                        param: param.as_ref(),
+                        param,
                         request: request.as_ref().unwrap_or(&null),
                         namespace_object: namespace_object.as_ref().unwrap_or(&null),
+                        authorizer: &session.value,
+                        key: &key,
                     };
-                    self.invoke(invocation, attributes, errors);
+                    self.settle(invocation, &session.checks, attributes, errors).await;
                 }
             }
         }

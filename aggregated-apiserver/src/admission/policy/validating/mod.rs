@@ -20,6 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause};
 use serde_json::{json, Map, Value};
 
 use self::source::{Binding, Policy, Source};
+use crate::admission::authorizer::CelAuthorizer;
 use crate::admission::expressions::Inputs;
 use crate::admission::matching::Request;
 use crate::admission::metrics::AdmissionMetrics;
@@ -41,6 +42,7 @@ pub struct Policies {
     params: Arc<ParamSources>,
     namespaces: Arc<NamespaceLifecycle>,
     metrics: Arc<AdmissionMetrics>,
+    authorizer: CelAuthorizer,
 }
 
 /// What one validation (or a failure to evaluate) decided.
@@ -62,8 +64,9 @@ impl Policies {
         params: Arc<ParamSources>,
         namespaces: Arc<NamespaceLifecycle>,
         metrics: Arc<AdmissionMetrics>,
+        authorizer: CelAuthorizer,
     ) -> Self {
-        Self { source: Source::start(cluster, params.clone()), params, namespaces, metrics }
+        Self { source: Source::start(cluster, params.clone()), params, namespaces, metrics, authorizer }
     }
 
     pub fn readiness(&self) -> Result<(), String> {
@@ -202,6 +205,7 @@ impl AdmissionPlugin for Policies {
         let mut failures = Vec::new();
         let mut warnings = Vec::new();
         let mut annotations = Vec::new();
+        let session = self.authorizer.session(attributes);
         for policy in policies.iter() {
             if !policy.match_constraints.matches(&self.namespaces, attributes).await? {
                 continue;
@@ -249,8 +253,17 @@ impl AdmissionPlugin for Policies {
                         params: param.as_ref().unwrap_or(&null),
                         namespace_object: namespace_object.as_ref().unwrap_or(&null),
                         variables: &null,
+                        authorizer: &session.value,
                     };
-                    for (index, denial) in self.evaluate(policy, &inputs, &mut annotations) {
+                    let (denials, evaluated) = self
+                        .authorizer
+                        .settle(attributes.user, &session.checks, || {
+                            let mut evaluated = Vec::new();
+                            (self.evaluate(policy, &inputs, &mut evaluated), evaluated)
+                        })
+                        .await;
+                    annotations.extend(evaluated);
+                    for (index, denial) in denials {
                         let actions = &binding.actions;
                         self.metrics.observe_policy_check(&policy.name, &binding.name, actions);
                         if actions.iter().any(|a| a == "Warn") {

@@ -74,7 +74,7 @@ impl Policy {
             || self.audit_annotations.iter().any(|(_, e)| reads(e))
     }
 
-    fn compile(policy: &ValidatingAdmissionPolicy, bindings: Vec<Binding>, env: &Env) -> Self {
+    fn compile(policy: &ValidatingAdmissionPolicy, bindings: Vec<Binding>, env: &Env, message_env: &Env) -> Self {
         let spec = policy.spec.clone().unwrap_or_default();
         let mut compiled = Self {
             name: policy.metadata.name.clone().unwrap_or_default(),
@@ -91,7 +91,7 @@ impl Policy {
                     source: v.expression.clone(),
                     expression: compile(env, &v.expression),
                     message: v.message.clone(),
-                    message_expression: v.message_expression.as_deref().map(|m| compile(env, m)),
+                    message_expression: v.message_expression.as_deref().map(|m| compile(message_env, m)),
                     reason: v.reason.clone(),
                 })
                 .collect(),
@@ -153,6 +153,7 @@ impl Source {
 
     fn rebuild(self: &Arc<Self>, stores: &Stores) {
         let env = expressions::policy_env();
+        let message_env = expressions::policy_message_env();
         let mut by_policy: HashMap<String, Vec<Binding>> = HashMap::new();
         let mut bindings = stores.1.state();
         bindings.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
@@ -172,7 +173,7 @@ impl Source {
             .iter()
             .filter_map(|p| {
                 let bindings = by_policy.remove(p.metadata.name.as_deref().unwrap_or(""))?;
-                Some(Arc::new(Policy::compile(p, bindings, &env)))
+                Some(Arc::new(Policy::compile(p, bindings, &env, &message_env)))
             })
             .collect();
         for policy in &compiled {

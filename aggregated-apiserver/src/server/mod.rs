@@ -74,6 +74,8 @@ impl App {
         shutdown: CancellationToken,
         serve: impl AsyncFnOnce(&mut Setup) -> anyhow::Result<()>,
     ) -> anyhow::Result<Arc<Self>> {
+        // Flags kube would refuse stop the server before it starts anything.
+        options.admission.validate()?;
         // First, so that a policy that does not read stops the server before
         // it connects to anything.
         let metrics = Arc::new(Metrics::new(identity.name));

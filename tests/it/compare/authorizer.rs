@@ -1,13 +1,14 @@
 //! The `authorizer` of admission expressions, side by side: the same
-//! validating and mutating policies, which ask what the requesting user (or
-//! a service account) may do, bound to both groups. kube-apiserver answers
+//! validating and mutating policies and webhook match conditions, which ask
+//! what the requesting user (or a service account) may do, bound to both
+//! groups. kube-apiserver answers
 //! their checks for the Llama CRD, farm-apiserver (through its
 //! SubjectAccessReviews) for its Llamas: the same users get the same codes,
 //! messages and mutated objects.
 
 use serde_json::json;
 
-use super::admission::{llama, uninstall, wait_until_refused};
+use super::admission::{configuration, install, llama, uninstall, wait_until_refused, webhook_server, Hook};
 use super::mutating_policies::{policy, wait_until_mutated};
 use crate::common::cluster::{self, ControlPlane};
 use crate::common::compare::{Comparison, Step, CRD_GROUP, OUR_GROUP};
@@ -87,6 +88,12 @@ async fn policies_ask_the_authorizer_as_for_the_crd() {
         json!("true"),
     )
     .await;
+    // A webhook called only for writers who may list secrets anywhere.
+    let server = webhook_server().await;
+    let mut hook = Hook::new("authz.farm.test", "/deny").selecting(json!({"authz": "webhook"}));
+    hook.conditions = vec![("may-list-secrets", "authorizer.group('').resource('secrets').check('list').allowed()")];
+    let webhooks = configuration("ValidatingWebhookConfiguration", "adm-authz-webhook", &ns, server, &[hook]);
+    install(&cmp, server, &webhooks, "/deny", json!({"authz": "webhook"})).await;
     let as_user = |step: Step| step.header("Impersonate-User", USER);
     cmp.run(&[
         Step::post("{llamas}").json(llama("by-admin", json!({"authz": "secrets"}))).expect(201),
@@ -99,9 +106,12 @@ async fn policies_ask_the_authorizer_as_for_the_crd() {
                 .patch_body("application/merge-patch+json", json!({"metadata": {"labels": {"touched": "yes"}}})),
         )
         .expect(200),
+        Step::post("{llamas}").json(llama("hooked-by-admin", json!({"authz": "webhook"}))).expect(403),
+        as_user(Step::post("{llamas}").json(llama("hooked-by-user", json!({"authz": "webhook"})))).expect(201),
     ])
     .await
     .assert_identical();
+    uninstall(cmp.cp, "validatingwebhookconfiguration", "adm-authz-webhook");
     for (kind, name) in [
         ("validatingadmissionpolicybinding", "adm-authz-secrets-binding"),
         ("validatingadmissionpolicybinding", "adm-authz-sa-binding"),

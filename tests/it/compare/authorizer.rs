@@ -1,10 +1,9 @@
 //! The `authorizer` of admission expressions, side by side: the same
 //! validating and mutating policies and webhook match conditions, which ask
 //! what the requesting user (or a service account) may do, bound to both
-//! groups. kube-apiserver answers
-//! their checks for the Llama CRD, farm-apiserver (through its
-//! SubjectAccessReviews) for its Llamas: the same users get the same codes,
-//! messages and mutated objects.
+//! groups. kube-apiserver answers their checks for the Llama CRD,
+//! farm-apiserver (through its SubjectAccessReviews) for its Llamas: the
+//! same users get the same codes, messages and mutated objects.
 
 use serde_json::json;
 

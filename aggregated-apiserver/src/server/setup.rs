@@ -200,6 +200,7 @@ impl Setup {
                     params.clone(),
                     namespaces.clone(),
                     self.cel_authorizer.clone(),
+                    self.admission_metrics.clone(),
                 ));
                 let readiness = policies.clone();
                 self.ready_checks.push(Arc::new(FnCheck("mutating-admission-policies", move || readiness.readiness())));

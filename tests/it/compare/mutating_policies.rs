@@ -194,6 +194,17 @@ async fn mutating_admission_policies_mutate_as_for_the_crd() {
     ])
     .await
     .assert_identical();
+    // Each mutation is counted under kube's metric names.
+    let registered = crate::common::cluster::shared().await;
+    let direct = crate::common::client_trusting(&registered.server.ca_file).unwrap();
+    let metrics = direct.get(registered.server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    for expected in [
+        "apiserver_mutating_admission_policy_check_total{policy=\"adm-map-patch\",policy_binding=\"adm-map-patch-binding\",error_type=\"no_error\"}",
+        "apiserver_mutating_admission_policy_check_total{policy=\"adm-map-fail\",policy_binding=\"adm-map-fail-binding\",error_type=\"invalid_error\"}",
+        "apiserver_mutating_admission_policy_check_duration_seconds_count{policy=\"adm-map-apply\",policy_binding=\"adm-map-apply-binding\",error_type=\"no_error\"}",
+    ] {
+        assert!(metrics.contains(expected), "{expected} in\n{metrics}");
+    }
     for name in [
         "adm-map-patch",
         "adm-map-apply",

@@ -23,6 +23,7 @@
 pub mod source;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause};
@@ -32,13 +33,14 @@ use self::source::{Binding, PatchType, Policy, Source};
 use crate::admission::authorizer::CelAuthorizer;
 use crate::admission::expressions::Inputs;
 use crate::admission::matching::Request;
+use crate::admission::metrics::{AdmissionMetrics, MutationOutcome};
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
 use crate::admission::policy::params::ParamSources;
 use crate::admission::webhook::review;
 use crate::admission::{forbidden, AdmissionPlugin, Attributes, Operation};
 use crate::apimachinery::cel::authz::Checks;
 use crate::apimachinery::cel::mutation::{json_patch, object_json};
-use crate::apimachinery::cel::{cel, Expression, PER_CALL_LIMIT};
+use crate::apimachinery::cel::{cel, EvalError, Expression, PER_CALL_LIMIT};
 use crate::apimachinery::errors::{ApiError, ApiResult};
 use crate::apimachinery::serializer::BodyType;
 use crate::apimachinery::typed;
@@ -50,6 +52,7 @@ pub struct MutatingPolicies {
     params: Arc<ParamSources>,
     namespaces: Arc<NamespaceLifecycle>,
     authorizer: CelAuthorizer,
+    metrics: Arc<AdmissionMetrics>,
 }
 
 /// A policy applied with one binding and parameter (kube's
@@ -83,8 +86,9 @@ impl MutatingPolicies {
         params: Arc<ParamSources>,
         namespaces: Arc<NamespaceLifecycle>,
         authorizer: CelAuthorizer,
+        metrics: Arc<AdmissionMetrics>,
     ) -> Self {
-        Self { source: Source::start(cluster, params.clone()), params, namespaces, authorizer }
+        Self { source: Source::start(cluster, params.clone()), params, namespaces, authorizer, metrics }
     }
 
     pub fn readiness(&self) -> Result<(), String> {
@@ -98,19 +102,27 @@ impl MutatingPolicies {
         expression: &Result<Expression, String>,
         inputs: &Inputs<'_>,
         attributes: &mut Attributes<'_>,
-    ) -> Result<(), String> {
-        let expression = expression.as_ref().map_err(Clone::clone)?;
-        let value = expression
-            .evaluate(&inputs.activation(), PER_CALL_LIMIT)
-            .map(|out| out.value)
-            .map_err(|e| format!("expression '{}' resulted in error: {e}", expression.source()))?;
+    ) -> Result<(), (MutationOutcome, String)> {
+        let expression = expression.as_ref().map_err(|e| (MutationOutcome::CompileError, e.clone()))?;
+        let value = expression.evaluate(&inputs.activation(), PER_CALL_LIMIT).map(|out| out.value).map_err(|e| {
+            let outcome = match e {
+                EvalError::CostLimitExceeded { .. } => MutationOutcome::OutOfBudget,
+                EvalError::Failed { .. } => MutationOutcome::Invalid,
+            };
+            (outcome, format!("expression '{}' resulted in error: {e}", expression.source()))
+        })?;
+        self.patch(patch_type, &value, attributes).map_err(|e| (MutationOutcome::Invalid, e))
+    }
+
+    /// Changes `attributes.object` as a mutation's value says.
+    fn patch(&self, patch_type: PatchType, value: &cel::Value, attributes: &mut Attributes<'_>) -> Result<(), String> {
         let Some(object) = attributes.object.as_ref() else {
             return Ok(());
         };
         let patched = match patch_type {
-            PatchType::JsonPatch => apply_json_patch(&value, object)?,
+            PatchType::JsonPatch => apply_json_patch(value, object)?,
             PatchType::ApplyConfiguration => {
-                let config = object_json(&value)?;
+                let config = object_json(value)?;
                 let atomics = typed::atomics(&config, attributes.shape);
                 if !atomics.is_empty() {
                     return Err(format!(
@@ -134,6 +146,7 @@ impl MutatingPolicies {
         invocation: Invocation<'_>,
         attributes: &mut Attributes<'_>,
         errors: &mut Vec<PolicyError>,
+        observed: &mut Vec<(MutationOutcome, Duration)>,
     ) -> bool {
         let Invocation { policy, binding, param, request, namespace_object, authorizer, key } = invocation;
         let error = |message: String| PolicyError {
@@ -179,9 +192,15 @@ impl MutatingPolicies {
             // Each mutation sees the object as the ones before left it.
             let current = attributes.object.clone();
             let inputs = Inputs { object: current.as_ref().unwrap_or(&null), variables: &variables, ..base };
-            if let Err(e) = self.apply(mutation.patch_type, &mutation.expression, &inputs, attributes) {
-                errors.push(error(e));
-            }
+            let started = Instant::now();
+            let outcome = match self.apply(mutation.patch_type, &mutation.expression, &inputs, attributes) {
+                Ok(()) => MutationOutcome::Applied,
+                Err((outcome, e)) => {
+                    errors.push(error(e));
+                    outcome
+                }
+            };
+            observed.push((outcome, started.elapsed()));
         }
         true
     }
@@ -198,14 +217,19 @@ impl MutatingPolicies {
         let user = attributes.user;
         let before = attributes.object.clone();
         let errors_before = errors.len();
+        let mut observed = Vec::new();
         let ran = self
             .authorizer
             .settle(user, checks, || {
                 attributes.object.clone_from(&before);
                 errors.truncate(errors_before);
-                self.invoke(invocation, attributes, errors)
+                observed.clear();
+                self.invoke(invocation, attributes, errors, &mut observed)
             })
             .await;
+        for (outcome, elapsed) in observed {
+            self.metrics.observe_mutation(&invocation.policy.name, &invocation.binding.name, outcome, elapsed);
+        }
         if !ran {
             return;
         }

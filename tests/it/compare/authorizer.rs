@@ -11,7 +11,6 @@ use super::admission::{configuration, install, llama, uninstall, wait_until_refu
 use super::mutating_policies::{policy, wait_until_mutated};
 use crate::common::cluster::{self, ControlPlane};
 use crate::common::compare::{Comparison, Step, CRD_GROUP, OUR_GROUP};
-use crate::common::crd;
 
 /// A user who may do anything with Llamas in the namespace, and nothing else.
 const USER: &str = "cel-user";
@@ -23,7 +22,6 @@ async fn policies_ask_the_authorizer_as_for_the_crd() {
     // plane of its own, kept for the rest of the test process.
     let cp: &'static ControlPlane = Box::leak(Box::new(ControlPlane::start()));
     let _registered = cluster::register_on(cp, &["--authentication", "delegated"]).await;
-    crd::install_llama_crd(cp, CRD_GROUP).unwrap_or_else(|e| panic!("{e}"));
     let cmp = Comparison::on(cp, "adm-authorizer")
         .await
         .ignoring("/metadata/managedFields", "field ownership is compared in compare::apply");

@@ -372,7 +372,8 @@ impl MutatingPolicies {
     ) -> ApiResult<()> {
         let mut request = None;
         let mut namespace_object = None;
-        let session = self.authorizer.session(attributes);
+        // Made for the first policy that applies: most writes meet none.
+        let mut session = None;
         for policy in policies {
             if !policy.match_constraints.matches(&self.namespaces, attributes).await? {
                 continue;
@@ -413,6 +414,7 @@ impl MutatingPolicies {
                     });
                 }
                 let null = Value::Null;
+                let session = &*session.get_or_insert_with(|| self.authorizer.session(attributes));
                 for param in &params {
                     let param = param.as_ref();
                     let field = |name: &str| param.and_then(|p| p.get("metadata")?.get(name)?.as_str()).unwrap_or("");

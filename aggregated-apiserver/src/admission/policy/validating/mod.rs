@@ -205,7 +205,8 @@ impl AdmissionPlugin for Policies {
         let mut failures = Vec::new();
         let mut warnings = Vec::new();
         let mut annotations = Vec::new();
-        let session = self.authorizer.session(attributes);
+        // Made for the first policy that applies: most writes meet none.
+        let mut session = None;
         for policy in policies.iter() {
             if !policy.match_constraints.matches(&self.namespaces, attributes).await? {
                 continue;
@@ -245,6 +246,7 @@ impl AdmissionPlugin for Policies {
                         },
                     });
                 }
+                let session = &*session.get_or_insert_with(|| self.authorizer.session(attributes));
                 for param in &params {
                     let inputs = Inputs {
                         object: attributes.object.as_ref().unwrap_or(&null),

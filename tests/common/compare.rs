@@ -430,22 +430,40 @@ pub async fn crd_served(cp: &'static ControlPlane, client: &reqwest::Client) {
     INSTALLED
         .get_or_init(|| async {
             super::crd::install_llama_crd(cp, CRD_GROUP).unwrap_or_else(|e| panic!("{e}"));
-            let url = format!("{}/apis/{CRD_GROUP}/{VERSION}/llamas", cp.server);
-            let deadline = Instant::now() + Duration::from_secs(60);
-            loop {
-                let code = client.get(&url).send().await.map(|r| r.status().as_u16()).unwrap_or(0);
-                if code == 200 {
-                    return;
-                }
-                assert!(Instant::now() < deadline, "the Llama CRD is not served: GET {url} answers {code}");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+            wait_crd_served(cp, client).await;
         })
         .await;
 }
 
+/// Waits until `cp` serves the Llama CRD (installed).
+async fn wait_crd_served(cp: &ControlPlane, client: &reqwest::Client) {
+    let url = format!("{}/apis/{CRD_GROUP}/{VERSION}/llamas", cp.server);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let code = client.get(&url).send().await.map(|r| r.status().as_u16()).unwrap_or(0);
+        if code == 200 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the Llama CRD is not served: GET {url} answers {code}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 impl Comparison {
     /// Both targets ready, in a namespace of this name (created if missing).
+    /// A comparison on a control plane of the test's own, where
+    /// farm-apiserver is registered (e.g. one that authenticates and
+    /// authorizes its requests); the Llama CRD is installed there.
+    /// ([`crd_served`] is the shared control plane's: it installs once a
+    /// process.)
+    pub async fn on(cp: &'static ControlPlane, ns: &str) -> Comparison {
+        let client = admin_client(cp);
+        super::crd::install_llama_crd(cp, CRD_GROUP).unwrap_or_else(|e| panic!("{e}"));
+        wait_crd_served(cp, &client).await;
+        let ns = cluster::namespace(cp, ns);
+        Comparison { cp, ns, client, ignored: Vec::new() }
+    }
+
     pub async fn new(ns: &str) -> Comparison {
         let reg = cluster::shared().await;
         let cp = reg.cp;

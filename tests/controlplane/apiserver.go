@@ -52,6 +52,12 @@ func newAPIServer(ctx context.Context, listener net.Listener, p paths, etcdEndpo
 		// EndpointSlices may not hold loopback addresses, so the lease
 		// reconciler would only log errors for 127.0.0.1.
 		"--endpoint-reconciler-type=none",
+		// MutatingAdmissionPolicy is beta and off by default in kube 1.34:
+		// served here so that farm-apiserver's policy plugin, which runs
+		// only where the cluster serves the v1beta1 resources, is tested
+		// against kube-apiserver's own for the Llama CRD.
+		"--feature-gates=MutatingAdmissionPolicy=true",
+		"--runtime-config=admissionregistration.k8s.io/v1beta1=true",
 	}
 	args = append(args, extraArgs...)
 	if err := fs.Parse(args); err != nil {

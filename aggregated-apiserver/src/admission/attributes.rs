@@ -4,7 +4,9 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::admission::reinvocation::Reinvocation;
 use crate::apimachinery::options::{DeleteOptions, FieldValidation, WriteOptions};
+use crate::apimachinery::typed::Shape;
 use crate::audit::context::AuditContext;
 use crate::auth::authn::UserInfo;
 use crate::registry::kind::Names;
@@ -62,6 +64,11 @@ pub struct Attributes<'a> {
     pub warnings: Vec<String>,
     /// Audit annotations the plugins added (`<webhook name>/<key>` = value).
     pub audit_annotations: Vec<(String, String)>,
+    /// The kind's shape, for merging an apply configuration (a
+    /// MutatingAdmissionPolicy's `ApplyConfiguration`).
+    pub shape: &'a Shape,
+    /// What the mutating plugins ran, for their reinvocation.
+    pub reinvocation: Reinvocation,
 }
 
 impl Attributes<'_> {

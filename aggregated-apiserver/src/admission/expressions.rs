@@ -2,12 +2,13 @@
 //! webhook `matchConditions` and ValidatingAdmissionPolicy expressions see,
 //! and the values bound to it for one write. `object` and `oldObject` are
 //! null when absent, `request` is the AdmissionRequest a webhook would be
-//! sent; policies add `params`, `namespaceObject` and `variables`. kube's
-//! `authorizer` is not offered: an expression using it does not compile.
+//! sent, `authorizer` checks what the requesting user may do
+//! ([`crate::admission::authorizer`]); policies add `params`,
+//! `namespaceObject` and `variables`.
 
 use serde_json::Value;
 
-use crate::apimachinery::cel::{Activation, DeclType, Env};
+use crate::apimachinery::cel::{cel, Activation, DeclType, Env};
 
 /// The environment of webhook match conditions. No cost limit at compile
 /// time, as kube's: the objects are untyped, so any estimate is the worst
@@ -15,15 +16,25 @@ use crate::apimachinery::cel::{Activation, DeclType, Env};
 /// hand instead (kube's runtime limit, `operation cancelled: actual cost
 /// limit exceeded`).
 pub fn webhook_env() -> Env {
+    request_env().variable("authorizer", DeclType::any())
+}
+
+fn request_env() -> Env {
     Env::new(u64::MAX)
         .variable("object", DeclType::any())
         .variable("oldObject", DeclType::any())
         .variable("request", DeclType::any())
 }
 
-/// The environment of a ValidatingAdmissionPolicy's expressions.
+/// The environment of an admission policy's expressions.
 pub fn policy_env() -> Env {
-    webhook_env()
+    policy_message_env().variable("authorizer", DeclType::any())
+}
+
+/// The environment of a validation's `messageExpression`: kube offers it
+/// no `authorizer`.
+pub fn policy_message_env() -> Env {
+    request_env()
         .variable("params", DeclType::any())
         .variable("namespaceObject", DeclType::any())
         .variable("variables", DeclType::any())
@@ -38,6 +49,8 @@ pub struct Inputs<'a> {
     pub namespace_object: &'a Value,
     /// The policy's variables computed so far, by name.
     pub variables: &'a Value,
+    /// The `authorizer` of the write's session.
+    pub authorizer: &'a cel::Value,
 }
 
 /// The declared type every admission variable has.
@@ -52,5 +65,6 @@ impl<'a> Inputs<'a> {
             .json("params", self.params, &ANY)
             .json("namespaceObject", self.namespace_object, &ANY)
             .json("variables", self.variables, &ANY)
+            .cel("authorizer", self.authorizer.clone(), DeclType::Null)
     }
 }

@@ -49,6 +49,41 @@ struct PolicyCheckLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MutationLabels {
+    policy: String,
+    policy_binding: String,
+    error_type: &'static str,
+}
+
+/// How a MutatingAdmissionPolicy's mutation ended (kube's `error_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MutationOutcome {
+    Applied,
+    /// Its expression did not compile.
+    CompileError,
+    /// Its expression would pass the cost limit.
+    OutOfBudget,
+    /// Anything else: an expression in error, a patch that does not apply.
+    Invalid,
+}
+
+impl MutationOutcome {
+    fn label(self) -> &'static str {
+        match self {
+            MutationOutcome::Applied => "no_error",
+            MutationOutcome::CompileError => "compile_error",
+            MutationOutcome::OutOfBudget => "out_of_budget",
+            MutationOutcome::Invalid => "invalid_error",
+        }
+    }
+}
+
+fn mutation_histogram() -> Histogram {
+    // kube's buckets for a mutation's latency.
+    Histogram::new([0.0000005, 0.001, 0.01, 0.1, 1.0])
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FailOpenLabels {
     name: String,
     r#type: &'static str,
@@ -89,6 +124,8 @@ pub struct AdmissionMetrics {
     rejections: Family<RejectionLabels, Counter>,
     fail_open: Family<FailOpenLabels, Counter>,
     policy_checks: Family<PolicyCheckLabels, Counter>,
+    mutations: Family<MutationLabels, Counter>,
+    mutation_duration: Family<MutationLabels, Histogram, fn() -> Histogram>,
 }
 
 impl Default for AdmissionMetrics {
@@ -99,6 +136,8 @@ impl Default for AdmissionMetrics {
             rejections: Family::default(),
             fail_open: Family::default(),
             policy_checks: Family::default(),
+            mutations: Family::default(),
+            mutation_duration: Family::new_with_constructor(mutation_histogram),
         }
     }
 }
@@ -130,6 +169,16 @@ impl AdmissionMetrics {
             "apiserver_validating_admission_policy_check",
             "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken",
             self.policy_checks.clone(),
+        );
+        registry.register(
+            "apiserver_mutating_admission_policy_check",
+            "Mutation admission policy check total, labeled by policy and further identified by binding.",
+            self.mutations.clone(),
+        );
+        registry.register(
+            "apiserver_mutating_admission_policy_check_duration_seconds",
+            "Mutation admission latency for individual mutation expressions in seconds, labeled by policy and binding.",
+            self.mutation_duration.clone(),
         );
     }
 
@@ -174,6 +223,17 @@ impl AdmissionMetrics {
 }
 
 impl AdmissionMetrics {
+    /// One mutation of a MutatingAdmissionPolicy under a binding.
+    pub fn observe_mutation(&self, policy: &str, binding: &str, outcome: MutationOutcome, elapsed: Duration) {
+        let labels = MutationLabels {
+            policy: policy.to_string(),
+            policy_binding: binding.to_string(),
+            error_type: outcome.label(),
+        };
+        self.mutations.get_or_create(&labels).inc();
+        self.mutation_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
+    }
+
     /// A validation of a policy failed under a binding: counted once per
     /// action the binding takes (`deny`, `warn`, `audit`).
     pub fn observe_policy_check(&self, policy: &str, binding: &str, actions: &[String]) {

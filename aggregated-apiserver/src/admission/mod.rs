@@ -10,6 +10,7 @@
 //! plugins of that order; the registry calls it at those two points.
 
 pub mod attributes;
+pub mod authorizer;
 pub mod expressions;
 pub mod match_conditions;
 pub mod matching;
@@ -17,6 +18,7 @@ pub mod metrics;
 pub mod namespace_lifecycle;
 pub mod options;
 pub mod policy;
+pub mod reinvocation;
 pub mod watch;
 pub mod webhook;
 
@@ -78,8 +80,18 @@ impl Admission {
         self.plugins.iter().any(|p| p.may_act(request))
     }
 
-    /// The mutating step; a refusal carries the warnings given so far.
+    /// The mutating step; a refusal carries the warnings given so far. A
+    /// second pass follows when a plugin asks for one ([`reinvocation`]).
     pub async fn mutate(&self, attributes: &mut Attributes<'_>) -> ApiResult<()> {
+        self.mutate_pass(attributes).await?;
+        if attributes.reinvocation.should_reinvoke {
+            attributes.reinvocation.is_reinvoke = true;
+            self.mutate_pass(attributes).await?;
+        }
+        Ok(())
+    }
+
+    async fn mutate_pass(&self, attributes: &mut Attributes<'_>) -> ApiResult<()> {
         for plugin in &self.plugins {
             let result = plugin.mutate(attributes).await;
             attributes.flush_audit_annotations();

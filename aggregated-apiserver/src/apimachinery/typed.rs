@@ -448,6 +448,48 @@ fn merge_list(
     Ok(out)
 }
 
+/// Where an apply configuration sets an atomic map or list, by path
+/// (`.spec.tags`): structured-merge-diff's `findAtomics`, which a
+/// MutatingAdmissionPolicy's ApplyConfiguration may not touch (setting part
+/// of an atomic value would drop the rest of it). Only declared fields are
+/// followed, as there; lists without a list type are atomic.
+pub fn atomics(config: &Value, shape: &Shape) -> Vec<String> {
+    let mut out = Vec::new();
+    find_atomics(config, shape, &mut String::new(), &mut out, 0);
+    out
+}
+
+fn find_atomics(v: &Value, shape: &Shape, path: &mut String, out: &mut Vec<String>, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    match (v, shape) {
+        (Value::Object(_) | Value::Array(_), Shape::Atomic) | (Value::Array(_), Shape::Deduced) => {
+            out.push(path.clone())
+        }
+        (Value::Object(m), Shape::Map { fields, .. }) => {
+            for (k, x) in m {
+                if let Some(field) = fields.get(k) {
+                    let len = path.len();
+                    path.push('.');
+                    path.push_str(k);
+                    find_atomics(x, field, path, out, depth + 1);
+                    path.truncate(len);
+                }
+            }
+        }
+        (Value::Array(items), Shape::List { elem, .. }) => {
+            for (i, x) in items.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                find_atomics(x, elem, path, out, depth + 1);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Removes the set's member paths from the object (fields, map keys, list items).
 pub fn remove(obj: &mut Value, set: &FieldSet, shape: &Shape) -> Result<(), String> {
     remove_node(obj, set, shape, 0)
@@ -557,6 +599,17 @@ mod tests {
                 }}
             }
         }))
+    }
+
+    #[test]
+    fn atomics_are_found_where_a_configuration_sets_them() {
+        let config = json!({
+            "metadata": {"labels": {"a": "b"}, "finalizers": ["x"]},
+            "spec": {"weight": 1, "tags": ["a"], "ports": [80], "undeclared": ["kept out"]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        });
+        assert_eq!(atomics(&config, &shape()), vec![".spec.tags".to_string()]);
+        assert!(atomics(&json!({"spec": {"weight": 2}}), &shape()).is_empty());
     }
 
     #[test]

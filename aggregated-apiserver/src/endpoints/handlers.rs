@@ -297,16 +297,26 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
             }
             let wopts = write_options(&query, WriteVerb::Patch, &parts.headers)?;
             let body = read_body(body, res.settings.max_body_bytes).await?;
-            // Parsing costs what reading did; what applying costs depends on
-            // the operations too (copies add up to 3 MiB).
-            let patch = Patch::parse(body_type, &body)?;
-            apart(heavy::run_async(reg.write_work(body.len() + patch.growth_bytes()), async {
+            let patch_and_answer = async |patch: &Patch| {
                 write_response(
-                    reg.patch(ns, name, part, &patch, &wopts, user).await?,
+                    reg.patch(ns, name, part, patch, &wopts, user).await?,
                     negotiation::plain_encoding(accept),
                 )
-            }))
-            .await
+            };
+            // A large body is parsed in the turn its write takes: half a
+            // megabyte of operations costs milliseconds to parse, which would
+            // hold an async worker and every request queued behind it. A
+            // small one is parsed here, and then what applying it costs
+            // decides: its copies may add up to 3 MiB.
+            let work = reg.write_work(body.len());
+            if work >= heavy::HEAVY_BYTES {
+                return apart(heavy::run_async(work, async {
+                    patch_and_answer(&Patch::parse(body_type, &body)?).await
+                }))
+                .await;
+            }
+            let patch = Patch::parse(body_type, &body)?;
+            apart(heavy::run_async(reg.write_work(body.len() + patch.growth_bytes()), patch_and_answer(&patch))).await
         }
         Verb::Delete => {
             let body = read_body(body, res.settings.max_body_bytes).await?;
@@ -447,6 +457,8 @@ fn list_response(
         Output::Metadata(v) => encode::partial_list(v, meta, &items),
         Output::Table(v) => encode::table(v, &reg.columns, meta, &items, include, Utc::now()),
     };
+    // Converted once; past the deadline, not converted again (to YAML).
+    heavy::check_deadline()?;
     // Plain `application/json` whatever the shape, as kube-apiserver labels it.
     encoded(200, body, "application/json", &[], encoding)
 }

@@ -4,7 +4,7 @@
 //! or sooner when the client asks with `?timeout=<Go duration>`.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -33,7 +33,13 @@ pub async fn enforce(State(deadline): State<Arc<Deadline>>, req: Request, next: 
     };
     // As kube: a requested timeout only ever shortens the deadline.
     let timeout = asked.filter(|t| !t.is_zero() && *t < deadline.maximum).unwrap_or(deadline.maximum);
-    match tokio::time::timeout(timeout, next.run(req)).await {
+    let deadline = Instant::now() + timeout;
+    match tokio::time::timeout_at(deadline.into(), crate::heavy::with_deadline(deadline, next.run(req))).await {
+        // A computation holds its thread, the timer's too, until it ends:
+        // one that ended past the deadline is answered as the timer would
+        // have answered at it (kube's handler keeps running too, its answer
+        // unseen).
+        Ok(_) if Instant::now() > deadline => ApiError::deadline_exceeded().into_response(),
         Ok(response) => response,
         Err(_) => ApiError::deadline_exceeded().into_response(),
     }

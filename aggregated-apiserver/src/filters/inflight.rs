@@ -82,7 +82,7 @@ impl Class {
             None => None,
         };
         let permit = self.slots.clone().try_acquire_owned().ok()?;
-        Some(Slot { _permit: permit, _user: user })
+        Some(Slot { _permit: permit, user })
     }
 }
 
@@ -139,7 +139,7 @@ impl Drop for UserSlot {
 /// An in-flight request's slot: the server's, and its user's.
 struct Slot {
     _permit: OwnedSemaphorePermit,
-    _user: Option<UserSlot>,
+    user: Option<UserSlot>,
 }
 
 impl InFlight {
@@ -244,13 +244,18 @@ pub async fn limit(State(inflight): State<Arc<InFlight>>, req: Request, next: Ne
         return held_until_sent(next.run(req).await, slot);
     }
     let class = if is_mutating(info.verb.as_str()) { &inflight.mutating } else { &inflight.read };
-    let Some(class) = class else { return next.run(req).await };
-    let slot = match class.acquire(user.map(|u| u.name.as_str())) {
-        Some(slot) => Some(slot),
-        None if privileged => None,
-        None => return too_many(),
+    let slot = match class.as_ref().map(|class| class.acquire(user.map(|u| u.name.as_str()))) {
+        Some(None) if !privileged => return too_many(),
+        Some(slot) => slot,
+        None => None,
     };
-    held_until_sent(next.run(req).await, slot)
+    // The user's large computations take turns fairly with other users'
+    // (crate::heavy); the name is the one the slot already holds.
+    let flow = match slot.as_ref().and_then(|slot| slot.user.as_ref()) {
+        Some(held) => Some(held.user.clone()),
+        None => user.map(|u| Arc::from(u.name.as_str())),
+    };
+    held_until_sent(crate::heavy::with_flow(flow, next.run(req)).await, slot)
 }
 
 /// Keeps `guard` until the response body has been sent (or dropped), as kube

@@ -181,6 +181,8 @@ impl Registry {
             audit: user.audit,
             warnings: Vec::new(),
             audit_annotations: Vec::new(),
+            shape: &self.shape,
+            reinvocation: Default::default(),
         }
     }
 

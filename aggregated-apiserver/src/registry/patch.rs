@@ -222,6 +222,7 @@ impl Patch {
                 // its first finalizer with `test /metadata/finalizers == null`.
                 // A failure discards the whole document, so the patch stays atomic.
                 for op in &p.0 {
+                    crate::heavy::check_deadline()?;
                     if let json_patch::PatchOperation::Test(t) = op {
                         if t.value.is_null() && doc.pointer(t.path.as_str()).is_none_or(Value::is_null) {
                             continue;

@@ -326,6 +326,7 @@ impl Registry {
                 }
                 _ => obj,
             };
+            crate::heavy::check_deadline()?;
             if wopts.dry_run {
                 if self.store.get(&self.key(ns, &name)).await.map_err(|e| self.store_error(&name, e))?.is_some() {
                     return Err(ApiError::already_exists(self.target(&name)));
@@ -599,6 +600,9 @@ impl Registry {
         refused: &mut Option<ApiError>,
         decided: &mut Option<Decision>,
     ) -> Mutation {
+        // A write computed past its request's deadline is not made: its
+        // client has its 504 (crate::heavy).
+        let decision = decision.and_then(|d| crate::heavy::check_deadline().map(|()| d));
         match decision {
             Err(e) => {
                 *refused = Some(e);

@@ -74,6 +74,8 @@ impl App {
         shutdown: CancellationToken,
         serve: impl AsyncFnOnce(&mut Setup) -> anyhow::Result<()>,
     ) -> anyhow::Result<Arc<Self>> {
+        // Flags kube would refuse stop the server before it starts anything.
+        options.admission.validate()?;
         // First, so that a policy that does not read stops the server before
         // it connects to anything.
         let metrics = Arc::new(Metrics::new(identity.name));
@@ -99,7 +101,9 @@ impl App {
                 )
             }
         };
-        let mut served = Setup::new(&options.storage, &options.admission, metrics.admission(), cluster).await?;
+        let authorizer = guard.as_ref().map(|g| g.authz.clone());
+        let mut served =
+            Setup::new(&options.storage, &options.admission, metrics.admission(), cluster, authorizer).await?;
         serve(&mut served).await?;
         let registries = served.registries;
         for gauge in served.gauges {

@@ -8,17 +8,21 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
+use crate::admission::authorizer::CelAuthorizer;
 use crate::admission::metrics::AdmissionMetrics;
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
 use crate::admission::options::{
-    AdmissionOptions, MUTATING_ADMISSION_WEBHOOK, NAMESPACE_LIFECYCLE, VALIDATING_ADMISSION_POLICY,
-    VALIDATING_ADMISSION_WEBHOOK,
+    AdmissionOptions, MUTATING_ADMISSION_POLICY, MUTATING_ADMISSION_WEBHOOK, NAMESPACE_LIFECYCLE,
+    VALIDATING_ADMISSION_POLICY, VALIDATING_ADMISSION_WEBHOOK,
 };
-use crate::admission::policy::Policies;
+use crate::admission::policy::mutating::MutatingPolicies;
+use crate::admission::policy::params::ParamSources;
+use crate::admission::policy::validating::Policies;
 use crate::admission::webhook::authentication::WebhookAuthentication;
 use crate::admission::webhook::Webhooks;
 use crate::admission::{Admission, AdmissionPlugin};
 use crate::apimachinery::schema::validations::RuleErrors;
+use crate::auth::authz::{AccessReviewer, Authorizer, AuthzOptions, KubeAccessReviewer};
 use crate::registry::encode::KindIndexer;
 use crate::registry::kind::Kind;
 use crate::registry::Registry;
@@ -57,6 +61,8 @@ pub struct Setup {
     admission: Option<Admission>,
     /// Admission's metrics, under kube's names.
     admission_metrics: Arc<AdmissionMetrics>,
+    /// What admission expressions' `authorizer` asks: this server's authorizer.
+    cel_authorizer: CelAuthorizer,
     pub(crate) registries: Vec<Arc<Registry>>,
     pub(crate) ready_checks: Vec<Arc<dyn Check>>,
     pub(crate) gauges: Vec<Gauge>,
@@ -68,6 +74,7 @@ impl Setup {
         admission_options: &AdmissionOptions,
         admission_metrics: Arc<AdmissionMetrics>,
         cluster: anyhow::Result<kube::Client>,
+        authorizer: Option<Arc<Authorizer>>,
     ) -> anyhow::Result<Self> {
         let storage = match options.storage {
             StorageBackend::Memory => Storage::Memory,
@@ -79,6 +86,14 @@ impl Setup {
                 Storage::Etcd { client: Box::new(client), prefix }
             }
         };
+        // Without authorization of its own (`--authentication none`),
+        // admission still asks the cluster what a user may do, as the
+        // policies written for it expect.
+        let cel_authorizer = CelAuthorizer::new(authorizer.or_else(|| {
+            let client = cluster.as_ref().ok()?.clone();
+            let reviewer: Arc<dyn AccessReviewer> = Arc::new(KubeAccessReviewer::new(client));
+            Some(Arc::new(Authorizer::new(reviewer, AuthzOptions::default())))
+        }));
         Ok(Self {
             options: options.clone(),
             cluster,
@@ -88,6 +103,7 @@ impl Setup {
             namespaces: None,
             admission: None,
             admission_metrics,
+            cel_authorizer,
             registries: Vec::new(),
             ready_checks: Vec::new(),
             gauges: Vec::new(),
@@ -174,13 +190,30 @@ impl Setup {
             let namespaces = self.namespace_lifecycle()?;
             let mutating = self.admission_options.enabled(MUTATING_ADMISSION_WEBHOOK);
             let validating = self.admission_options.enabled(VALIDATING_ADMISSION_WEBHOOK);
-            // kube's order: policies validate before webhooks do (the
-            // mutating step has no policies here: MutatingAdmissionPolicy
-            // is not served by kube before 1.34's beta).
+            // kube's order: mutating policies, then the webhooks' mutating
+            // step; validating policies before the webhooks' validating step.
             let mut plugins: Vec<Arc<dyn AdmissionPlugin>> = Vec::new();
+            let params = ParamSources::new(client.clone());
+            if self.admission_options.enabled(MUTATING_ADMISSION_POLICY) {
+                let policies = Arc::new(MutatingPolicies::start(
+                    client.clone(),
+                    params.clone(),
+                    namespaces.clone(),
+                    self.cel_authorizer.clone(),
+                    self.admission_metrics.clone(),
+                ));
+                let readiness = policies.clone();
+                self.ready_checks.push(Arc::new(FnCheck("mutating-admission-policies", move || readiness.readiness())));
+                plugins.push(policies);
+            }
             if self.admission_options.enabled(VALIDATING_ADMISSION_POLICY) {
-                let policies =
-                    Arc::new(Policies::start(client.clone(), namespaces.clone(), self.admission_metrics.clone()));
+                let policies = Arc::new(Policies::start(
+                    client.clone(),
+                    params,
+                    namespaces.clone(),
+                    self.admission_metrics.clone(),
+                    self.cel_authorizer.clone(),
+                ));
                 let readiness = policies.clone();
                 self.ready_checks.push(Arc::new(FnCheck("admission-policies", move || readiness.readiness())));
                 plugins.push(policies);
@@ -194,6 +227,7 @@ impl Setup {
                     mutating,
                     validating,
                     authentication,
+                    self.cel_authorizer.clone(),
                 ));
                 let readiness = webhooks.clone();
                 self.ready_checks.push(Arc::new(FnCheck("webhook-configurations", move || readiness.readiness())));

@@ -249,3 +249,51 @@ async fn webhooks_that_require_a_client_certificate_are_given_the_configured_one
         "{message}"
     );
 }
+
+/// A cluster that does not serve MutatingAdmissionPolicies (kube 1.34's
+/// default): the plugin asks discovery, finds none, and does not wait for a
+/// watch that would never list (the server would never be ready).
+#[tokio::test]
+async fn mutating_policies_stay_off_where_the_cluster_does_not_serve_them() {
+    let cp = ControlPlane::start_with(&[
+        "--feature-gates=MutatingAdmissionPolicy=false",
+        "--runtime-config=admissionregistration.k8s.io/v1beta1=false",
+    ]);
+    let server = Server::start_with_cluster(&[], Some(&cp.kubeconfig)).await;
+    let text = server.client.get(server.url("/readyz?verbose")).send().await.unwrap().text().await.unwrap();
+    assert!(text.contains("[+]mutating-admission-policies ok"), "{text}");
+    let log = std::fs::read_to_string(&server.log_file).unwrap();
+    assert!(log.contains("MutatingAdmissionPolicy stays off"), "{log}");
+}
+
+/// kube-apiserver's admission flags, checked in its words before anything
+/// starts; plugins that are on already may be named.
+#[tokio::test]
+async fn admission_plugin_flags_are_taken_and_checked_as_kube_takes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_farm-apiserver"))
+        .args(["--bind", "127.0.0.1:0", "--authentication", "none", "--cert-dir"])
+        .arg(dir.path().join("certs"))
+        .args(["--enable-admission-plugins", "AlwaysPullImages,NamespaceLifecycle"])
+        .args(["--disable-admission-plugins", "NamespaceLifecycle"])
+        .env("KUBECONFIG", dir.path().join("none"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "[enable-admission-plugins plugin \"AlwaysPullImages\" is unknown, [NamespaceLifecycle] in enable-admission-plugins and disable-admission-plugins overlapped]"
+        ),
+        "{stderr}"
+    );
+    let server = Server::start(&[
+        "--enable-admission-plugins",
+        "NamespaceLifecycle,MutatingAdmissionPolicy",
+        "--disable-admission-plugins=ValidatingAdmissionWebhook",
+        "--disable-admission-plugins=MutatingAdmissionWebhook",
+    ])
+    .await;
+    let answer = server.client.get(server.url("/readyz")).send().await.unwrap();
+    assert!(answer.status().is_success());
+}

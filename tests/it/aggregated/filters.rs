@@ -544,3 +544,112 @@ async fn a_front_proxy_ca_from_a_flag_uses_kubes_default_header_names() {
         .unwrap();
     assert_eq!(resp.status(), 200, "X-Remote-User and X-Remote-Group were read: {}", resp.text().await.unwrap());
 }
+
+/// A merge patch of `labels` labels: ~35 bytes each, seconds of CPU at 60,000
+/// in a debug build (merging, validating every label, managed fields).
+fn labels_patch(labels: usize, prefix: &str) -> Vec<u8> {
+    let labels: serde_json::Map<String, serde_json::Value> =
+        (0..labels).map(|i| (format!("{prefix}{i:05}"), serde_json::Value::String(format!("v{i}")))).collect();
+    serde_json::to_vec(&serde_json::json!({"metadata": {"labels": labels}})).unwrap()
+}
+
+/// A write whose computation is still running at its deadline is answered
+/// 504, as kube answers at the deadline, and is not made. (A computation
+/// holds its thread, and with it the request's timer: before, it ran to the
+/// end, was stored, and answered 200 long after the deadline.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_still_computing_at_its_deadline_is_answered_504_and_not_made() {
+    let s = Server::start(&[]).await;
+    let r = s.client.post(s.llamas("default", "")).json(&llama("wide", 1.0, 1.0)).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    let patch = labels_patch(60_000, "l");
+    let send = |query: String| {
+        s.client
+            .patch(s.llamas("default", &format!("wide{query}")))
+            .header("Content-Type", "application/merge-patch+json")
+            .body(patch.clone())
+            .send()
+    };
+    // How long the whole computation takes here, as a dry run.
+    let started = Instant::now();
+    assert_eq!(send("?dryRun=All".into()).await.unwrap().status(), 200);
+    let whole = started.elapsed();
+    // A deadline a third of the way into it.
+    let timeout = (whole / 3).max(Duration::from_millis(20));
+    let (code, v) = status_of(send(format!("?timeout={}ms", timeout.as_millis())).await.unwrap()).await;
+    assert_eq!(code, 504, "{v} (the whole computation takes {whole:?}, the deadline was {timeout:?})");
+    assert_eq!(v["reason"], "Timeout");
+    assert_eq!(v["message"], "Timeout: request did not complete within requested timeout - context deadline exceeded");
+    let stored: serde_json::Value =
+        s.client.get(s.llamas("default", "wide")).send().await.unwrap().json().await.unwrap();
+    assert!(stored["metadata"]["labels"].get("l00000").is_none(), "the write was made past its deadline");
+    // Given the time, the same patch is made.
+    assert_eq!(send(String::new()).await.unwrap().status(), 200);
+}
+
+/// Large computations take turns per user, round robin: with one user's
+/// dozen large patches waiting for the turns, another user's large patch
+/// waits for about one of them, not for all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_writes_take_turns_fairly_between_users() {
+    const FLOOD: usize = 12;
+    let cp = cluster::controlplane();
+    let s = delegated(cp, &["--request-timeout", "120"]).await;
+    let (cert, key) = files(cp, "userCertFile", "userKeyFile");
+    let me = whoami(&cert);
+    let ns = namespace(cp, "fair-turns");
+    grant_llamas(cp, &ns, "llama-patcher", "get, list, create, patch", &me);
+    let calm = client_with_identity(&s, &cert, &key);
+    succeeds("the grant applies", Duration::from_secs(30), || async {
+        calm.get(s.llamas(&ns, "")).send().await.map(|r| r.status() == 200).unwrap_or(false)
+    })
+    .await;
+    // The flooding user is the suite's own client; each patch has its own Llama.
+    for i in 0..FLOOD {
+        let r = s.client.post(s.llamas(&ns, "")).json(&llama(&format!("flood-{i}"), 1.0, 1.0)).send().await.unwrap();
+        assert_eq!(r.status(), 201);
+    }
+    let r = calm.post(s.llamas(&ns, "")).json(&llama("calm", 1.0, 1.0)).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    let patch = labels_patch(20_000, "f");
+    let started = Instant::now();
+    let flood: Vec<_> = (0..FLOOD)
+        .map(|i| {
+            let request = s
+                .client
+                .patch(s.llamas(&ns, &format!("flood-{i}")))
+                .header("Content-Type", "application/merge-patch+json")
+                .body(patch.clone())
+                .send();
+            tokio::spawn(async move { (request.await.map(|r| r.status().as_u16()), started.elapsed()) })
+        })
+        .collect();
+    // Their bodies are read well before this; they wait for turns.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let r = calm
+        .patch(s.llamas(&ns, "calm"))
+        .header("Content-Type", "application/merge-patch+json")
+        .body(patch.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let calm_done = started.elapsed();
+    let mut flood_done = Vec::new();
+    for f in flood {
+        let (code, done) = f.await.unwrap();
+        assert_eq!(code.unwrap(), 200);
+        flood_done.push(done);
+    }
+    flood_done.sort();
+    let before_calm = flood_done.iter().filter(|d| **d < calm_done).count();
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    println!("calm patch done at {calm_done:?}, after {before_calm} of {FLOOD} flood patches: {flood_done:?}");
+    // Those computing when it arrived, and one that took the other turn
+    // while it computed and was quicker.
+    assert!(
+        before_calm <= cores + 2,
+        "the calm user's patch waited for {before_calm} of the flood's {FLOOD} (done at {calm_done:?}: {flood_done:?})"
+    );
+    assert!(before_calm < FLOOD, "the flood's patches all finished before the calm one was sent: make them heavier");
+}

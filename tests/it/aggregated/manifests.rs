@@ -321,7 +321,9 @@ fn dev_overlay_carries_ca_bundle_hardened_pod_and_rbac() {
                     "mutatingwebhookconfigurations",
                     "validatingwebhookconfigurations",
                     "validatingadmissionpolicies",
-                    "validatingadmissionpolicybindings"
+                    "validatingadmissionpolicybindings",
+                    "mutatingadmissionpolicies",
+                    "mutatingadmissionpolicybindings"
                 ],
                 vec!["list", "watch"]
             ),

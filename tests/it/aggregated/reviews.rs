@@ -200,7 +200,7 @@ kind: ClusterRole
 metadata: {{name: farm-limited}}
 rules:
 - {{apiGroups: [''], resources: [pods, namespaces], verbs: [get, list, watch]}}
-- {{apiGroups: [admissionregistration.k8s.io], resources: [mutatingwebhookconfigurations, validatingwebhookconfigurations, validatingadmissionpolicies, validatingadmissionpolicybindings], verbs: [list, watch]}}
+- {{apiGroups: [admissionregistration.k8s.io], resources: [mutatingwebhookconfigurations, validatingwebhookconfigurations, validatingadmissionpolicies, validatingadmissionpolicybindings, mutatingadmissionpolicies, mutatingadmissionpolicybindings], verbs: [list, watch]}}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding

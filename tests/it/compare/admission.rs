@@ -144,11 +144,11 @@ pub fn uninstall(cp: &ControlPlane, kind: &str, name: &str) {
     assert!(out.0, "{out:?}");
 }
 
-fn llama(name: &str, labels: Value) -> Value {
+pub fn llama(name: &str, labels: Value) -> Value {
     json!({"apiVersion": "{gv}", "kind": "Llama", "metadata": {"name": name, "labels": labels}, "spec": {"weight": 2, "height": 1}})
 }
 
-async fn comparison(ns: &str) -> Comparison {
+pub async fn comparison(ns: &str) -> Comparison {
     // managedFields: kube records the manager of an admission webhook's
     // change as the request's own; the admission tests compare what the
     // webhooks did, not field ownership.
@@ -389,20 +389,25 @@ async fn match_conditions_select_requests_as_for_the_crd() {
 
 /// Creates a probe on both groups until both answer `code` with `text` in
 /// the message: policies, like webhooks, take effect from a watch.
-async fn wait_until_refused(cmp: &Comparison, probe: Value, code: u16, text: &str) {
+pub async fn wait_until_refused(cmp: &Comparison, probe: Value, code: u16, text: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let mut refused = 0;
+        let mut answers = Vec::new();
         for target in [&crate::common::compare::CRD, &crate::common::compare::OURS] {
             let answer = cmp.send_one(target, &Step::post("{llamas}?dryRun=All").json(probe.clone())).await;
             if answer.code == code && answer.body["message"].as_str().is_some_and(|m| m.contains(text)) {
                 refused += 1;
             }
+            answers.push((answer.code, answer.body));
         }
         if refused == 2 {
             return;
         }
-        assert!(Instant::now() < deadline, "the policy did not take effect on both servers within 30 s");
+        assert!(
+            Instant::now() < deadline,
+            "the policy did not take effect on both servers within 30 s: the CRD and ours gave {answers:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }

@@ -6,6 +6,8 @@
 pub mod admission;
 mod apply;
 mod audit;
+mod authorizer;
 mod cel;
 mod crd;
+pub mod mutating_policies;
 mod openapi;

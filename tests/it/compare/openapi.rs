@@ -47,6 +47,7 @@ async fn openapi_negotiation_matches_kube_apiserver() {
     let ours = Server::start(&[]).await;
     let documents = [
         ("/openapi/v2", "/openapi/v2"),
+        ("/openapi/v3", "/openapi/v3"),
         ("/openapi/v3/apis/apiregistration.k8s.io/v1", "/openapi/v3/apis/farm.example.com/v1alpha"),
     ];
     let accepts = [

@@ -15,7 +15,6 @@ pub mod client;
 pub mod review;
 pub mod source;
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -25,6 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use self::authentication::WebhookAuthentication;
 use self::client::Caller;
 use self::source::{Hook, Source};
+use crate::admission::authorizer::CelAuthorizer;
 use crate::admission::expressions::Inputs;
 use crate::admission::matching::Request;
 use crate::admission::metrics::{AdmissionMetrics, RejectionKind, ADMIT, VALIDATING};
@@ -45,6 +45,7 @@ pub struct Webhooks {
     caller: Caller,
     namespaces: Arc<NamespaceLifecycle>,
     metrics: Arc<AdmissionMetrics>,
+    authorizer: CelAuthorizer,
     /// Which of the two plugins are on (`--disable-admission-plugins`).
     mutating: bool,
     validating: bool,
@@ -68,9 +69,11 @@ impl Webhooks {
         mutating: bool,
         validating: bool,
         authentication: WebhookAuthentication,
+        authorizer: CelAuthorizer,
     ) -> Self {
         let source = Source::start(cluster.clone());
-        Self { source, caller: Caller::new(cluster, authentication), namespaces, metrics, mutating, validating }
+        let caller = Caller::new(cluster, authentication);
+        Self { source, caller, namespaces, metrics, authorizer, mutating, validating }
     }
 
     /// For /readyz: the configurations have been read.
@@ -102,6 +105,7 @@ impl Webhooks {
         if !hook.match_conditions.is_empty() {
             let request = review::request_value("", attributes);
             let null = serde_json::Value::Null;
+            let session = self.authorizer.session(attributes);
             let inputs = Inputs {
                 object: attributes.object.as_ref().unwrap_or(&null),
                 old_object: attributes.old_object.unwrap_or(&null),
@@ -109,8 +113,13 @@ impl Webhooks {
                 params: &null,
                 namespace_object: &null,
                 variables: &null,
+                authorizer: &session.value,
             };
-            return hook.match_conditions.matches(&inputs, hook.fail_open).map_err(|why| forbidden(attributes, &why));
+            let matched = self
+                .authorizer
+                .settle(attributes.user, &session.checks, || hook.match_conditions.matches(&inputs, hook.fail_open))
+                .await;
+            return matched.map_err(|why| forbidden(attributes, &why));
         }
         Ok(true)
     }
@@ -198,6 +207,33 @@ impl Webhooks {
         Some(internal_error(&message))
     }
 
+    /// The mutating webhooks, in order, once.
+    async fn mutate_pass(
+        &self,
+        hooks: &[Arc<Hook>],
+        is_reinvoke: bool,
+        attributes: &mut Attributes<'_>,
+    ) -> ApiResult<()> {
+        for (index, hook) in hooks.iter().enumerate() {
+            if !self.should_call(hook, attributes).await? {
+                continue;
+            }
+            // A webhook not called in the first pass is not called in the second.
+            if is_reinvoke && !attributes.reinvocation.webhooks.should_reinvoke(&hook.id) {
+                continue;
+            }
+            let changed = self.mutate_with(hook, index, usize::from(is_reinvoke), attributes).await?;
+            if changed {
+                attributes.reinvocation.webhooks.require_reinvoking_previously_invoked();
+                attributes.reinvocation.should_reinvoke = true;
+            }
+            if hook.reinvoke_if_needed {
+                attributes.reinvocation.webhooks.add_reinvocable(&hook.id);
+            }
+        }
+        Ok(())
+    }
+
     /// One mutating webhook: calls it and applies its patch. Whether the
     /// object changed.
     async fn mutate_with(
@@ -280,31 +316,16 @@ impl AdmissionPlugin for Webhooks {
         }
         self.ensure_ready(attributes)?;
         let hooks = self.source.hooks();
-        // kube's reinvocation: a webhook with reinvocationPolicy IfNeeded
-        // runs again, once, when a webhook after it changed the object.
-        let mut reinvocable_before: HashSet<&str> = HashSet::new();
-        let mut reinvoke: HashSet<&str> = HashSet::new();
-        for round in 0..2 {
-            for (index, hook) in hooks.mutating.iter().enumerate() {
-                if round == 1 && !reinvoke.contains(hook.id.as_str()) {
-                    continue;
-                }
-                if !self.should_call(hook, attributes).await? {
-                    continue;
-                }
-                let changed = self.mutate_with(hook, index, round, attributes).await?;
-                if changed {
-                    reinvoke.extend(reinvocable_before.drain());
-                }
-                if hook.reinvoke_if_needed {
-                    reinvocable_before.insert(hook.id.as_str());
-                }
-            }
-            if reinvoke.is_empty() {
-                break;
-            }
-        }
-        Ok(())
+        // kube's reinvocation (see [`crate::admission::reinvocation`]): in
+        // the second pass, only webhooks with reinvocationPolicy IfNeeded
+        // that ran before a change are called again.
+        let is_reinvoke = attributes.reinvocation.is_reinvoke;
+        let object = attributes.object.as_ref();
+        attributes.reinvocation.webhooks.begin(is_reinvoke, object);
+        let result = self.mutate_pass(&hooks.mutating, is_reinvoke, attributes).await;
+        let object = attributes.object.as_ref();
+        attributes.reinvocation.webhooks.end(object);
+        result
     }
 
     async fn validate(&self, attributes: &mut Attributes<'_>) -> ApiResult<()> {

@@ -349,6 +349,7 @@ fn function(name: &str, args: Vec<Estimate>, strict: bool) -> Estimate {
     if name == "string" {
         let ty = match args.first().map(|a| &a.ty) {
             Some(t @ DeclType::String { .. }) => t.clone(),
+            Some(DeclType::Bool) => DeclType::String { max_len: 5 },
             // kube's estimator does not know how long a number or a
             // timestamp prints, and neither does this one at compile time
             // (so `'x' + string(self.n)` is refused as kube refuses it); a
@@ -359,6 +360,16 @@ fn function(name: &str, args: Vec<Estimate>, strict: bool) -> Estimate {
         };
         let work = args.first().map_or(0.0, |a| traversal(&a.ty));
         return est(sum + 1.0 + work, ty);
+    }
+    if name == super::authz::CHECK {
+        // kube's fixed cost of an authorization check.
+        return est(sum + super::authz::CHECK_COST, DeclType::Dyn { max_size: 1024 });
+    }
+    if name == super::mutation::CONSTRUCT {
+        // A message construction (rewritten into a call): its fields, as a
+        // map literal costs them.
+        let size: f64 = args.iter().map(|a| a.ty.size()).sum();
+        return est(sum + 1.0, dyn_of(1.0 + size));
     }
     let mut tys = args.into_iter().map(|a| a.ty);
     match name {

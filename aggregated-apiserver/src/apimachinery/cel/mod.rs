@@ -40,7 +40,8 @@
 //! kind, `DeclType::any()`), compile-time estimates are large: an
 //! environment can take `u64::MAX` as its limit and rely on the bound each
 //! evaluation takes from its values. Functions beyond kube's libraries (the
-//! `authorizer` of policies) would be registered with the others (`FUNCTIONS`).
+//! `authorizer` of admission, [`authz`]) are registered with the others
+//! (`FUNCTIONS`).
 //!
 //! **Differences from kube's CEL.** The `cel` crate is dynamically typed:
 //! compiling checks syntax, that every variable is declared and every field
@@ -54,9 +55,11 @@
 //! `value()`, `orValue()` and `optional.of/none` work, which is what an
 //! `optionalOldSelf` rule needs (`!oldSelf.hasValue() || ...`).
 
+pub mod authz;
 mod cost;
 pub mod decl;
 pub mod escape;
+pub mod mutation;
 mod value;
 
 use std::collections::BTreeSet;
@@ -95,6 +98,9 @@ const MAX_RECURSION_DEPTH: u16 = 96;
 pub struct Env {
     variables: Vec<(String, DeclType)>,
     cost_limit: u64,
+    /// Whether expressions may construct `Object{...}` and `JSONPatch{...}`
+    /// ([`mutation`]: a MutatingAdmissionPolicy's mutations).
+    mutation_types: bool,
 }
 
 /// An expression that did not compile, worded as cel-go's issues are.
@@ -140,7 +146,13 @@ impl Env {
     /// An environment with no variables whose expressions may be estimated
     /// to cost at most `cost_limit`.
     pub fn new(cost_limit: u64) -> Self {
-        Self { variables: Vec::new(), cost_limit }
+        Self { variables: Vec::new(), cost_limit, mutation_types: false }
+    }
+
+    /// Offers the types a MutatingAdmissionPolicy's expressions construct.
+    pub fn with_mutation_types(mut self) -> Self {
+        self.mutation_types = true;
+        self
     }
 
     /// Declares a variable (a later declaration of the same name wins).
@@ -178,6 +190,9 @@ impl Env {
         }
         let mut uses = BTreeSet::new();
         names_used(&ast, &mut uses);
+        let mut ast = ast;
+        mutation::rewrite(&mut ast, self.mutation_types).map_err(CompileError::Undeclared)?;
+        authz::rewrite(&mut ast);
         Ok(Expression { source: source.to_string(), ast, max_cost, uses })
     }
 }
@@ -320,6 +335,8 @@ thread_local! {
         ctx.register_all();
         ctx.add_function("string", go_string);
         ctx.add_function("matches", cached_matches);
+        ctx.add_function(mutation::CONSTRUCT, mutation::construct);
+        authz::register(&mut ctx);
         ctx
     };
 
@@ -360,13 +377,20 @@ fn cached_matches(
 }
 
 /// `string(x)` as cel-go converts: a double as Go's `%g` (`41`, `40.5`,
-/// `1e+06`), where the `cel` crate writes Rust's `1000000`.
-fn go_string(
-    ftx: &cel::FunctionContext,
-    this: cel::extractors::This<cel::Value>,
-) -> Result<cel::Value, ExecutionError> {
-    match this.0 {
+/// `1e+06`), where the `cel` crate writes Rust's `1000000`; a bool as
+/// `true`/`false`, which the crate refuses. The argument is
+/// taken with `Arguments`, which passes on its error (`no such key: x`):
+/// the crate's `This` turns any into `Missing argument or target`.
+fn go_string(ftx: &cel::FunctionContext, args: cel::extractors::Arguments) -> Result<cel::Value, ExecutionError> {
+    let value = match (&ftx.this, args.0.first()) {
+        (Some(this), _) => this.clone(),
+        (None, Some(arg)) => arg.clone(),
+        (None, None) => return Err(ExecutionError::MissingArgumentOrTarget),
+    };
+    match value {
         cel::Value::Float(f) => Ok(cel::Value::String(std::sync::Arc::new(crate::apimachinery::gofmt::go_float(f)))),
+        // cel-go converts a bool; the crate does not.
+        cel::Value::Bool(b) => Ok(cel::Value::String(std::sync::Arc::new(b.to_string()))),
         other => cel::functions::string(ftx, cel::extractors::This(other)),
     }
 }

@@ -211,3 +211,20 @@ fn values_of_earlier_expressions_bind_as_variables() {
     let result = check.evaluate(&Activation::new().cel("names", out.value, shape), PER_CALL_LIMIT).unwrap();
     assert_eq!(result.value, cel::Value::Bool(true));
 }
+
+#[test]
+fn string_of_a_missing_field_fails_with_the_fields_error() {
+    // cel-go: `no such key: missing`; the crate's own extractor would say
+    // `Missing argument or target`.
+    let err = eval("string(self.missing) == 'x'", json!({})).unwrap_err();
+    assert_eq!(err.to_string(), "no such key: missing");
+    assert_eq!(eval("string(self.a) == '3'", json!({"a": 3})).unwrap(), cel::Value::Bool(true));
+}
+
+#[test]
+fn string_of_a_bool_is_its_name() {
+    assert_eq!(
+        eval("string(self.a == 3) + string(false)", json!({"a": 3})).unwrap(),
+        cel::Value::String("truefalse".to_string().into())
+    );
+}

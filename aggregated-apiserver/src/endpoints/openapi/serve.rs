@@ -97,8 +97,14 @@ impl OpenApi {
         let path = path.trim_end_matches('/');
         Some(match path {
             "/openapi/v2" => self.v2.respond(V2_OFFERS, headers, None),
-            // The index is JSON whatever the Accept, as kube-openapi serves it.
-            "/openapi/v3" => self.v3_index.respond("application/json", "no-cache, private", headers),
+            // The index is JSON whatever the Accept, labelled as kube-openapi
+            // labels it: Go's http.ServeContent sniffs JSON as plain text, and
+            // with one encoding there is no Vary.
+            "/openapi/v3" => {
+                let mut index = self.v3_index.respond("text/plain; charset=utf-8", "no-cache, private", headers);
+                index.headers_mut().remove(header::VARY);
+                index
+            }
             p => {
                 let group_version = p.strip_prefix("/openapi/v3/")?;
                 let params: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or("")).unwrap_or_default();

@@ -1,75 +1,27 @@
 //! The cluster's ValidatingAdmissionPolicies and their bindings, from one
 //! shared watch each, compiled on every change into an immutable list that
-//! requests read without a lock; and the parameter objects policies name
-//! (`paramKind`), from one shared watch per kind, started when a policy first
-//! names it. No write calls the API for any of them.
+//! requests read without a lock; the parameter sources of the kinds they
+//! name are started as they appear ([`ParamSources`]). No write calls the
+//! API for any of them.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::{
-    MatchResources, NamedRuleWithOperations, ParamKind, ParamRef, ValidatingAdmissionPolicy,
-    ValidatingAdmissionPolicyBinding,
+    ParamKind, ParamRef, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::discovery::Scope;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
 use crate::admission::expressions;
 use crate::admission::match_conditions::MatchConditions;
-use crate::admission::matching::{selector, Request, Rule};
+use crate::admission::policy::match_resources::Match;
+use crate::admission::policy::params::ParamSources;
 use crate::admission::watch::Synced;
-use crate::admission::Attributes;
 use crate::apimachinery::cel::{Env, Expression};
-use crate::apimachinery::labels::LabelSelector;
-
-/// `matchConstraints` or a binding's `matchResources`, ready to match.
-#[derive(Debug)]
-pub struct Match {
-    pub namespace_selector: Result<LabelSelector, String>,
-    pub object_selector: Result<LabelSelector, String>,
-    resource_rules: Vec<NamedRuleWithOperations>,
-    exclude_resource_rules: Vec<NamedRuleWithOperations>,
-}
-
-impl Match {
-    fn of(resources: &MatchResources) -> Self {
-        Self {
-            namespace_selector: selector(resources.namespace_selector.as_ref()),
-            object_selector: selector(resources.object_selector.as_ref()),
-            resource_rules: resources.resource_rules.clone().unwrap_or_default(),
-            exclude_resource_rules: resources.exclude_resource_rules.clone().unwrap_or_default(),
-        }
-    }
-
-    /// Whether the rules name the write (kube's `matchesResourceRules`, with
-    /// `resourceNames`); no resource rules name every write. A kind served
-    /// here has one version, so both match policies match the same writes.
-    pub fn rules_match(&self, attributes: &Attributes<'_>) -> bool {
-        let names = |rules: &[NamedRuleWithOperations]| {
-            rules.iter().any(|rule| {
-                Rule::named(rule).matches(Request::of(attributes))
-                    && rule
-                        .resource_names
-                        .as_ref()
-                        .is_none_or(|n| n.is_empty() || n.iter().any(|n| n == attributes.name))
-            })
-        };
-        !names(&self.exclude_resource_rules) && (self.resource_rules.is_empty() || names(&self.resource_rules))
-    }
-
-    /// Whether the rules may name a write of this resource, whatever its
-    /// name: what is known before the object is.
-    pub fn rules_match_any_name(&self, request: Request<'_>) -> bool {
-        self.resource_rules.is_empty() || self.resource_rules.iter().any(|rule| Rule::named(rule).matches(request))
-    }
-}
 
 /// One validation of a policy.
 #[derive(Debug)]
@@ -122,7 +74,7 @@ impl Policy {
             || self.audit_annotations.iter().any(|(_, e)| reads(e))
     }
 
-    fn compile(policy: &ValidatingAdmissionPolicy, bindings: Vec<Binding>, env: &Env) -> Self {
+    fn compile(policy: &ValidatingAdmissionPolicy, bindings: Vec<Binding>, env: &Env, message_env: &Env) -> Self {
         let spec = policy.spec.clone().unwrap_or_default();
         let mut compiled = Self {
             name: policy.metadata.name.clone().unwrap_or_default(),
@@ -139,7 +91,7 @@ impl Policy {
                     source: v.expression.clone(),
                     expression: compile(env, &v.expression),
                     message: v.message.clone(),
-                    message_expression: v.message_expression.as_deref().map(|m| compile(env, m)),
+                    message_expression: v.message_expression.as_deref().map(|m| compile(message_env, m)),
                     reason: v.reason.clone(),
                 })
                 .collect(),
@@ -159,34 +111,21 @@ impl Policy {
     }
 }
 
-/// Where the parameter objects of one kind are read from.
-pub struct ParamSource {
-    pub api_version: String,
-    pub kind: String,
-    /// Set once discovery found the kind: its store, whether it is
-    /// namespaced, and the resource (what the store's keys name).
-    pub found: Mutex<Option<(Store<DynamicObject>, bool, ApiResource)>>,
-    pub synced: AtomicBool,
-    pub error: Mutex<Option<String>>,
-}
-
 /// The policies, bindings and parameter sources.
 pub struct Source {
     policies: ArcSwap<Vec<Arc<Policy>>>,
-    params: Mutex<HashMap<(String, String), Arc<ParamSource>>>,
+    params: Arc<ParamSources>,
     synced: Synced,
-    client: Client,
 }
 
 type Stores = (Store<ValidatingAdmissionPolicy>, Store<ValidatingAdmissionPolicyBinding>);
 
 impl Source {
-    pub fn start(client: Client) -> Arc<Self> {
+    pub fn start(client: Client, params: Arc<ParamSources>) -> Arc<Self> {
         let source = Arc::new(Self {
             policies: ArcSwap::from_pointee(Vec::new()),
-            params: Mutex::new(HashMap::new()),
+            params,
             synced: Synced::new("admission policies", 2),
-            client: client.clone(),
         });
         let (policies, policies_writer) = reflector::store::<ValidatingAdmissionPolicy>();
         let (bindings, bindings_writer) = reflector::store::<ValidatingAdmissionPolicyBinding>();
@@ -214,6 +153,7 @@ impl Source {
 
     fn rebuild(self: &Arc<Self>, stores: &Stores) {
         let env = expressions::policy_env();
+        let message_env = expressions::policy_message_env();
         let mut by_policy: HashMap<String, Vec<Binding>> = HashMap::new();
         let mut bindings = stores.1.state();
         bindings.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
@@ -233,46 +173,16 @@ impl Source {
             .iter()
             .filter_map(|p| {
                 let bindings = by_policy.remove(p.metadata.name.as_deref().unwrap_or(""))?;
-                Some(Arc::new(Policy::compile(p, bindings, &env)))
+                Some(Arc::new(Policy::compile(p, bindings, &env, &message_env)))
             })
             .collect();
         for policy in &compiled {
             if let Some(kind) = &policy.param_kind {
-                self.param_source(kind);
+                self.params.source(kind);
             }
         }
         tracing::debug!(policies = compiled.len(), "admission policies changed");
         self.policies.store(Arc::new(compiled));
-    }
-
-    /// The parameter source of `kind`, started on first use.
-    pub fn param_source(self: &Arc<Self>, kind: &ParamKind) -> Arc<ParamSource> {
-        let api_version = kind.api_version.clone().unwrap_or_default();
-        let kind_name = kind.kind.clone().unwrap_or_default();
-        let key = (api_version.clone(), kind_name.clone());
-        let Ok(mut params) = self.params.lock() else {
-            return Arc::new(ParamSource {
-                api_version,
-                kind: kind_name,
-                found: Mutex::new(None),
-                synced: AtomicBool::new(false),
-                error: Mutex::new(Some("parameter sources unavailable".into())),
-            });
-        };
-        if let Some(found) = params.get(&key) {
-            return found.clone();
-        }
-        let source = Arc::new(ParamSource {
-            api_version: api_version.clone(),
-            kind: kind_name.clone(),
-            found: Mutex::new(None),
-            synced: AtomicBool::new(false),
-            error: Mutex::new(None),
-        });
-        params.insert(key, source.clone());
-        let (client, feeding) = (self.client.clone(), source.clone());
-        tokio::spawn(async move { feed_params(client, feeding).await });
-        source
     }
 
     pub fn policies(&self) -> Arc<Vec<Arc<Policy>>> {
@@ -291,51 +201,5 @@ impl Source {
 
     pub fn readiness(&self) -> Result<(), String> {
         self.synced.readiness()
-    }
-}
-
-/// Finds the kind by discovery, then keeps its objects from one watch.
-async fn feed_params(client: Client, source: Arc<ParamSource>) {
-    let (group, version) = source.api_version.split_once('/').unwrap_or(("", source.api_version.as_str()));
-    let gvk = GroupVersionKind::gvk(group, version, &source.kind);
-    let (resource, namespaced) = loop {
-        match kube::discovery::pinned_kind(&client, &gvk).await {
-            Ok((resource, capabilities)) => break (resource, capabilities.scope == Scope::Namespaced),
-            Err(e) => {
-                if let Ok(mut error) = source.error.lock() {
-                    *error =
-                        Some(format!("paramKind kind `{}, Kind={}` not known: {e}", source.api_version, source.kind));
-                }
-                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-            }
-        }
-    };
-    let writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
-    if let Ok(mut found) = source.found.lock() {
-        *found = Some((writer.as_reader(), namespaced, resource.clone()));
-    }
-    let api: Api<DynamicObject> = Api::all_with(client, &resource);
-    let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().reflect(writer).boxed();
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(Event::InitDone) => {
-                source.synced.store(true, Ordering::Release);
-                if let Ok(mut error) = source.error.lock() {
-                    *error = None;
-                }
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(kind = %source.kind, error = %e, "admission policy parameter watch failed; reconnecting");
-                if !source.synced.load(Ordering::Acquire) {
-                    if let Ok(mut error) = source.error.lock() {
-                        *error = Some(format!(
-                            "paramKind kind `{}, Kind={}` not yet synced to use for admission: {e}",
-                            source.api_version, source.kind
-                        ));
-                    }
-                }
-            }
-        }
     }
 }

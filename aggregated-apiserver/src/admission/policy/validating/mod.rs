@@ -1,0 +1,324 @@
+//! The ValidatingAdmissionPolicy plugin: the cluster's policies and bindings
+//! ([`source`]) evaluated for each write as k8s.io/apiserver's validating
+//! policy dispatcher evaluates them. For each policy whose
+//! `matchConstraints` name the write, and each of its bindings whose
+//! `matchResources` do, with each parameter object the binding's `paramRef`
+//! selects: the `matchConditions`, then the `variables`, the `validations`
+//! (with `message`, `messageExpression` and `reason`) and the
+//! `auditAnnotations`. A failed validation is acted on as the binding's
+//! `validationActions` say: Deny refuses the write (the first denial, in
+//! kube's words and code), Warn adds a Warning, Audit an audit annotation.
+//! What cannot be evaluated (an expression in error, missing parameters) is
+//! a denial under `failurePolicy: Fail` and nothing under Ignore.
+
+pub mod source;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause};
+use serde_json::{json, Map, Value};
+
+use self::source::{Binding, Policy, Source};
+use crate::admission::authorizer::CelAuthorizer;
+use crate::admission::expressions::Inputs;
+use crate::admission::matching::Request;
+use crate::admission::metrics::AdmissionMetrics;
+use crate::admission::namespace_lifecycle::NamespaceLifecycle;
+use crate::admission::policy::params::ParamSources;
+use crate::admission::webhook::review;
+use crate::admission::{AdmissionPlugin, Attributes};
+use crate::apimachinery::cel::{cel, Expression, MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, PER_CALL_LIMIT};
+use crate::apimachinery::errors::{details, ApiError, ApiResult};
+
+/// kube's cap on the audit annotation values a policy sets.
+const MAX_AUDIT_ANNOTATION_VALUE_LENGTH: usize = 10 * 1024;
+/// kube's cap on the failures one validation_failure annotation lists.
+const MAX_VALIDATION_FAILURES: usize = 50;
+
+/// The ValidatingAdmissionPolicies of a cluster.
+pub struct Policies {
+    source: Arc<Source>,
+    params: Arc<ParamSources>,
+    namespaces: Arc<NamespaceLifecycle>,
+    metrics: Arc<AdmissionMetrics>,
+    authorizer: CelAuthorizer,
+}
+
+/// What one validation (or a failure to evaluate) decided.
+struct Denial {
+    message: String,
+    reason: Option<String>,
+}
+
+/// A denial with the policy and binding it came from.
+struct Decision<'p> {
+    policy: &'p Policy,
+    binding: Option<&'p Binding>,
+    denial: Denial,
+}
+
+impl Policies {
+    pub fn start(
+        cluster: kube::Client,
+        params: Arc<ParamSources>,
+        namespaces: Arc<NamespaceLifecycle>,
+        metrics: Arc<AdmissionMetrics>,
+        authorizer: CelAuthorizer,
+    ) -> Self {
+        Self { source: Source::start(cluster, params.clone()), params, namespaces, metrics, authorizer }
+    }
+
+    pub fn readiness(&self) -> Result<(), String> {
+        self.source.readiness()
+    }
+
+    /// Evaluates a policy for one binding and parameter: its denials (to
+    /// act on as the binding says), and its audit annotations.
+    fn evaluate(
+        &self,
+        policy: &Policy,
+        base: &Inputs<'_>,
+        annotations: &mut Vec<(String, String)>,
+    ) -> Vec<(usize, Denial)> {
+        let on_error =
+            |message: String| if policy.fail_open { Vec::new() } else { vec![(0, Denial { message, reason: None })] };
+        match policy.conditions.matches(base, policy.fail_open) {
+            Ok(true) => {}
+            Ok(false) => return Vec::new(),
+            Err(e) => return on_error(e),
+        }
+        // The variables, in order, each seeing those before it.
+        let mut variables = Map::new();
+        for (name, compiled) in &policy.variables {
+            let vars = Value::Object(variables.clone());
+            let inputs = Inputs { variables: &vars, ..*base };
+            match evaluate(compiled, &inputs).and_then(|v| v.json().map_err(|e| e.to_string())) {
+                Ok(value) => {
+                    variables.insert(name.clone(), value);
+                }
+                Err(e) => return on_error(format!("composited variable \"{name}\" fails to evaluate: {e}")),
+            }
+        }
+        let vars = Value::Object(variables);
+        let inputs = Inputs { variables: &vars, ..*base };
+        let mut denials = Vec::new();
+        for (i, validation) in policy.validations.iter().enumerate() {
+            match evaluate(&validation.expression, &inputs) {
+                Ok(cel::Value::Bool(true)) => {}
+                Ok(cel::Value::Bool(false)) => {
+                    let message = validation
+                        .message_expression
+                        .as_ref()
+                        .and_then(|m| match evaluate(m, &inputs) {
+                            Ok(cel::Value::String(s)) => Some(s.trim().to_string()),
+                            _ => None,
+                        })
+                        .filter(|m| {
+                            !m.is_empty() && m.len() <= MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES && !m.contains('\n')
+                        })
+                        .or_else(|| {
+                            validation.message.as_deref().map(str::trim).filter(|m| !m.is_empty()).map(str::to_string)
+                        })
+                        .unwrap_or_else(|| format!("failed expression: {}", validation.source.trim()));
+                    denials.push((
+                        i,
+                        Denial { message, reason: Some(validation.reason.clone().unwrap_or_else(|| "Invalid".into())) },
+                    ));
+                }
+                Ok(_) => {
+                    if !policy.fail_open {
+                        let message = format!("expression '{}' resulted in error: no such overload", validation.source);
+                        denials.push((i, Denial { message, reason: None }));
+                    }
+                }
+                Err(e) => {
+                    if !policy.fail_open {
+                        denials.push((i, Denial { message: e, reason: None }));
+                    }
+                }
+            }
+        }
+        for (key, compiled) in &policy.audit_annotations {
+            match evaluate(compiled, &inputs) {
+                Ok(cel::Value::String(value)) => {
+                    let value: String = value.chars().take(MAX_AUDIT_ANNOTATION_VALUE_LENGTH).collect();
+                    annotations.push((format!("{}/{key}", policy.name), value));
+                }
+                Ok(cel::Value::Null) => {}
+                Ok(_) | Err(_) if policy.fail_open => {}
+                Ok(_) => denials.push((
+                    0,
+                    Denial {
+                        message: format!(
+                            "valueExpression '{key}' resulted in error: must evaluate to a string or null"
+                        ),
+                        reason: None,
+                    },
+                )),
+                Err(e) => denials.push((0, Denial { message: e, reason: None })),
+            }
+        }
+        denials
+    }
+}
+
+/// An expression's value, or the error in kube's words.
+fn evaluate(compiled: &Result<Expression, String>, inputs: &Inputs<'_>) -> Result<cel::Value, String> {
+    let expression = compiled.as_ref().map_err(Clone::clone)?;
+    expression
+        .evaluate(&inputs.activation(), PER_CALL_LIMIT)
+        .map(|out| out.value)
+        .map_err(|e| format!("expression '{}' resulted in error: {e}", expression.source()))
+}
+
+/// kube's `reasonToCode`.
+fn reason_code(reason: &str) -> i32 {
+    match reason {
+        "Forbidden" => 403,
+        "Unauthorized" => 401,
+        "RequestEntityTooLarge" => 413,
+        _ => 422,
+    }
+}
+
+#[async_trait]
+impl AdmissionPlugin for Policies {
+    fn may_act(&self, request: Request<'_>) -> bool {
+        if !self.source.synced() {
+            return true;
+        }
+        // Names are not known yet: a rule with resourceNames may act.
+        self.source.peek().iter().any(|p| p.match_constraints.rules_match_any_name(request))
+    }
+
+    async fn validate(&self, attributes: &mut Attributes<'_>) -> ApiResult<()> {
+        if !self.source.synced() {
+            return Err(crate::admission::forbidden(attributes, "not yet ready to handle request"));
+        }
+        let policies = self.source.policies();
+        // Built once, and only for a policy that reads them.
+        let mut request = None;
+        let mut namespace_object = None;
+        let null = Value::Null;
+        let mut denied: Vec<Decision<'_>> = Vec::new();
+        let mut failures = Vec::new();
+        let mut warnings = Vec::new();
+        let mut annotations = Vec::new();
+        // Made for the first policy that applies: most writes meet none.
+        let mut session = None;
+        for policy in policies.iter() {
+            if !policy.match_constraints.matches(&self.namespaces, attributes).await? {
+                continue;
+            }
+            for binding in &policy.bindings {
+                if let Some(m) = &binding.match_resources {
+                    if !m.matches(&self.namespaces, attributes).await? {
+                        continue;
+                    }
+                }
+                let params = match self.params.collect(
+                    policy.param_kind.as_ref(),
+                    binding.param_ref.as_ref(),
+                    attributes.namespace,
+                ) {
+                    Ok(params) => params,
+                    Err(e) => {
+                        if !policy.fail_open {
+                            denied.push(Decision {
+                                policy,
+                                binding: Some(binding),
+                                denial: Denial { message: format!("failed to configure binding: {e}"), reason: None },
+                            });
+                        }
+                        continue;
+                    }
+                };
+                if policy.uses_request && request.is_none() {
+                    request = Some(review::request_value("", attributes));
+                }
+                if policy.uses_namespace && namespace_object.is_none() {
+                    namespace_object = Some(match attributes.namespace {
+                        "" => Value::Null,
+                        ns => match self.namespaces.lookup(ns).await? {
+                            Some(namespace) => serde_json::to_value(&*namespace).unwrap_or(Value::Null),
+                            None => Value::Null,
+                        },
+                    });
+                }
+                let session = &*session.get_or_insert_with(|| self.authorizer.session(attributes));
+                for param in &params {
+                    let inputs = Inputs {
+                        object: attributes.object.as_ref().unwrap_or(&null),
+                        old_object: attributes.old_object.unwrap_or(&null),
+                        request: request.as_ref().unwrap_or(&null),
+                        params: param.as_ref().unwrap_or(&null),
+                        namespace_object: namespace_object.as_ref().unwrap_or(&null),
+                        variables: &null,
+                        authorizer: &session.value,
+                    };
+                    let (denials, evaluated) = self
+                        .authorizer
+                        .settle(attributes.user, &session.checks, || {
+                            let mut evaluated = Vec::new();
+                            (self.evaluate(policy, &inputs, &mut evaluated), evaluated)
+                        })
+                        .await;
+                    annotations.extend(evaluated);
+                    for (index, denial) in denials {
+                        let actions = &binding.actions;
+                        self.metrics.observe_policy_check(&policy.name, &binding.name, actions);
+                        if actions.iter().any(|a| a == "Warn") {
+                            warnings.push(format!(
+                                "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {}",
+                                policy.name, binding.name, denial.message
+                            ));
+                        }
+                        if actions.iter().any(|a| a == "Audit") {
+                            failures.push(json!({
+                                "message": denial.message, "policy": policy.name, "binding": binding.name,
+                                "expressionIndex": index, "validationActions": actions,
+                            }));
+                        }
+                        if actions.iter().any(|a| a == "Deny") {
+                            denied.push(Decision { policy, binding: Some(binding), denial });
+                        }
+                    }
+                }
+            }
+        }
+        attributes.warnings.append(&mut warnings);
+        attributes.audit_annotations.append(&mut annotations);
+        if !failures.is_empty() {
+            failures.truncate(MAX_VALIDATION_FAILURES);
+            attributes.audit_annotations.push((
+                "validation.policy.admission.k8s.io/validation_failure".into(),
+                Value::Array(failures).to_string(),
+            ));
+        }
+        let Some(first) = denied.into_iter().next() else { return Ok(()) };
+        let message = match first.binding {
+            Some(binding) => format!(
+                "ValidatingAdmissionPolicy '{}' with binding '{}' denied request: {}",
+                first.policy.name, binding.name, first.denial.message
+            ),
+            None => {
+                format!("ValidatingAdmissionPolicy '{}' denied request: {}", first.policy.name, first.denial.message)
+            }
+        };
+        let reason = first.denial.reason.unwrap_or_else(|| "Invalid".into());
+        let forbidden = crate::admission::forbidden(attributes, &message);
+        let names = attributes.names;
+        Err(ApiError::from_status(Status {
+            code: Some(reason_code(&reason)),
+            message: Some(forbidden.message),
+            reason: Some(reason),
+            status: Some("Failure".into()),
+            details: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusDetails {
+                causes: Some(vec![StatusCause { message: Some(message), ..Default::default() }]),
+                ..details(names.group, names.plural, attributes.name)
+            }),
+            ..Default::default()
+        }))
+    }
+}

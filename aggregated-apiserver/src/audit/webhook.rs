@@ -13,9 +13,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use rand::Rng;
 
-use super::event::{Event, EventList};
-use super::metrics::AuditMetrics;
-use super::sink::Backend;
+use super::encode::EventRef;
+use super::event::Event;
+use super::metrics::{AuditMetrics, Impacted};
+use super::sink::{Backend, LineBackend};
 
 /// kube's `defaultRequestTimeout` of webhooks.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -71,13 +72,37 @@ impl WebhookBackend {
 #[async_trait::async_trait]
 impl Backend for WebhookBackend {
     async fn process_events(&self, events: &[Arc<Event>]) -> bool {
-        let body = match serde_json::to_vec(&EventList::new(events)) {
-            Ok(body) => body,
-            Err(e) => {
-                self.metrics.plugin_error("webhook", &format!("encoding the event list: {e}"), events);
+        let mut lines = Vec::new();
+        for event in events {
+            if let Err(e) = self.encode_line(&EventRef::from(&**event), &mut lines) {
+                self.metrics.plugin_error("webhook", &format!("encoding the event: {e}"), Impacted::Events(events));
                 return false;
             }
-        };
+        }
+        self.process_lines(&lines, events.len()).await
+    }
+}
+
+#[async_trait::async_trait]
+impl LineBackend for WebhookBackend {
+    /// An event's JSON: an item of the EventList.
+    fn encode_line(&self, event: &EventRef<'_>, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        event.write_json(out)?;
+        out.push(b'\n');
+        Ok(())
+    }
+
+    /// POSTs the lines as one EventList (the bytes `EventList`'s `Serialize`
+    /// writes: the items are the lines, a comma where each newline was).
+    async fn process_lines(&self, lines: &[u8], count: usize) -> bool {
+        let mut body = Vec::with_capacity(lines.len() + 96);
+        body.extend_from_slice(
+            b"{\"kind\":\"EventList\",\"apiVersion\":\"audit.k8s.io/v1\",\"metadata\":{},\"items\":[",
+        );
+        // JSON has no raw newline inside a line: each one ends an item.
+        let items = lines.strip_suffix(b"\n").unwrap_or(lines);
+        body.extend(items.iter().map(|b| if *b == b'\n' { b',' } else { *b }));
+        body.extend_from_slice(b"]}");
         let mut delay = self.initial_backoff;
         let mut last_error = None;
         for attempt in 1..=ATTEMPTS {
@@ -92,7 +117,7 @@ impl Backend for WebhookBackend {
             }
         }
         let error = last_error.map_or_else(String::new, |e| format!("{e:#}"));
-        self.metrics.plugin_error("webhook", &error, events);
+        self.metrics.plugin_error("webhook", &error, Impacted::Lines { lines, count });
         false
     }
 }

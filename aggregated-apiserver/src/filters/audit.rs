@@ -40,7 +40,6 @@ use http_body::{Frame, SizeHint};
 
 use crate::apimachinery::errors::ApiError;
 use crate::audit::context::{Arrival, Captured};
-use crate::audit::request::{source_ips, user_agent};
 use crate::audit::{AuditContext, Auditor, Level, Stage, HEADER_AUDIT_ID};
 use crate::auth::authn::UserInfo;
 use crate::endpoints::request_info::RequestInfo;
@@ -59,32 +58,29 @@ pub fn sent_audit_id(req: &Request) -> Option<HeaderValue> {
 }
 
 pub async fn audit(State(audit): State<Arc<Audit>>, mut req: Request, next: Next) -> Response {
-    let sent = sent_audit_id(&req);
-    let auditor = audit.auditor.clone();
     // Kept as sent (kube neither checks nor shortens it).
-    let (id, header_value) = match sent {
-        Some(value) => (String::from_utf8_lossy(value.as_bytes()).into_owned(), Some(value)),
-        None => {
-            // From the thread's generator: `Uuid::new_v4` asks the kernel
-            // (a getrandom call) for every request.
-            let id = uuid::Builder::from_random_bytes(rand::random()).into_uuid().to_string();
-            let value = HeaderValue::from_str(&id).ok();
-            (id, value)
-        }
-    };
+    let id = sent_audit_id(&req).unwrap_or_else(new_audit_id);
     let unknown = RequestInfo::default();
     let info = req.extensions().get::<RequestInfo>().unwrap_or(&unknown);
+    let config = audit.auditor.evaluate_early(info);
+    if config.is_some_and(|c| c.level == Level::None) {
+        // Nothing to record whoever asks: no record, only the ID echoed.
+        audit.auditor.metrics().level(Level::None);
+        let mut resp = next.run(req).await;
+        echo(&mut resp, id);
+        return resp;
+    }
     let long_running = super::is_long_running(info);
-    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
     let arrival = Arrival {
+        audit_id: id.clone(),
         received: Utc::now(),
-        request_uri: req.uri().path_and_query().map_or_else(|| req.uri().path().to_string(), |pq| pq.to_string()),
-        source_ips: source_ips(req.headers(), peer),
-        user_agent: user_agent(req.headers()),
-        content_type: req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()),
+        headers: req.headers(),
+        uri: req.uri(),
+        peer: req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0),
         info,
+        config,
     };
-    let ctx = AuditContext::new(auditor, id, arrival);
+    let ctx = AuditContext::new(audit.auditor.clone(), arrival);
     req.extensions_mut().insert(ctx.clone());
     let mut unanswered = Unanswered(Some(ctx.clone()));
     let resp = match AssertUnwindSafe(next.run(req)).catch_unwind().await {
@@ -103,10 +99,19 @@ pub async fn audit(State(audit): State<Arc<Audit>>, mut req: Request, next: Next
     };
     unanswered.0 = None;
     let mut resp = record(ctx, resp, long_running).await;
-    if let Some(id) = header_value {
-        echo(&mut resp, id);
-    }
+    echo(&mut resp, id);
     resp
+}
+
+/// A new audit ID: a random UUID from the thread's generator (`Uuid::new_v4`
+/// asks the kernel, a getrandom call, for every request), written without
+/// the formatter.
+fn new_audit_id() -> HeaderValue {
+    let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    let id = uuid::Builder::from_random_bytes(rand::random()).into_uuid();
+    let text = id.hyphenated().encode_lower(&mut text);
+    // A UUID is always a valid header value.
+    HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static("00000000-0000-0000-0000-000000000000"))
 }
 
 /// Sets the response's `Audit-ID` unless something inside already did (kube: an
@@ -199,22 +204,6 @@ fn spawn(task: impl std::future::Future<Output = ()> + Send + 'static) {
     }
 }
 
-/// Runs `task` here as far as it goes without waiting, and spawns only what
-/// is left. ResponseComplete at the end of a body is a file write (blocking
-/// log) or a push into the buffer (batch) that finishes at once; a task of
-/// its own for it cost an allocation, a second scheduling and, mostly, a
-/// wake-up of the other worker thread: 2.3 futex calls per audited GET
-/// against 0.7 with auditing off (strace). A backend that does wait (a
-/// blocking webhook's POST) goes on in a task, as before. Outside a runtime
-/// nothing is run, as [`spawn`] runs nothing there.
-fn run_or_spawn(task: impl std::future::Future<Output = ()> + Send + 'static) {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-    let mut task = Box::pin(task);
-    if (&mut task).now_or_never().is_none() {
-        runtime.spawn(task);
-    }
-}
-
 /// The request body, copied into the request's record as the handler reads it.
 struct KeptBody {
     inner: Body,
@@ -251,10 +240,20 @@ struct AuditedBody {
 }
 
 impl AuditedBody {
+    /// ResponseComplete, written here where the body ends when the backend
+    /// finishes at once (the log, the batch buffer); a task of its own for
+    /// it cost an allocation, a second scheduling and, mostly, a wake-up of
+    /// the other worker thread: 2.3 futex calls per audited GET against 0.7
+    /// with auditing off (strace). A backend that does wait (a blocking
+    /// webhook's POST) goes on in a task.
     fn finish(&mut self) {
         if let Some(ctx) = self.ctx.take() {
             let bytes = self.captured.take().and_then(|c| c.bytes());
-            run_or_spawn(async move { ctx.complete(bytes).await });
+            if let Some(pending) = ctx.complete_now(bytes) {
+                spawn(async move {
+                    pending.process().await;
+                });
+            }
         }
     }
 }

@@ -376,7 +376,7 @@ impl AuditContext {
 
     /// The handler panicked: the Panic stage, with kube's 500 (kube writes no
     /// ResponseComplete after it).
-    pub(crate) async fn panicked(&self, what: &str) {
+    pub(crate) fn panicked_now(&self, what: &str) -> Option<Pending> {
         self.state().response_status = Some(Status {
             code: Some(500),
             status: Some("Failure".into()),
@@ -384,8 +384,9 @@ impl AuditContext {
             message: Some(format!("APIServer panic'd: {what}")),
             ..Default::default()
         });
-        self.process(Stage::Panic).await;
+        let pending = self.process_now(Stage::Panic).err();
         self.state().finished = true;
+        pending
     }
 
     /// Fills in the bodies (`response`: what the client was sent, when kept)

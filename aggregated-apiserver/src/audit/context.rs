@@ -29,7 +29,7 @@ use k8s_openapi::api::authentication::v1::UserInfo as EventUser;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusDetails};
 use serde_json::Value;
 
-use super::encode::{EventRef, Parts};
+use super::encode::{write_object_ref, EventRef, Parts};
 use super::event::{Event, Level, ObjectReference, Stage};
 use super::policy::{Attributes, RequestAuditConfig};
 use super::request::{body_json, source_ip_list, strip_managed_fields, user_agent_text};
@@ -79,25 +79,38 @@ pub(crate) struct RequestParts {
     object_ref: Option<RefText>,
 }
 
-/// A resource request's objectRef, its fields in one string: resource,
-/// namespace, name, apiGroup, apiVersion, subresource (one allocation
-/// rather than one a field).
+/// A resource request's objectRef in one string (one allocation rather than
+/// one a field): its fields (resource, namespace, name, apiGroup,
+/// apiVersion, subresource), then the `,"objectRef":{...}` every event
+/// writes, encoded once rather than for each event.
 struct RefText {
     text: String,
+    /// Where each field ends; the JSON follows the last.
     ends: [usize; 6],
+    /// Whether the JSON is there (it always is but for an encoding error).
+    encoded: bool,
 }
 
 impl RefText {
     fn new(info: &RequestInfo) -> Self {
         let fields =
             [&info.resource, &info.namespace, &info.name, &info.api_group, &info.api_version, &info.subresource];
-        let mut text = String::with_capacity(fields.iter().map(|f| f.len()).sum());
+        let raw: usize = fields.iter().map(|f| f.len()).sum();
+        let mut bytes = Vec::with_capacity(2 * raw + 96);
         let mut ends = [0; 6];
         for (end, field) in ends.iter_mut().zip(fields) {
-            text.push_str(field);
-            *end = text.len();
+            bytes.extend_from_slice(field.as_bytes());
+            *end = bytes.len();
         }
-        Self { text, ends }
+        let [resource, namespace, name, group, version, subresource] = fields.map(String::as_str);
+        let json = [resource, namespace, name, "", group, version, "", subresource];
+        let encoded = write_object_ref(&mut bytes, json).is_ok();
+        if !encoded {
+            bytes.truncate(ends[5]);
+        }
+        // Both halves are written from strings: always UTF-8.
+        let text = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        Self { text, ends, encoded }
     }
 
     /// resource, namespace, name, apiGroup, apiVersion, subresource.
@@ -108,6 +121,10 @@ impl RefText {
             start = end;
             field
         })
+    }
+
+    fn json(&self) -> Option<&[u8]> {
+        self.encoded.then(|| self.text.as_bytes().get(self.ends[5]..)).flatten()
     }
 }
 
@@ -128,11 +145,15 @@ impl RequestParts {
         self.user_agent.as_ref().map(user_agent_text).filter(|ua| !ua.is_empty())
     }
 
-    /// The objectRef's fields as [`ObjectReference`] orders them (resource,
-    /// namespace, name, uid, apiGroup, apiVersion, resourceVersion, subresource).
-    pub fn object_ref_fields(&self) -> Option<[&str; 8]> {
-        let [resource, namespace, name, group, version, subresource] = self.object_ref.as_ref()?.fields();
-        Some([resource, namespace, name, "", group, version, "", subresource])
+    /// Writes `,"objectRef":{...}` for a resource request.
+    pub fn write_object_ref(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        let Some(reference) = &self.object_ref else { return Ok(()) };
+        if let Some(json) = reference.json() {
+            out.extend_from_slice(json);
+            return Ok(());
+        }
+        let [resource, namespace, name, group, version, subresource] = reference.fields();
+        write_object_ref(out, [resource, namespace, name, "", group, version, "", subresource])
     }
 
     pub fn object_ref(&self) -> Option<ObjectReference> {

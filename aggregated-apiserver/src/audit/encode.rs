@@ -127,12 +127,9 @@ impl Parts<'_> {
             out.extend_from_slice(b",\"userAgent\":");
             json_str(out, &agent)?;
         }
-        let reference = match self.object_ref {
-            Some(reference) => Some(object_ref_fields(reference)),
-            None => r.object_ref_fields(),
-        };
-        if let Some(fields) = reference {
-            write_object_ref(out, fields)?;
+        match self.object_ref {
+            Some(reference) => write_object_ref(out, object_ref_fields(reference))?,
+            None => r.write_object_ref(out)?,
         }
         if let Some(status) = self.response_status {
             out.extend_from_slice(b",\"responseStatus\":");
@@ -210,7 +207,8 @@ fn object_ref_fields(r: &ObjectReference) -> [&str; 8] {
 const OBJECT_REF_KEYS: [&str; 8] =
     ["resource", "namespace", "name", "uid", "apiGroup", "apiVersion", "resourceVersion", "subresource"];
 
-fn write_object_ref(out: &mut Vec<u8>, fields: [&str; 8]) -> serde_json::Result<()> {
+/// `,"objectRef":{...}` of `fields` in [`ObjectReference`]'s order.
+pub(crate) fn write_object_ref(out: &mut Vec<u8>, fields: [&str; 8]) -> serde_json::Result<()> {
     out.extend_from_slice(b",\"objectRef\":{");
     let mut first = true;
     for (key, value) in OBJECT_REF_KEYS.into_iter().zip(fields) {

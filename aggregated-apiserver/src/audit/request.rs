@@ -67,7 +67,10 @@ pub fn user_agent(headers: &HeaderMap) -> String {
 /// A User-Agent header's text, cut at 1024 bytes as kube cuts it; borrowed
 /// when it is short and UTF-8.
 pub fn user_agent_text(ua: &HeaderValue) -> Cow<'_, str> {
-    let ua = String::from_utf8_lossy(ua.as_bytes());
+    let ua = match std::str::from_utf8(ua.as_bytes()) {
+        Ok(ua) => Cow::Borrowed(ua),
+        Err(_) => String::from_utf8_lossy(ua.as_bytes()),
+    };
     if ua.len() > MAX_USER_AGENT_LENGTH {
         let mut end = MAX_USER_AGENT_LENGTH;
         while !ua.is_char_boundary(end) {

@@ -237,11 +237,11 @@ pub struct Arrival<'a> {
 }
 
 /// An event that a backend has to keep or await ([`AuditContext::process_now`]).
-pub(crate) struct Pending(Arc<Auditor>, Event);
+pub(crate) struct Pending(Arc<Auditor>, Box<Event>);
 
 impl Pending {
     pub async fn process(self) -> bool {
-        self.0.process_owned(self.1).await
+        self.0.process_owned(*self.1).await
     }
 }
 
@@ -434,7 +434,7 @@ impl AuditContext {
             if state.finished {
                 return None;
             }
-            let Some(config) = state.config.filter(|_| state.evaluated) else { return None };
+            let config = state.config.filter(|_| state.evaluated)?;
             if let Some(bytes) = state.request_body.take().and_then(|b| b.bytes()) {
                 self.record_request(&mut state, &config, &bytes);
             }
@@ -530,7 +530,7 @@ impl AuditContext {
         let auditor = &self.0.auditor;
         match auditor.process_now(&event) {
             Some(ok) => Ok(ok),
-            None => Err(Pending(auditor.clone(), event.to_event())),
+            None => Err(Pending(auditor.clone(), Box::new(event.to_event()))),
         }
     }
 

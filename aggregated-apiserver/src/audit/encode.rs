@@ -287,7 +287,7 @@ pub(crate) fn write_time(out: &mut Vec<u8>, t: &DateTime<Utc>) -> serde_json::Re
     let cached = SECOND.with_borrow_mut(|(cached, prefix)| {
         if *cached != second {
             let mut digits = [0u8; super::event::MICRO_TIME_LEN];
-            let Some(text) = micro_time_digits(t, &mut digits) else { return None };
+            let text = micro_time_digits(t, &mut digits)?;
             prefix.copy_from_slice(&text[..20]);
             *cached = second;
         }

@@ -16,20 +16,27 @@
 //! wins and a different later one is logged and ignored. With auditing off no
 //! request has one, and all of this costs a lookup in the extensions.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
+use http::uri::PathAndQuery;
+use http::{header, HeaderMap, HeaderValue, Uri};
 use k8s_openapi::api::authentication::v1::UserInfo as EventUser;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusDetails};
 use serde_json::Value;
 
+use super::encode::{write_object_ref, EventRef, Parts};
 use super::event::{Event, Level, ObjectReference, Stage};
 use super::policy::{Attributes, RequestAuditConfig};
-use super::request::{body_json, strip_managed_fields};
+use super::request::{body_json, source_ip_list, strip_managed_fields, user_agent_text};
 use super::Auditor;
 use crate::auth::authn::UserInfo;
-use crate::endpoints::request_info::RequestInfo;
+use crate::endpoints::request_info::{RequestInfo, RequestVerb};
+use crate::registry::kind::Verb;
 
 /// Bytes of a request or response body kept for its event, at most; a larger
 /// body is recorded without its object (kube's own bound is the truncate
@@ -51,33 +58,146 @@ pub struct AuditContext(Arc<Record>);
 
 struct Record {
     auditor: Arc<Auditor>,
-    audit_id: String,
+    request: RequestParts,
     state: Mutex<State>,
 }
 
+/// What every event of a request says of it, taken from the request when it
+/// arrives and never changed: the URI's and headers' own shared bytes, the
+/// peer's address, and one string for the objectRef. An event is written
+/// from these ([`super::encode`]); the source IPs and the user agent are
+/// read from the headers as they are written.
+pub(crate) struct RequestParts {
+    pub audit_id: HeaderValue,
+    pub received: DateTime<Utc>,
+    pub uri: PathAndQuery,
+    pub verb: RequestVerb,
+    forwarded_for: Option<HeaderValue>,
+    real_ip: Option<HeaderValue>,
+    peer: Option<IpAddr>,
+    user_agent: Option<HeaderValue>,
+    object_ref: Option<RefText>,
+}
+
+/// A resource request's objectRef in one string (one allocation rather than
+/// one a field): its fields (resource, namespace, name, apiGroup,
+/// apiVersion, subresource), then the `,"objectRef":{...}` every event
+/// writes, encoded once rather than for each event.
+struct RefText {
+    text: String,
+    /// Where each field ends; the JSON follows the last.
+    ends: [usize; 6],
+    /// Whether the JSON is there (it always is but for an encoding error).
+    encoded: bool,
+}
+
+impl RefText {
+    fn new(info: &RequestInfo) -> Self {
+        let fields =
+            [&info.resource, &info.namespace, &info.name, &info.api_group, &info.api_version, &info.subresource];
+        let raw: usize = fields.iter().map(|f| f.len()).sum();
+        let mut bytes = Vec::with_capacity(2 * raw + 96);
+        let mut ends = [0; 6];
+        for (end, field) in ends.iter_mut().zip(fields) {
+            bytes.extend_from_slice(field.as_bytes());
+            *end = bytes.len();
+        }
+        let [resource, namespace, name, group, version, subresource] = fields.map(String::as_str);
+        let json = [resource, namespace, name, "", group, version, "", subresource];
+        let encoded = write_object_ref(&mut bytes, json).is_ok();
+        if !encoded {
+            bytes.truncate(ends[5]);
+        }
+        // Both halves are written from strings: always UTF-8.
+        let text = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        Self { text, ends, encoded }
+    }
+
+    /// resource, namespace, name, apiGroup, apiVersion, subresource.
+    fn fields(&self) -> [&str; 6] {
+        let mut start = 0;
+        self.ends.map(|end| {
+            let field = self.text.get(start..end).unwrap_or_default();
+            start = end;
+            field
+        })
+    }
+
+    fn json(&self) -> Option<&[u8]> {
+        self.encoded.then(|| self.text.as_bytes().get(self.ends[5]..)).flatten()
+    }
+}
+
+impl RequestParts {
+    /// kube's source IPs of the request, in order; the peer's alone, without
+    /// allocating, when no proxy header names others.
+    pub fn for_each_source_ip(&self, mut f: impl FnMut(IpAddr)) {
+        if self.forwarded_for.is_none() && self.real_ip.is_none() {
+            if let Some(peer) = self.peer {
+                f(peer);
+            }
+            return;
+        }
+        source_ip_list(self.forwarded_for.as_ref(), self.real_ip.as_ref(), self.peer).into_iter().for_each(f);
+    }
+
+    pub fn user_agent(&self) -> Option<Cow<'_, str>> {
+        self.user_agent.as_ref().map(user_agent_text).filter(|ua| !ua.is_empty())
+    }
+
+    /// Writes `,"objectRef":{...}` for a resource request.
+    pub fn write_object_ref(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        let Some(reference) = &self.object_ref else { return Ok(()) };
+        if let Some(json) = reference.json() {
+            out.extend_from_slice(json);
+            return Ok(());
+        }
+        let [resource, namespace, name, group, version, subresource] = reference.fields();
+        write_object_ref(out, [resource, namespace, name, "", group, version, "", subresource])
+    }
+
+    pub fn object_ref(&self) -> Option<ObjectReference> {
+        let [resource, namespace, name, group, version, subresource] = self.object_ref.as_ref()?.fields();
+        Some(ObjectReference {
+            resource: resource.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            api_group: group.into(),
+            api_version: version.into(),
+            subresource: subresource.into(),
+            ..Default::default()
+        })
+    }
+
+    fn is_create(&self) -> bool {
+        self.object_ref.is_some() && self.verb == RequestVerb::Resource(Verb::Create)
+    }
+}
+
+/// What the request's events gather as it is served.
+#[derive(Default)]
 struct State {
-    /// None until the policy is evaluated, after authentication.
+    /// Decided before authentication when no user could change it
+    /// ([`super::policy::PolicyEvaluator::evaluate_early`]), else by [`AuditContext::evaluate`].
     config: Option<RequestAuditConfig>,
-    /// Shared with the backends once written: changed through [`State::event`],
-    /// which copies it only while a backend still holds a stage written before
-    /// (a batch buffer); a blocking backend has let go by then, so writing
-    /// RequestReceived no longer copies the event (callgrind: a clone and its
-    /// drop, 3,000 instructions of an audited GET).
-    event: Arc<Event>,
+    /// The policy step after authentication has run (or the request was
+    /// answered before it: see [`AuditContext::evaluate`]).
+    evaluated: bool,
+    user: Option<EventUser>,
+    impersonated_user: Option<EventUser>,
+    /// A created object's reference, its name and namespace from the body.
+    object_ref: Option<ObjectReference>,
+    response_status: Option<Status>,
+    request_object: Option<Value>,
+    response_object: Option<Value>,
+    annotations: BTreeMap<String, String>,
     /// The request body as the handler read it, when its object is recorded.
     request_body: Option<Captured>,
-    request_content_type: Option<String>,
+    request_content_type: Option<HeaderValue>,
     response_content_type: Option<String>,
     response_content_encoding: Option<String>,
     /// ResponseComplete (or Panic) has been written: nothing more is.
     finished: bool,
-}
-
-impl State {
-    /// The event, to change.
-    fn event(&mut self) -> &mut Event {
-        Arc::make_mut(&mut self.event)
-    }
 }
 
 /// Body bytes kept up to [`MAX_CAPTURED_BYTES`].
@@ -106,43 +226,68 @@ impl Captured {
 
 /// What the request looked like when it arrived.
 pub struct Arrival<'a> {
+    pub audit_id: HeaderValue,
     pub received: DateTime<Utc>,
-    pub request_uri: String,
-    pub source_ips: Vec<String>,
-    pub user_agent: String,
-    pub content_type: Option<&'a str>,
+    pub headers: &'a HeaderMap,
+    pub uri: &'a Uri,
+    pub peer: Option<SocketAddr>,
     pub info: &'a RequestInfo,
+    /// The policy's decision when it needs no user.
+    pub config: Option<RequestAuditConfig>,
+}
+
+/// An event that a backend has to keep or await ([`AuditContext::process_now`]).
+pub(crate) struct Pending(Arc<Auditor>, Box<Event>);
+
+impl Pending {
+    pub async fn process(self) -> bool {
+        self.0.process_owned(*self.1).await
+    }
 }
 
 impl AuditContext {
-    pub(crate) fn new(auditor: Arc<Auditor>, audit_id: String, arrival: Arrival<'_>) -> Self {
-        let mut event = Event::new(Level::None, audit_id.clone(), arrival.received);
-        event.request_uri = arrival.request_uri;
-        event.verb = arrival.info.verb.as_str().to_string();
-        event.source_ips = arrival.source_ips;
-        event.user_agent = arrival.user_agent;
-        if arrival.info.is_resource_request {
-            let info = arrival.info;
-            event.object_ref = Some(ObjectReference {
-                resource: info.resource.clone(),
-                namespace: info.namespace.clone(),
-                name: info.name.clone(),
-                api_group: info.api_group.clone(),
-                api_version: info.api_version.clone(),
-                subresource: info.subresource.clone(),
-                ..Default::default()
-            });
+    pub(crate) fn new(auditor: Arc<Auditor>, arrival: Arrival<'_>) -> Self {
+        let uri = arrival.uri;
+        // One pass over the few headers rather than a hashed lookup for each
+        // of the four (callgrind: 750 instructions a request, looked up by name).
+        let (mut forwarded_for, mut real_ip, mut user_agent, mut content_type) = (None, None, None, None);
+        for (name, value) in arrival.headers {
+            let slot = if name == header::USER_AGENT {
+                &mut user_agent
+            } else if name == header::CONTENT_TYPE {
+                &mut content_type
+            } else if name.as_str() == "x-forwarded-for" {
+                &mut forwarded_for
+            } else if name.as_str() == "x-real-ip" {
+                &mut real_ip
+            } else {
+                continue;
+            };
+            // The first of a repeated header, as `HeaderMap::get` answers.
+            if slot.is_none() {
+                *slot = Some(value.clone());
+            }
         }
-        let state = State {
-            config: None,
-            event: Arc::new(event),
-            request_body: None,
-            request_content_type: arrival.content_type.map(str::to_string),
-            response_content_type: None,
-            response_content_encoding: None,
-            finished: false,
+        let request = RequestParts {
+            audit_id: arrival.audit_id,
+            received: arrival.received,
+            uri: uri
+                .path_and_query()
+                .cloned()
+                .or_else(|| PathAndQuery::try_from(uri.path()).ok())
+                .unwrap_or_else(|| PathAndQuery::from_static("/")),
+            verb: arrival.info.verb.clone(),
+            forwarded_for,
+            real_ip,
+            peer: arrival.peer.map(|p| p.ip().to_canonical()),
+            user_agent,
+            object_ref: arrival.info.is_resource_request.then(|| RefText::new(arrival.info)),
         };
-        Self(Arc::new(Record { auditor, audit_id, state: Mutex::new(state) }))
+        if let Some(config) = arrival.config {
+            auditor.metrics.level(config.level);
+        }
+        let state = State { config: arrival.config, request_content_type: content_type, ..Default::default() };
+        Self(Arc::new(Record { auditor, request, state: Mutex::new(state) }))
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -151,13 +296,14 @@ impl AuditContext {
     }
 
     /// The request's audit ID (the aggregator's `Audit-ID`, or one made here).
-    pub fn audit_id(&self) -> &str {
-        &self.0.audit_id
+    pub fn audit_id(&self) -> &HeaderValue {
+        &self.0.request.audit_id
     }
 
-    /// The level the policy chose, once it has (after authentication).
+    /// The level the policy chose, once the policy step has run (after authentication).
     pub fn level(&self) -> Option<Level> {
-        self.state().config.map(|c| c.level)
+        let state = self.state();
+        state.config.filter(|_| state.evaluated).map(|c| c.level)
     }
 
     /// Adds `key: value` to the event's annotations; a key already set to
@@ -167,56 +313,56 @@ impl AuditContext {
         if state.config.is_some_and(|c| c.level == Level::None) {
             return;
         }
-        match state.event.annotations.get(key) {
+        match state.annotations.get(key) {
             Some(existing) if existing != value => tracing::warn!(
-                audit_id = %self.0.audit_id, key, value, existing = %existing,
+                audit_id = ?self.0.request.audit_id, key, value, existing = %existing,
                 "audit annotation already set to another value; keeping the first"
             ),
             Some(_) => {}
             None => {
-                state.event().annotations.insert(key.to_string(), value.to_string());
+                state.annotations.insert(key.to_string(), value.to_string());
             }
         }
     }
 
-    /// Evaluates the policy for the request `info` made by `user` (None:
-    /// nobody was authenticated) and records who that is. Once only.
+    /// The policy step for the request `info` made by `user` (None: nobody
+    /// was authenticated): the policy is evaluated unless it was decided on
+    /// arrival, and the user recorded. Once only.
     pub(crate) fn evaluate(&self, user: Option<&UserInfo>, info: &RequestInfo) -> RequestAuditConfig {
         let mut state = self.state();
-        if let Some(config) = state.config {
+        let config = match state.config {
+            Some(config) => config,
+            None => {
+                let config = self.0.auditor.policy.evaluate(&Attributes { user, info });
+                self.0.auditor.metrics.level(config.level);
+                state.config = Some(config);
+                config
+            }
+        };
+        if state.evaluated {
             return config;
         }
-        let config = self.0.auditor.policy.evaluate(&Attributes { user, info });
-        self.0.auditor.metrics.level(config.level);
-        state.config = Some(config);
-        state.event().level = config.level;
-        if let Some(user) = user {
-            state.event().user = event_user(user);
+        state.evaluated = true;
+        if config.level >= Level::Metadata {
+            state.user = user.map(event_user);
         }
         config
     }
 
-    /// The request as its event describes it, for a policy evaluated after
+    /// The request as its record describes it, for a policy evaluated after
     /// the request's own description is gone (a refusal before authentication).
     pub(crate) fn request_info(&self) -> RequestInfo {
-        use crate::endpoints::request_info::RequestVerb;
-        let state = self.state();
-        let event = &state.event;
-        let path = event.request_uri.split('?').next().unwrap_or_default().to_string();
-        let resource_verb = crate::registry::kind::Verb::ALL.iter().find(|v| v.as_str() == event.verb);
-        let verb = match resource_verb {
-            Some(verb) if event.object_ref.is_some() => RequestVerb::Resource(*verb),
-            _ => RequestVerb::Method(event.verb.clone().into()),
-        };
-        let mut info = RequestInfo { path, verb, ..Default::default() };
-        if let Some(r) = &event.object_ref {
+        let r = &self.0.request;
+        let mut info = RequestInfo { path: r.uri.path().to_string(), verb: r.verb.clone(), ..Default::default() };
+        if let Some(fields) = &r.object_ref {
+            let [resource, namespace, name, group, version, subresource] = fields.fields();
             info.is_resource_request = true;
-            info.api_group = r.api_group.clone();
-            info.api_version = r.api_version.clone();
-            info.namespace = r.namespace.clone();
-            info.resource = r.resource.clone();
-            info.subresource = r.subresource.clone();
-            info.name = r.name.clone();
+            info.api_group = group.into();
+            info.api_version = version.into();
+            info.namespace = namespace.into();
+            info.resource = resource.into();
+            info.subresource = subresource.into();
+            info.name = name.into();
         }
         info
     }
@@ -225,17 +371,15 @@ impl AuditContext {
     pub(crate) fn set_impersonated_user(&self, user: &UserInfo) {
         let mut state = self.state();
         if state.config.is_some_and(|c| c.level >= Level::Metadata) {
-            state.event().impersonated_user = Some(event_user(user));
+            state.impersonated_user = Some(event_user(user));
         }
     }
 
     /// Whether the request body is kept for the event: for the object of a
     /// Request-level event, and for the name of a created object.
     pub(crate) fn wants_request_body(&self) -> bool {
-        let state = self.state();
-        let level = state.config.map_or(Level::None, |c| c.level);
-        level >= Level::Request
-            || (level >= Level::Metadata && state.event.object_ref.is_some() && state.event.verb == "create")
+        let level = self.state().config.map_or(Level::None, |c| c.level);
+        level >= Level::Request || (level >= Level::Metadata && self.0.request.is_create())
     }
 
     pub(crate) fn start_request_body(&self) {
@@ -251,7 +395,7 @@ impl AuditContext {
     /// The response's code and how its body is encoded.
     pub(crate) fn responded(&self, code: u16, content_type: Option<&str>, content_encoding: Option<&str>) {
         let mut state = self.state();
-        state.event().response_status = Some(Status { code: Some(i32::from(code)), ..Default::default() });
+        state.response_status = Some(Status { code: Some(i32::from(code)), ..Default::default() });
         state.response_content_type = content_type.map(str::to_string);
         state.response_content_encoding = content_encoding.map(str::to_string);
     }
@@ -261,50 +405,52 @@ impl AuditContext {
     /// failure's (a watch refused before it streams too), and a delete's
     /// (kube answers a delete that removed the object with a Success Status).
     pub(crate) fn wants_response_body(&self, code: u16, long_running: bool) -> bool {
-        let state = self.state();
-        let level = state.config.map_or(Level::None, |c| c.level);
-        let may_be_status = code >= 400 || state.event.verb == "delete";
+        let level = self.state().config.map_or(Level::None, |c| c.level);
+        let may_be_status = code >= 400 || self.0.request.verb == RequestVerb::Resource(Verb::Delete);
         (level == Level::RequestResponse && !long_running) || (level >= Level::Metadata && may_be_status)
     }
 
     /// The handler panicked: the Panic stage, with kube's 500 (kube writes no
     /// ResponseComplete after it).
-    pub(crate) async fn panicked(&self, what: &str) {
-        {
-            let mut state = self.state();
-            state.event().response_status = Some(Status {
-                code: Some(500),
-                status: Some("Failure".into()),
-                reason: Some("InternalError".into()),
-                message: Some(format!("APIServer panic'd: {what}")),
-                ..Default::default()
-            });
-        }
-        self.process(Stage::Panic).await;
+    pub(crate) fn panicked_now(&self, what: &str) -> Option<Pending> {
+        self.state().response_status = Some(Status {
+            code: Some(500),
+            status: Some("Failure".into()),
+            reason: Some("InternalError".into()),
+            message: Some(format!("APIServer panic'd: {what}")),
+            ..Default::default()
+        });
+        let pending = self.process_now(Stage::Panic).err();
         self.state().finished = true;
+        pending
     }
 
     /// Fills in the bodies (`response`: what the client was sent, when kept)
-    /// and writes the ResponseComplete event.
-    pub(crate) async fn complete(&self, response: Option<Vec<u8>>) {
+    /// and writes the ResponseComplete event; what a backend still has to
+    /// await is returned.
+    pub(crate) fn complete_now(&self, response: Option<Vec<u8>>) -> Option<Pending> {
         {
             let mut state = self.state();
             if state.finished {
-                return;
+                return None;
             }
-            let State { event, config, request_body, request_content_type, .. } = &mut *state;
-            let Some(config) = *config else { return };
-            if let Some(bytes) = request_body.take().and_then(|b| b.bytes()) {
-                record_request(Arc::make_mut(event), &config, request_content_type.as_deref(), &bytes);
+            let config = state.config.filter(|_| state.evaluated)?;
+            if let Some(bytes) = state.request_body.take().and_then(|b| b.bytes()) {
+                self.record_request(&mut state, &config, &bytes);
             }
             if let Some(bytes) = response {
-                let (ct, ce) = (state.response_content_type.clone(), state.response_content_encoding.clone());
-                let event = state.event();
-                record_response(event, &config, ct.as_deref(), ce.as_deref(), &bytes);
+                record_response(&mut state, &config, &bytes);
             }
         }
-        self.process(Stage::ResponseComplete).await;
+        let pending = self.process_now(Stage::ResponseComplete).err();
         self.state().finished = true;
+        pending
+    }
+
+    pub(crate) async fn complete(&self, response: Option<Vec<u8>>) {
+        if let Some(pending) = self.complete_now(response) {
+            pending.process().await;
+        }
     }
 
     /// Answered before the policy was evaluated (kube's `withFailedRequestAudit`):
@@ -313,10 +459,9 @@ impl AuditContext {
         {
             let mut state = self.state();
             let Some(config) = state.config else { return };
-            let (ct, ce) = (state.response_content_type.clone(), state.response_content_encoding.clone());
-            record_response(state.event(), &config, ct.as_deref(), ce.as_deref(), body);
+            record_response(&mut state, &config, body);
             // kube's failed-request event carries no response object.
-            state.event().response_object = None;
+            state.response_object = None;
         }
         self.process(Stage::ResponseStarted).await;
         self.state().finished = true;
@@ -326,10 +471,10 @@ impl AuditContext {
     pub(crate) async fn closed_early(&self) {
         {
             let mut state = self.state();
-            if state.config.is_none() || state.finished {
+            if !state.evaluated || state.finished {
                 return;
             }
-            state.event().response_status = Some(Status {
+            state.response_status = Some(Status {
                 code: Some(200),
                 status: Some("Success".into()),
                 message: Some("Connection closed early".into()),
@@ -347,23 +492,74 @@ impl AuditContext {
     /// Writes the event as it stands at `stage`, unless the policy leaves the
     /// stage out; false when a strict backend could not write it.
     pub(crate) async fn process(&self, stage: Stage) -> bool {
-        let event = {
-            let mut state = self.state();
-            let Some(config) = state.config else { return true };
-            if config.level == Level::None || config.omit_stages.contains(stage) || state.finished {
-                return true;
+        match self.process_now(stage) {
+            Ok(ok) => ok,
+            Err(pending) => pending.process().await,
+        }
+    }
+
+    /// [`Self::process`] as far as it goes without waiting: written from the
+    /// record under its lock when every backend writes at once (a file, a
+    /// batch buffer); else the event, owned, for the caller to await.
+    pub(crate) fn process_now(&self, stage: Stage) -> Result<bool, Pending> {
+        let mut state = self.state();
+        // Nothing before the policy step (a panic in authentication is not
+        // the request's to record, as kube's WithAudit sits inside it).
+        let Some(config) = state.config.filter(|_| state.evaluated) else { return Ok(true) };
+        if config.level == Level::None || config.omit_stages.contains(stage) || state.finished {
+            return Ok(true);
+        }
+        if matches!(stage, Stage::ResponseComplete | Stage::Panic) {
+            // Nothing is written after these.
+            state.finished = true;
+        }
+        let request = &self.0.request;
+        let event = EventRef::parts(Parts {
+            request,
+            level: config.level,
+            stage,
+            stage_timestamp: if stage == Stage::RequestReceived { request.received } else { Utc::now() },
+            user: state.user.as_ref(),
+            impersonated_user: state.impersonated_user.as_ref(),
+            object_ref: state.object_ref.as_ref(),
+            response_status: state.response_status.as_ref(),
+            request_object: state.request_object.as_ref(),
+            response_object: state.response_object.as_ref(),
+            annotations: &state.annotations,
+        });
+        let auditor = &self.0.auditor;
+        match auditor.process_now(&event) {
+            Some(ok) => Ok(ok),
+            None => Err(Pending(auditor.clone(), Box::new(event.to_event()))),
+        }
+    }
+
+    /// The request's object (Request level and up), and the name and namespace
+    /// of a created object for its objectRef (kube's `LogRequestObject`).
+    fn record_request(&self, state: &mut State, config: &RequestAuditConfig, bytes: &[u8]) {
+        let content_type = state.request_content_type.as_ref().and_then(|v| v.to_str().ok());
+        let Some(mut object) = body_json(content_type, None, bytes, MAX_CAPTURED_BYTES) else { return };
+        if self.0.request.is_create() {
+            let meta =
+                |key: &str| object.pointer(&format!("/metadata/{key}")).and_then(Value::as_str).map(str::to_string);
+            if let Some(mut reference) = self.0.request.object_ref() {
+                if reference.name.is_empty() {
+                    reference.name = meta("name").unwrap_or_default();
+                }
+                if reference.namespace.is_empty() {
+                    reference.namespace = meta("namespace").unwrap_or_default();
+                }
+                state.object_ref = Some(reference);
             }
-            let event = state.event();
-            event.stage = stage;
-            event.stage_timestamp =
-                if stage == Stage::RequestReceived { event.request_received_timestamp } else { Utc::now() };
-            if matches!(stage, Stage::ResponseComplete | Stage::Panic) {
-                // Nothing is written after these.
-                state.finished = true;
-            }
-            state.event.clone()
-        };
-        self.0.auditor.process(event).await
+        }
+        if config.level < Level::Request {
+            return;
+        }
+        // A patch is recorded as sent; objects without their managedFields when the policy says so.
+        if config.omit_managed_fields && self.0.request.verb != RequestVerb::Resource(Verb::Patch) {
+            strip_managed_fields(&mut object);
+        }
+        state.request_object = Some(object);
     }
 }
 
@@ -376,43 +572,16 @@ fn event_user(user: &UserInfo) -> EventUser {
     }
 }
 
-/// The request's object (Request level and up), and the name and namespace
-/// of a created object for its objectRef (kube's `LogRequestObject`).
-fn record_request(event: &mut Event, config: &RequestAuditConfig, content_type: Option<&str>, bytes: &[u8]) {
-    let Some(mut object) = body_json(content_type, None, bytes, MAX_CAPTURED_BYTES) else { return };
-    if let Some(reference) = event.object_ref.as_mut() {
-        let meta = |key: &str| object.pointer(&format!("/metadata/{key}")).and_then(Value::as_str).map(str::to_string);
-        if reference.name.is_empty() && event.verb == "create" {
-            reference.name = meta("name").unwrap_or_default();
-        }
-        if reference.namespace.is_empty() && event.verb == "create" {
-            reference.namespace = meta("namespace").unwrap_or_default();
-        }
-    }
-    if config.level < Level::Request {
-        return;
-    }
-    // A patch is recorded as sent; objects without their managedFields when the policy says so.
-    if config.omit_managed_fields && event.verb != "patch" {
-        strip_managed_fields(&mut object);
-    }
-    event.request_object = Some(object);
-}
-
 /// A failure's Status into responseStatus (every level), the object into
 /// responseObject (RequestResponse), as kube's `LogResponseObject`.
-fn record_response(
-    event: &mut Event,
-    config: &RequestAuditConfig,
-    content_type: Option<&str>,
-    content_encoding: Option<&str>,
-    bytes: &[u8],
-) {
+fn record_response(state: &mut State, config: &RequestAuditConfig, bytes: &[u8]) {
+    let content_type = state.response_content_type.as_deref();
+    let content_encoding = state.response_content_encoding.as_deref();
     let Some(mut object) = body_json(content_type, content_encoding, bytes, MAX_CAPTURED_BYTES) else { return };
     if object.get("kind").and_then(Value::as_str) == Some("Status") {
         let text = |key: &str| object.get(key).and_then(Value::as_str).map(str::to_string);
-        let code = event.response_status.as_ref().and_then(|s| s.code);
-        event.response_status = Some(Status {
+        let code = state.response_status.as_ref().and_then(|s| s.code);
+        state.response_status = Some(Status {
             code: object.get("code").and_then(Value::as_i64).and_then(|c| i32::try_from(c).ok()).or(code),
             status: text("status"),
             message: text("message"),
@@ -427,5 +596,5 @@ fn record_response(
     if config.omit_managed_fields {
         strip_managed_fields(&mut object);
     }
-    event.response_object = Some(object);
+    state.response_object = Some(object);
 }

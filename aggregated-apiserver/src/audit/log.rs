@@ -9,10 +9,11 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
 
+use super::encode::EventRef;
 use super::event::Event;
-use super::metrics::AuditMetrics;
+use super::metrics::{AuditMetrics, Impacted};
 use super::rotate::{RotatingFile, Rotation};
-use super::sink::Backend;
+use super::sink::{Backend, LineBackend};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -43,16 +44,6 @@ impl LogBackend {
     pub fn new(out: Box<dyn Write + Send>, format: Format, metrics: AuditMetrics) -> Self {
         Self { out: Mutex::new(out), format, metrics }
     }
-
-    /// Appends the event's line to `out`.
-    fn encode(&self, event: &Event, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
-        match self.format {
-            Format::Json => event.write_json(out)?,
-            Format::Legacy => out.extend_from_slice(event.legacy_line().as_bytes()),
-        }
-        out.push(b'\n');
-        Ok(())
-    }
 }
 
 /// Lines written with one `write`, at most (a batch of large events is
@@ -71,39 +62,33 @@ thread_local! {
 }
 
 impl LogBackend {
-    /// Encodes `events` into `lines` and writes them, one `write` per
-    /// [`MAX_WRITE_BYTES`] at most; a failed write costs the events in it.
-    fn write_events(&self, lines: &mut Vec<u8>, events: &[Arc<Event>]) -> bool {
-        lines.clear();
+    /// Writes `count` encoded lines, one `write` per [`MAX_WRITE_BYTES`] at
+    /// most, cut at line ends; a failed write costs the events in it.
+    fn write_lines(&self, mut lines: &[u8], count: usize) -> bool {
         let mut ok = true;
-        // The events whose lines are in `lines`: events[first..], but those
-        // that could not be encoded (counted already).
-        let mut first = 0;
-        let mut unencoded: Vec<usize> = Vec::new();
-        for (i, event) in events.iter().enumerate() {
-            let start = lines.len();
-            if let Err(e) = self.encode(event, lines) {
-                lines.truncate(start);
-                self.metrics.plugin_error("log", &format!("encoding the event: {e}"), std::slice::from_ref(event));
-                unencoded.push(i);
-                ok = false;
-                continue;
-            }
-            if start > 0 && lines.len() > MAX_WRITE_BYTES {
-                ok &= self.write(&lines[..start], events, first..i, &unencoded);
-                lines.drain(..start);
-                first = i;
-            }
+        let mut left = count;
+        while !lines.is_empty() {
+            let end = if lines.len() <= MAX_WRITE_BYTES {
+                lines.len()
+            } else {
+                // The last line end within the limit, else the first past it.
+                lines[..MAX_WRITE_BYTES]
+                    .iter()
+                    .rposition(|b| *b == b'\n')
+                    .or_else(|| lines.iter().position(|b| *b == b'\n'))
+                    .map_or(lines.len(), |i| i + 1)
+            };
+            let (piece, rest) = lines.split_at(end);
+            let in_piece = if rest.is_empty() { left } else { piece.iter().filter(|b| **b == b'\n').count() };
+            left = left.saturating_sub(in_piece);
+            ok &= self.write(piece, in_piece);
+            lines = rest;
         }
-        ok &= self.write(lines, events, first..events.len(), &unencoded);
         ok
     }
 
-    /// Writes `lines`, the encoded `events[range]` (but those `unencoded`), with one `write`.
-    fn write(&self, lines: &[u8], events: &[Arc<Event>], range: std::ops::Range<usize>, unencoded: &[usize]) -> bool {
-        if lines.is_empty() {
-            return true;
-        }
+    /// Writes `lines` (`count` events) with one `write`.
+    fn write(&self, lines: &[u8], count: usize) -> bool {
         let result = match self.out.lock() {
             Ok(mut out) => out.write_all(lines).and_then(|()| out.flush()).map_err(|e| e.to_string()),
             Err(_) => Err("the audit log's lock is poisoned".to_string()),
@@ -111,12 +96,34 @@ impl LogBackend {
         match result {
             Ok(()) => true,
             Err(error) => {
-                let impacted: Vec<Arc<Event>> =
-                    range.filter(|i| !unencoded.contains(i)).map(|i| events[i].clone()).collect();
-                self.metrics.plugin_error("log", &error, &impacted);
+                self.metrics.plugin_error("log", &error, Impacted::Lines { lines, count });
                 false
             }
         }
+    }
+
+    /// Encodes `events` into the thread's buffer and writes them.
+    fn write_events<'a, 'e: 'a>(&self, events: impl IntoIterator<Item = &'a EventRef<'e>>) -> bool {
+        LINES.with_borrow_mut(|lines| {
+            lines.clear();
+            let mut ok = true;
+            let mut count = 0;
+            for event in events {
+                let start = lines.len();
+                if let Err(e) = self.encode_line(event, lines) {
+                    lines.truncate(start);
+                    self.metrics.plugin_error("log", &format!("encoding the event: {e}"), Impacted::Event(event));
+                    ok = false;
+                    continue;
+                }
+                count += 1;
+            }
+            ok &= self.write_lines(lines, count);
+            if lines.capacity() > MAX_KEPT_BUFFER_BYTES {
+                *lines = Vec::new();
+            }
+            ok
+        })
     }
 }
 
@@ -125,24 +132,33 @@ impl Backend for LogBackend {
     /// The lines of a batch are encoded outside the lock and written
     /// together: in batch mode the system calls are per batch, not per event.
     async fn process_events(&self, events: &[Arc<Event>]) -> bool {
-        self.write_all_events(events)
+        let events: Vec<EventRef<'_>> = events.iter().map(|e| EventRef::from(&**e)).collect();
+        self.write_events(&events)
     }
 
     /// A file write: never awaited.
-    fn process_events_now(&self, events: &[Arc<Event>]) -> Option<bool> {
-        Some(self.write_all_events(events))
+    fn process_now(&self, event: &EventRef<'_>) -> Option<bool> {
+        Some(self.write_events(std::iter::once(event)))
+    }
+
+    fn at_once(&self) -> bool {
+        true
     }
 }
 
-impl LogBackend {
-    fn write_all_events(&self, events: &[Arc<Event>]) -> bool {
-        LINES.with_borrow_mut(|lines| {
-            let ok = self.write_events(lines, events);
-            if lines.capacity() > MAX_KEPT_BUFFER_BYTES {
-                *lines = Vec::new();
-            }
-            ok
-        })
+#[async_trait::async_trait]
+impl LineBackend for LogBackend {
+    fn encode_line(&self, event: &EventRef<'_>, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        match self.format {
+            Format::Json => event.write_json(out)?,
+            Format::Legacy => out.extend_from_slice(event.legacy_line().as_bytes()),
+        }
+        out.push(b'\n');
+        Ok(())
+    }
+
+    async fn process_lines(&self, lines: &[u8], count: usize) -> bool {
+        self.write_lines(lines, count)
     }
 }
 

@@ -12,6 +12,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
+use super::encode::EventRef;
 use super::event::{Event, Level};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -22,6 +23,17 @@ struct PluginLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LevelLabels {
     level: &'static str,
+}
+
+/// The events a failure cost, as the backend held them.
+pub enum Impacted<'a> {
+    Events(&'a [Arc<Event>]),
+    Event(&'a EventRef<'a>),
+    /// Encoded lines (a batch's): logged as they are.
+    Lines {
+        lines: &'a [u8],
+        count: usize,
+    },
 }
 
 /// Most impacted events named in one error log line.
@@ -76,16 +88,29 @@ impl AuditMetrics {
     }
 
     /// `plugin` could not audit `impacted`: counted and logged.
-    pub fn plugin_error(&self, plugin: &'static str, error: &dyn Display, impacted: &[Arc<Event>]) {
-        self.errors.get_or_create(&PluginLabels { plugin }).inc_by(impacted.len() as u64);
-        let shown: Vec<String> = impacted.iter().take(MAX_EVENTS_LOGGED).map(|e| e.legacy_line()).collect();
+    pub fn plugin_error(&self, plugin: &'static str, error: &dyn Display, impacted: Impacted<'_>) {
+        let (count, shown) = match impacted {
+            Impacted::Events(events) => {
+                (events.len(), events.iter().take(MAX_EVENTS_LOGGED).map(|e| e.legacy_line()).collect())
+            }
+            Impacted::Event(event) => (1, vec![event.legacy_line()]),
+            Impacted::Lines { lines, count } => (
+                count,
+                lines
+                    .split(|b| *b == b'\n')
+                    .filter(|l| !l.is_empty())
+                    .take(MAX_EVENTS_LOGGED)
+                    .map(|l| String::from_utf8_lossy(l).into_owned())
+                    .collect::<Vec<_>>(),
+            ),
+        };
+        self.errors.get_or_create(&PluginLabels { plugin }).inc_by(count as u64);
         tracing::error!(
             plugin,
-            events = impacted.len(),
+            events = count,
             %error,
             impacted = %shown.join("\n"),
-            "error in audit plugin '{plugin}' affecting {} audit events",
-            impacted.len()
+            "error in audit plugin '{plugin}' affecting {count} audit events"
         );
     }
 

@@ -6,6 +6,7 @@
 //! - [`policy`]: the Policy and its evaluation (which level, which stages);
 //! - [`event`]: the Event and EventList types and their encodings;
 //! - [`context`]: one request's record, and the annotation hook ([`AuditContext`]);
+//! - [`encode`]: an event written straight from that record ([`EventRef`]);
 //! - [`request`]: what an event takes from a request (source IPs, bodies);
 //! - [`sink`]: the backend contract and the blocking, strict and batch modes;
 //! - [`truncate`], [`log`] with [`rotate`], [`webhook`]: the backends;
@@ -16,6 +17,7 @@
 //! does nothing for auditing but echo the aggregator's `Audit-ID`.
 
 pub mod context;
+pub mod encode;
 pub mod event;
 pub mod log;
 pub mod metrics;
@@ -30,13 +32,15 @@ pub mod webhook;
 use std::sync::Arc;
 
 pub use context::{add_annotation, AuditContext};
+pub use encode::EventRef;
 pub use event::{Event, Level, Stage, HEADER_AUDIT_ID};
 
 use self::metrics::AuditMetrics;
 use self::options::AuditOptions;
-use self::policy::PolicyEvaluator;
+use self::policy::{PolicyEvaluator, RequestAuditConfig};
 use self::rotate::Rotation;
-use self::sink::Backend;
+use self::sink::{Backend, LineBackend};
+use crate::endpoints::request_info::RequestInfo;
 
 /// The policy and the backends: one per server, when auditing is on.
 pub struct Auditor {
@@ -69,12 +73,13 @@ impl Auditor {
                 max_backups: options.audit_log_maxbackup as usize,
                 compress: options.audit_log_compress,
             };
-            let backend = Arc::new(log::LogBackend::open(path, rotation, format, metrics.clone())?);
+            let backend: Arc<dyn LineBackend> =
+                Arc::new(log::LogBackend::open(path, rotation, format, metrics.clone())?);
             let moded = sink::with_mode(backend, options.audit_log_mode, options.log_batch(), false, metrics.clone());
             backends.push(truncate::Truncate::wrap(moded, options.log_truncate(), metrics.clone()));
         }
         if let Some(config_file) = webhook {
-            let backend = Arc::new(
+            let backend: Arc<dyn LineBackend> = Arc::new(
                 webhook::WebhookBackend::new(config_file, options.audit_webhook_initial_backoff, metrics.clone())
                     .await?,
             );
@@ -96,7 +101,7 @@ impl Auditor {
             "auditing requests"
         );
         let sink: Arc<dyn Backend> =
-            if backends.len() == 1 { backends.remove(0) } else { Arc::new(sink::Union(backends)) };
+            if backends.len() == 1 { backends.remove(0) } else { Arc::new(sink::Union::new(backends)) };
         Ok(Some(Arc::new(Self { policy, sink, metrics })))
     }
 
@@ -109,14 +114,24 @@ impl Auditor {
         &self.metrics
     }
 
-    /// Hands one event to the backends; false when a strict one failed.
-    async fn process(&self, event: Arc<Event>) -> bool {
+    /// The policy's decision for `info` when no user could change it.
+    pub(crate) fn evaluate_early(&self, info: &RequestInfo) -> Option<RequestAuditConfig> {
+        self.policy.evaluate_early(info)
+    }
+
+    /// Hands one event to the backends here and now, from its request's
+    /// record; None when one of them may wait (nothing was done then).
+    /// Some(false) when a strict one failed.
+    fn process_now(&self, event: &EventRef<'_>) -> Option<bool> {
+        let ok = self.sink.process_now(event)?;
         self.metrics.event();
-        let events = std::slice::from_ref(&event);
-        match self.sink.process_events_now(events) {
-            Some(ok) => ok,
-            None => self.sink.process_events(events).await,
-        }
+        Some(ok)
+    }
+
+    /// Hands one event, owned, to backends that may wait.
+    async fn process_owned(&self, event: Event) -> bool {
+        self.metrics.event();
+        self.sink.process_events(&[Arc::new(event)]).await
     }
 
     /// Writes out what the batch backends still hold, for a graceful stop.

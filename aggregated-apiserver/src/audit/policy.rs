@@ -193,6 +193,21 @@ impl PolicyEvaluator {
     pub fn evaluate(&self, attrs: &Attributes<'_>) -> RequestAuditConfig {
         self.rules.iter().find(|(rule, _)| rule_matches(rule, attrs)).map_or(self.default, |(_, config)| *config)
     }
+
+    /// The decision for `info` when it is the same whoever asks, before
+    /// authentication: the first rule matching what was asked names no users
+    /// or groups (or none matches). None when it depends on the user. A
+    /// request decided `None` this way costs auditing no record at all (the
+    /// probes, in the sample policy).
+    pub fn evaluate_early(&self, info: &RequestInfo) -> Option<RequestAuditConfig> {
+        for (rule, config) in &self.rules {
+            if !request_matches(rule, info) {
+                continue;
+            }
+            return (rule.users.is_empty() && rule.user_groups.is_empty()).then_some(*config);
+        }
+        Some(self.default)
+    }
 }
 
 fn stages(names: &[String]) -> Stages {
@@ -311,15 +326,19 @@ fn rule_matches(rule: &PolicyRule, attrs: &Attributes<'_>) -> bool {
     {
         return false;
     }
-    if !rule.verbs.is_empty() && !rule.verbs.iter().any(|v| v == attrs.info.verb.as_str()) {
+    request_matches(rule, attrs.info)
+}
+
+/// The part of `ruleMatches` about what was asked, not who asked.
+fn request_matches(rule: &PolicyRule, info: &RequestInfo) -> bool {
+    if !rule.verbs.is_empty() && !rule.verbs.iter().any(|v| v == info.verb.as_str()) {
         return false;
     }
     if !rule.namespaces.is_empty() || !rule.resources.is_empty() {
-        return matches_resource(rule, attrs.info);
+        return matches_resource(rule, info);
     }
     if !rule.non_resource_urls.is_empty() {
-        return !attrs.info.is_resource_request
-            && rule.non_resource_urls.iter().any(|spec| path_matches(&attrs.info.path, spec));
+        return !info.is_resource_request && rule.non_resource_urls.iter().any(|spec| path_matches(&info.path, spec));
     }
     true
 }
@@ -468,6 +487,34 @@ omitManagedFields: true
         assert_eq!(level(&p, Some(&alice), Method::GET, "/metrics"), Level::None);
         // without a user (failed authentication) user rules never match
         assert_eq!(level(&p, None, Method::GET, &format!("{LLAMAS}/a")), Level::RequestResponse);
+    }
+
+    /// Decided before authentication only when no user could change it, and
+    /// then as `evaluate` decides for anyone.
+    #[test]
+    fn early_decisions_are_those_no_user_changes() {
+        let p = PolicyEvaluator::from_bytes(POLICY.as_bytes()).unwrap();
+        let early = |method: Method, path: &str| p.evaluate_early(&classify(&method, path, None));
+        // The first two rules name users and groups and match any Llama get.
+        assert_eq!(early(Method::GET, &format!("{LLAMAS}/a")), None);
+        assert_eq!(early(Method::POST, LLAMAS), None, "system:kube-proxy's rule matches every request");
+        let p = PolicyEvaluator::from_bytes(
+            b"{\"apiVersion\":\"audit.k8s.io/v1\",\"kind\":\"Policy\",\"rules\":[
+              {\"level\":\"None\",\"nonResourceURLs\":[\"/healthz\"]},
+              {\"level\":\"None\",\"users\":[\"system:kube-aggregator\"]},
+              {\"level\":\"Request\",\"verbs\":[\"create\"]}]}",
+        )
+        .unwrap();
+        let early = |method: Method, path: &str| p.evaluate_early(&classify(&method, path, None)).map(|c| c.level);
+        assert_eq!(early(Method::GET, "/healthz"), Some(Level::None));
+        assert_eq!(early(Method::GET, LLAMAS), None, "the aggregator's rule comes first");
+        let alice = user("alice", &[]);
+        for (method, path) in [(Method::GET, "/healthz"), (Method::POST, LLAMAS)] {
+            if let Some(config) = p.evaluate_early(&classify(&method, path, None)) {
+                assert_eq!(config, eval(&p, Some(&alice), method.clone(), path));
+                assert_eq!(config, eval(&p, None, method, path));
+            }
+        }
     }
 
     #[test]

@@ -6,8 +6,9 @@
 
 use std::sync::Arc;
 
+use super::encode::EventRef;
 use super::event::{Event, Level};
-use super::metrics::AuditMetrics;
+use super::metrics::{AuditMetrics, Impacted};
 use super::options::TruncateConfig;
 use super::sink::Backend;
 
@@ -30,8 +31,42 @@ impl Truncate {
     }
 }
 
-fn size(event: &Event) -> usize {
-    serde_json::to_vec(event).map_or(usize::MAX, |v| v.len() + 1)
+fn size(event: &EventRef<'_>) -> usize {
+    SIZING.with_borrow_mut(|buf| {
+        buf.clear();
+        let size = event.write_json(buf).map_or(usize::MAX, |()| buf.len() + 1);
+        if buf.capacity() > MAX_KEPT_BYTES {
+            *buf = Vec::new();
+        }
+        size
+    })
+}
+
+thread_local! {
+    /// Where an event is encoded to be measured.
+    static SIZING: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+const MAX_KEPT_BYTES: usize = 64 << 10;
+
+impl Truncate {
+    /// `event` as it may be written: itself, or without its objects (owned,
+    /// then); None when it is too large even so.
+    fn fit(&self, event: &EventRef<'_>) -> Option<(Option<Event>, usize)> {
+        let event_size = size(event);
+        if event_size <= self.config.max_event_size {
+            return Some((None, event_size));
+        }
+        if event.level() < Level::Request {
+            return None;
+        }
+        let mut truncated = event.to_event();
+        truncated.request_object = None;
+        truncated.response_object = None;
+        truncated.annotations.insert(ANNOTATION_KEY.into(), "true".into());
+        let event_size = size(&EventRef::from(&truncated));
+        (event_size <= self.config.max_event_size).then_some((Some(truncated), event_size))
+    }
 }
 
 #[async_trait::async_trait]
@@ -42,20 +77,11 @@ impl Backend for Truncate {
         let mut batch_size = 0;
         let mut too_large = Vec::new();
         for event in events {
-            let mut event = event.clone();
-            let mut event_size = size(&event);
-            if event_size > self.config.max_event_size && event.level >= Level::Request {
-                let mut truncated = (*event).clone();
-                truncated.request_object = None;
-                truncated.response_object = None;
-                truncated.annotations.insert(ANNOTATION_KEY.into(), "true".into());
-                event = Arc::new(truncated);
-                event_size = size(&event);
-            }
-            if event_size > self.config.max_event_size {
-                too_large.push(event);
+            let Some((truncated, event_size)) = self.fit(&EventRef::from(&**event)) else {
+                too_large.push(event.clone());
                 continue;
-            }
+            };
+            let event = truncated.map_or_else(|| event.clone(), Arc::new);
             if !batch.is_empty() && batch_size + event_size > self.config.max_batch_size {
                 ok &= self.delegate.process_events(&batch).await;
                 batch.clear();
@@ -68,9 +94,30 @@ impl Backend for Truncate {
             ok &= self.delegate.process_events(&batch).await;
         }
         if !too_large.is_empty() {
-            self.metrics.plugin_error("truncate", &"event is too large even after truncating", &too_large);
+            let error = "event is too large even after truncating";
+            self.metrics.plugin_error("truncate", &error, Impacted::Events(&too_large));
         }
         ok
+    }
+
+    /// One event: the batch limit does not split it.
+    fn process_now(&self, event: &EventRef<'_>) -> Option<bool> {
+        if !self.delegate.at_once() {
+            return None;
+        }
+        match self.fit(event) {
+            Some((None, _)) => self.delegate.process_now(event),
+            Some((Some(truncated), _)) => self.delegate.process_now(&EventRef::from(&truncated)),
+            None => {
+                let error = "event is too large even after truncating";
+                self.metrics.plugin_error("truncate", &error, Impacted::Event(event));
+                Some(true)
+            }
+        }
+    }
+
+    fn at_once(&self) -> bool {
+        self.delegate.at_once()
     }
 
     async fn shutdown(&self) {

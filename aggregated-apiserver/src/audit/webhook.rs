@@ -13,9 +13,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use rand::Rng;
 
-use super::event::{Event, EventList};
-use super::metrics::AuditMetrics;
-use super::sink::Backend;
+use super::encode::EventRef;
+use super::event::Event;
+use super::metrics::{AuditMetrics, Impacted};
+use super::sink::{Backend, LineBackend};
 
 /// kube's `defaultRequestTimeout` of webhooks.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -71,13 +72,29 @@ impl WebhookBackend {
 #[async_trait::async_trait]
 impl Backend for WebhookBackend {
     async fn process_events(&self, events: &[Arc<Event>]) -> bool {
-        let body = match serde_json::to_vec(&EventList::new(events)) {
-            Ok(body) => body,
-            Err(e) => {
-                self.metrics.plugin_error("webhook", &format!("encoding the event list: {e}"), events);
+        let mut lines = Vec::new();
+        for event in events {
+            if let Err(e) = self.encode_line(&EventRef::from(&**event), &mut lines) {
+                self.metrics.plugin_error("webhook", &format!("encoding the event: {e}"), Impacted::Events(events));
                 return false;
             }
-        };
+        }
+        self.process_lines(&lines, events.len()).await
+    }
+}
+
+#[async_trait::async_trait]
+impl LineBackend for WebhookBackend {
+    /// An event's JSON: an item of the EventList.
+    fn encode_line(&self, event: &EventRef<'_>, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        event.write_json(out)?;
+        out.push(b'\n');
+        Ok(())
+    }
+
+    /// POSTs the lines as one EventList.
+    async fn process_lines(&self, lines: &[u8], count: usize) -> bool {
+        let body = event_list(lines);
         let mut delay = self.initial_backoff;
         let mut last_error = None;
         for attempt in 1..=ATTEMPTS {
@@ -92,7 +109,43 @@ impl Backend for WebhookBackend {
             }
         }
         let error = last_error.map_or_else(String::new, |e| format!("{e:#}"));
-        self.metrics.plugin_error("webhook", &error, events);
+        self.metrics.plugin_error("webhook", &error, Impacted::Lines { lines, count });
         false
+    }
+}
+
+/// The EventList of events encoded as JSON lines: the bytes `EventList`'s
+/// `Serialize` writes (the items are the lines, a comma where each newline was).
+fn event_list(lines: &[u8]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(lines.len() + 96);
+    body.extend_from_slice(b"{\"kind\":\"EventList\",\"apiVersion\":\"audit.k8s.io/v1\",\"metadata\":{},\"items\":[");
+    // JSON has no raw newline inside a line: each one ends an item.
+    let items = lines.strip_suffix(b"\n").unwrap_or(lines);
+    body.extend(items.iter().map(|b| if *b == b'\n' { b',' } else { *b }));
+    body.extend_from_slice(b"]}");
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::*;
+    use crate::audit::event::{EventList, Level};
+
+    #[test]
+    fn event_lists_from_lines_are_what_serde_writes() {
+        let first = || Arc::new(Event::new(Level::Metadata, "a".into(), Utc::now()));
+        let mut second = Event::new(Level::Request, "b\nc".into(), Utc::now());
+        second.request_object = Some(serde_json::json!({"text": "x\ny", "list": [1, 2]}));
+        for events in [vec![], vec![first()], vec![first(), Arc::new(second)]] {
+            let mut lines = Vec::new();
+            for event in &events {
+                EventRef::from(&**event).write_json(&mut lines).unwrap();
+                lines.push(b'\n');
+            }
+            let expected = serde_json::to_vec(&EventList::new(&events)).unwrap();
+            assert_eq!(String::from_utf8(event_list(&lines)).unwrap(), String::from_utf8(expected).unwrap());
+        }
     }
 }

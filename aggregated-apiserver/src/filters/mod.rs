@@ -53,7 +53,7 @@ use crate::server::metrics::Metrics;
 /// The state of each filter of the request path, each from its own options.
 pub struct Filters {
     /// With an audit policy and a backend only.
-    audit: Option<Arc<audit::Audit>>,
+    audit: Option<Arc<crate::audit::Auditor>>,
     observe: Arc<observe::Observe>,
     deadline: Arc<deadline::Deadline>,
     /// With delegated authentication only, as are impersonation and authorization.
@@ -77,7 +77,7 @@ impl Filters {
         let always_allow =
             authorization::AlwaysAllowPaths::new(&options.authorization.authorization_always_allow_paths);
         Self {
-            audit: auditor.map(|auditor| Arc::new(audit::Audit { auditor })),
+            audit: auditor,
             observe: Arc::new(observe::Observe { metrics, resources: resources.clone() }),
             deadline: Arc::new(deadline::Deadline { maximum: limits.request_timeout }),
             authentication: guard.map(|guard| {
@@ -117,13 +117,13 @@ impl Filters {
             .layer(from_fn(status_encoding::status_in_accepted_encoding))
             .layer(from_fn(recovery::recover))
             .layer(from_fn(request_info))
-            .option_layer(self.audit.clone().map(|audit| from_fn_with_state(audit, audit::audit)))
+            .option_layer(self.audit.clone().map(audit::AuditLayer))
             .layer(from_fn_with_state(self.observe.clone(), observe::observe))
             .layer(from_fn_with_state(self.deadline.clone(), deadline::enforce))
             .option_layer(
                 self.authentication.clone().map(|authn| from_fn_with_state(authn, authentication::authenticate)),
             )
-            .option_layer(self.audit.as_ref().map(|_| from_fn(audit::evaluate_policy)))
+            .option_layer(self.audit.as_ref().map(|_| audit::EvaluatePolicyLayer))
             .option_layer(self.impersonation.clone().map(|authz| from_fn_with_state(authz, impersonation::impersonate)))
             .layer(from_fn_with_state(self.inflight.clone(), inflight::limit))
             .option_layer(self.authorization.clone().map(|authz| from_fn_with_state(authz, authorization::authorize)))

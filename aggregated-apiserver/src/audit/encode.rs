@@ -1,0 +1,460 @@
+//! An event as the backends are handed it: borrowed from its request's
+//! record ([`super::context`]) and written straight from there, without an
+//! owned [`Event`] in between. Building an `Event` for each stage meant a
+//! dozen strings copied out of the request (URI, verb, user agent, source
+//! IPs, objectRef, ID) and dropped again, and then serialized; callgrind put
+//! the record, its allocations and the encoding at two thirds of what
+//! auditing added to a GET. Here the request's own parts (the URI's and
+//! headers' shared bytes, the peer address) are written into the backend's
+//! buffer as they are, and an owned [`Event`] is made only for a backend that
+//! keeps or awaits one ([`EventRef::to_event`]: a webhook in `blocking`
+//! mode, truncation of a large event, the `legacy` format).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::authentication::v1::UserInfo as EventUser;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use serde_json::Value;
+
+use super::context::RequestParts;
+use super::event::{json_str, micro_time_digits, Event, KubeStatus, Level, ObjectReference, Stage};
+
+/// One event, borrowed.
+pub struct EventRef<'a>(Repr<'a>);
+
+enum Repr<'a> {
+    Parts(Parts<'a>),
+    Owned(&'a Event),
+}
+
+/// What a request's record holds at one stage.
+pub(crate) struct Parts<'a> {
+    pub request: &'a RequestParts,
+    pub level: Level,
+    pub stage: Stage,
+    pub stage_timestamp: DateTime<Utc>,
+    pub user: Option<&'a EventUser>,
+    pub impersonated_user: Option<&'a EventUser>,
+    /// A created object's reference, named by its body; else the request's.
+    pub object_ref: Option<&'a ObjectReference>,
+    pub response_status: Option<&'a Status>,
+    pub request_object: Option<&'a Value>,
+    pub response_object: Option<&'a Value>,
+    pub annotations: &'a BTreeMap<String, String>,
+}
+
+impl<'a> From<&'a Event> for EventRef<'a> {
+    fn from(event: &'a Event) -> Self {
+        Self(Repr::Owned(event))
+    }
+}
+
+impl<'a> EventRef<'a> {
+    pub(crate) fn parts(parts: Parts<'a>) -> Self {
+        Self(Repr::Parts(parts))
+    }
+
+    pub fn level(&self) -> Level {
+        match &self.0 {
+            Repr::Parts(p) => p.level,
+            Repr::Owned(e) => e.level,
+        }
+    }
+
+    /// The event as JSON, appended to `out`: the bytes [`Event::write_json`]
+    /// (and so `Serialize`) writes for [`Self::to_event`] (a unit test holds
+    /// them together).
+    pub fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        match &self.0 {
+            Repr::Parts(p) => p.write_json(out),
+            Repr::Owned(e) => e.write_json(out),
+        }
+    }
+
+    /// The `legacy` line; through an owned event (the format is rare).
+    pub fn legacy_line(&self) -> String {
+        match &self.0 {
+            Repr::Parts(_) => self.to_event().legacy_line(),
+            Repr::Owned(e) => e.legacy_line(),
+        }
+    }
+
+    /// The event, owned.
+    pub fn to_event(&self) -> Event {
+        match &self.0 {
+            Repr::Parts(p) => p.to_event(),
+            Repr::Owned(e) => (*e).clone(),
+        }
+    }
+}
+
+impl Parts<'_> {
+    fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        let r = self.request;
+        out.extend_from_slice(b"{\"kind\":\"Event\",\"apiVersion\":\"audit.k8s.io/v1\",\"level\":\"");
+        out.extend_from_slice(self.level.as_str().as_bytes());
+        out.extend_from_slice(b"\",\"auditID\":");
+        match std::str::from_utf8(r.audit_id.as_bytes()) {
+            Ok(id) => json_str(out, id)?,
+            Err(_) => json_str(out, &String::from_utf8_lossy(r.audit_id.as_bytes()))?,
+        }
+        out.extend_from_slice(b",\"stage\":\"");
+        out.extend_from_slice(self.stage.as_str().as_bytes());
+        out.extend_from_slice(b"\",\"requestURI\":");
+        json_str(out, r.uri.as_str())?;
+        out.extend_from_slice(b",\"verb\":");
+        json_str(out, r.verb.as_str())?;
+        out.extend_from_slice(b",\"user\":");
+        match self.user {
+            Some(user) => serde_json::to_writer(&mut *out, user)?,
+            None => out.extend_from_slice(b"{}"),
+        }
+        if let Some(user) = self.impersonated_user {
+            out.extend_from_slice(b",\"impersonatedUser\":");
+            serde_json::to_writer(&mut *out, user)?;
+        }
+        let mut first = true;
+        r.for_each_source_ip(|ip| {
+            out.extend_from_slice(if first { b",\"sourceIPs\":[\"" } else { b",\"" });
+            first = false;
+            write_ip(out, ip);
+            out.push(b'"');
+        });
+        if !first {
+            out.push(b']');
+        }
+        if let Some(agent) = r.user_agent() {
+            out.extend_from_slice(b",\"userAgent\":");
+            json_str(out, &agent)?;
+        }
+        match self.object_ref {
+            Some(reference) => write_object_ref(out, object_ref_fields(reference))?,
+            None => r.write_object_ref(out)?,
+        }
+        if let Some(status) = self.response_status {
+            out.extend_from_slice(b",\"responseStatus\":");
+            let code_only = status.status.is_none()
+                && status.message.is_none()
+                && status.reason.is_none()
+                && status.details.is_none()
+                && status.metadata.continue_.is_none()
+                && status.metadata.remaining_item_count.is_none()
+                && status.metadata.resource_version.is_none()
+                && status.metadata.self_link.is_none();
+            match status.code.filter(|c| *c != 0) {
+                // What KubeStatus writes for a bare code, without serde.
+                Some(code) if code_only => {
+                    out.extend_from_slice(b"{\"metadata\":{},\"code\":");
+                    write_int(out, code);
+                    out.push(b'}');
+                }
+                _ => serde_json::to_writer(&mut *out, &KubeStatus(Some(status)))?,
+            }
+        }
+        if let Some(object) = self.request_object {
+            out.extend_from_slice(b",\"requestObject\":");
+            serde_json::to_writer(&mut *out, object)?;
+        }
+        if let Some(object) = self.response_object {
+            out.extend_from_slice(b",\"responseObject\":");
+            serde_json::to_writer(&mut *out, object)?;
+        }
+        out.extend_from_slice(b",\"requestReceivedTimestamp\":");
+        write_time(out, &r.received)?;
+        out.extend_from_slice(b",\"stageTimestamp\":");
+        write_time(out, &self.stage_timestamp)?;
+        if !self.annotations.is_empty() {
+            out.extend_from_slice(b",\"annotations\":{");
+            for (i, (key, value)) in self.annotations.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                json_str(out, key)?;
+                out.push(b':');
+                json_str(out, value)?;
+            }
+            out.push(b'}');
+        }
+        out.push(b'}');
+        Ok(())
+    }
+
+    fn to_event(&self) -> Event {
+        let r = self.request;
+        let mut event = Event::new(self.level, String::from_utf8_lossy(r.audit_id.as_bytes()).into_owned(), r.received);
+        event.stage = self.stage;
+        event.stage_timestamp = self.stage_timestamp;
+        event.request_uri = r.uri.as_str().to_string();
+        event.verb = r.verb.as_str().to_string();
+        event.user = self.user.cloned().unwrap_or_default();
+        event.impersonated_user = self.impersonated_user.cloned();
+        r.for_each_source_ip(|ip| event.source_ips.push(ip.to_string()));
+        event.user_agent = r.user_agent().map(|a| a.into_owned()).unwrap_or_default();
+        event.object_ref = self.object_ref.cloned().or_else(|| r.object_ref());
+        event.response_status = self.response_status.cloned();
+        event.request_object = self.request_object.cloned();
+        event.response_object = self.response_object.cloned();
+        event.annotations = self.annotations.clone();
+        event
+    }
+}
+
+/// An objectRef's fields in [`ObjectReference`]'s order.
+fn object_ref_fields(r: &ObjectReference) -> [&str; 8] {
+    [&r.resource, &r.namespace, &r.name, &r.uid, &r.api_group, &r.api_version, &r.resource_version, &r.subresource]
+}
+
+const OBJECT_REF_KEYS: [&str; 8] =
+    ["resource", "namespace", "name", "uid", "apiGroup", "apiVersion", "resourceVersion", "subresource"];
+
+/// `,"objectRef":{...}` of `fields` in [`ObjectReference`]'s order.
+pub(crate) fn write_object_ref(out: &mut Vec<u8>, fields: [&str; 8]) -> serde_json::Result<()> {
+    out.extend_from_slice(b",\"objectRef\":{");
+    let mut first = true;
+    for (key, value) in OBJECT_REF_KEYS.into_iter().zip(fields) {
+        if value.is_empty() {
+            continue;
+        }
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        out.push(b'"');
+        out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(b"\":");
+        json_str(out, value)?;
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// An address as its `Display` writes it; IPv4 digit by digit, a tenth of
+/// the formatter's ~1,000 instructions (callgrind).
+pub(crate) fn write_ip(out: &mut Vec<u8>, ip: IpAddr) {
+    let IpAddr::V4(v4) = ip else {
+        use std::io::Write;
+        // Writing into a Vec does not fail.
+        let _ = write!(out, "{ip}");
+        return;
+    };
+    for (i, octet) in v4.octets().into_iter().enumerate() {
+        if i > 0 {
+            out.push(b'.');
+        }
+        if octet >= 100 {
+            out.push(b'0' + octet / 100);
+        }
+        if octet >= 10 {
+            out.push(b'0' + octet / 10 % 10);
+        }
+        out.push(b'0' + octet % 10);
+    }
+}
+
+/// `n` as decimal digits, without the formatter.
+fn write_int(out: &mut Vec<u8>, n: i32) {
+    if n < 0 {
+        out.push(b'-');
+    }
+    let mut digits = [0u8; 10];
+    let mut value = n.unsigned_abs();
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+thread_local! {
+    /// The second last written and its `2006-01-02T15:04:05.` prefix: the
+    /// events of a second share it, and only the microseconds are written
+    /// anew (the calendar arithmetic was most of a timestamp's cost).
+    static SECOND: RefCell<(i64, [u8; 20])> = const { RefCell::new((i64::MIN, [0; 20])) };
+}
+
+/// `metav1.MicroTime` as a JSON string, as [`Event::write_json`] writes it.
+pub(crate) fn write_time(out: &mut Vec<u8>, t: &DateTime<Utc>) -> serde_json::Result<()> {
+    let second = t.timestamp();
+    let micros = t.timestamp_subsec_micros().min(999_999);
+    let cached = SECOND.with_borrow_mut(|(cached, prefix)| {
+        if *cached != second {
+            let mut digits = [0u8; super::event::MICRO_TIME_LEN];
+            let text = micro_time_digits(t, &mut digits)?;
+            prefix.copy_from_slice(&text[..20]);
+            *cached = second;
+        }
+        Some(*prefix)
+    });
+    let Some(prefix) = cached else {
+        // A year past 9999: as the owned event writes it.
+        return super::event::json_micro_time(out, t);
+    };
+    out.push(b'"');
+    out.extend_from_slice(&prefix);
+    let mut fraction = [b'0'; 6];
+    let mut value = micros;
+    for digit in fraction.iter_mut().rev() {
+        *digit = b'0' + (value % 10) as u8;
+        value /= 10;
+    }
+    out.extend_from_slice(&fraction);
+    out.extend_from_slice(b"Z\"");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use chrono::TimeZone;
+    use http::{HeaderMap, HeaderValue, Method, Uri};
+
+    use super::*;
+    use crate::audit::context::{Arrival, AuditContext};
+    use crate::audit::metrics::AuditMetrics;
+    use crate::audit::policy::PolicyEvaluator;
+    use crate::audit::sink::Backend;
+    use crate::audit::Auditor;
+    use crate::auth::authn::UserInfo;
+    use crate::endpoints::request_info::classify;
+
+    /// Records at once, as the log does: each event's JSON written from the
+    /// record, and the JSON of the owned event made from it.
+    #[derive(Default)]
+    struct Both(Mutex<Vec<(String, String)>>);
+
+    #[async_trait::async_trait]
+    impl Backend for Both {
+        async fn process_events(&self, _: &[Arc<Event>]) -> bool {
+            unreachable!("every event is written at once")
+        }
+
+        fn process_now(&self, event: &EventRef<'_>) -> Option<bool> {
+            let (mut fast, mut owned) = (Vec::new(), Vec::new());
+            event.write_json(&mut fast).unwrap();
+            event.to_event().write_json(&mut owned).unwrap();
+            let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+            self.0.lock().unwrap().push((text(fast), text(owned)));
+            Some(true)
+        }
+
+        fn at_once(&self) -> bool {
+            true
+        }
+    }
+
+    const POLICY: &[u8] = br#"{"apiVersion":"audit.k8s.io/v1","kind":"Policy","rules":[{"level":"RequestResponse"}]}"#;
+
+    /// One request through its record's stages; the events both ways.
+    fn events(
+        method: Method,
+        uri: &str,
+        headers: HeaderMap,
+        peer: &str,
+        body: &[u8],
+        answer: &[u8],
+    ) -> Vec<(String, String)> {
+        let both = Arc::new(Both::default());
+        let auditor =
+            Arc::new(Auditor::new(PolicyEvaluator::from_bytes(POLICY).unwrap(), both.clone(), AuditMetrics::default()));
+        let uri: Uri = uri.parse().unwrap();
+        let info = classify(&method, uri.path(), uri.query());
+        let ctx = AuditContext::new(
+            auditor,
+            Arrival {
+                audit_id: HeaderValue::from_static("id-\"1\""),
+                received: Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap() + chrono::Duration::microseconds(7),
+                headers: &headers,
+                uri: &uri,
+                peer: Some(peer.parse().unwrap()),
+                info: &info,
+                config: None,
+            },
+        );
+        let user = UserInfo {
+            name: "système:alice".into(),
+            uid: "u\u{1}".into(),
+            groups: vec!["g1".into(), "g\"2".into()],
+            extra: [("scopes".to_string(), vec!["a".to_string()])].into(),
+        };
+        ctx.evaluate(Some(&user), &info);
+        ctx.set_impersonated_user(&UserInfo { name: "bob".into(), ..Default::default() });
+        ctx.add_annotation("k\"", "v\n");
+        ctx.add_annotation("authorization.k8s.io/decision", "allow");
+        assert!(ctx.process_now(Stage::RequestReceived).is_ok_and(|ok| ok));
+        ctx.start_request_body();
+        ctx.request_chunk(&bytes::Bytes::copy_from_slice(body));
+        let code = if answer.starts_with(br#"{"kind":"Status""#) { 404 } else { 201 };
+        ctx.responded(code, Some("application/json"), None);
+        assert!(ctx.complete_now(Some(answer.to_vec())).is_none());
+        let events = both.0.lock().unwrap().clone();
+        assert_eq!(events.len(), 2);
+        events
+    }
+
+    #[test]
+    fn events_written_from_the_record_are_those_of_the_owned_event() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-forwarded-for", HeaderValue::from_static("10.1.2.3, bogus, ::1"));
+        headers.insert("x-real-ip", HeaderValue::from_static("192.168.0.255"));
+        headers.insert(
+            http::header::USER_AGENT,
+            HeaderValue::from_str(&format!("kubectl/\"x\" {}", "a".repeat(1100))).unwrap(),
+        );
+        headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let created = events(
+            Method::POST,
+            "/apis/g/v1/namespaces/ns/things?dryRun=All&x=%22",
+            headers,
+            "10.0.0.9:443",
+            br#"{"metadata":{"name":"t","namespace":"ns"},"spec":{"a":"\u0007"}}"#,
+            br#"{"metadata":{"name":"t"},"b":[1,2.5,null]}"#,
+        );
+        let missing = events(
+            Method::GET,
+            "/apis/g/v1/namespaces/ns/things/t/status",
+            HeaderMap::new(),
+            "[fe80::1:2]:443",
+            b"",
+            br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"things \"t\" not found","reason":"NotFound","details":{"name":"t","kind":"things"},"code":404}"#,
+        );
+        let discovery = events(Method::GET, "/apis", HeaderMap::new(), "127.0.0.1:1", b"", b"");
+        for (fast, owned) in created.iter().chain(&missing).chain(&discovery) {
+            assert_eq!(fast, owned);
+            let event: Value = serde_json::from_str(fast).unwrap();
+            assert_eq!(event["auditID"], "id-\"1\"");
+        }
+        let done: Value = serde_json::from_str(&created[1].0).unwrap();
+        assert_eq!(done["objectRef"]["name"], "t", "a created object's name from its body");
+        assert_eq!(done["sourceIPs"], serde_json::json!(["10.1.2.3", "::1", "192.168.0.255", "10.0.0.9"]));
+        assert!(done["userAgent"].as_str().unwrap().ends_with("...TRUNCATED"));
+        let failed: Value = serde_json::from_str(&missing[1].0).unwrap();
+        assert_eq!(failed["responseStatus"]["reason"], "NotFound");
+        assert_eq!(failed["sourceIPs"], serde_json::json!(["fe80::1:2"]));
+    }
+
+    /// The cached second's prefix, across seconds, days and years, writes
+    /// what the owned event writes.
+    #[test]
+    fn timestamps_from_the_cached_second_are_the_owned_events() {
+        let start = Utc.with_ymd_and_hms(1999, 12, 31, 23, 59, 58).unwrap();
+        let mut times: Vec<DateTime<Utc>> =
+            (0..40).map(|i| start + chrono::Duration::microseconds(i * 123_457 + i % 3)).collect();
+        times.push(Utc.with_ymd_and_hms(10000, 1, 1, 0, 0, 0).unwrap());
+        times.push(start);
+        for t in times {
+            let (mut fast, mut owned) = (Vec::new(), Vec::new());
+            write_time(&mut fast, &t).unwrap();
+            super::super::event::json_micro_time(&mut owned, &t).unwrap();
+            assert_eq!(String::from_utf8(fast).unwrap(), String::from_utf8(owned).unwrap(), "{t:?}");
+        }
+    }
+}

@@ -3,11 +3,50 @@
 //! change handed to a rebuild once the first full list is in, and a
 //! readiness that says which lists are not read yet and why.
 
+use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+
+/// What one plugin's pair of watched kinds needs to be (cluster-wide kinds
+/// kube-rs can list, watch and keep in a store).
+pub trait Watched: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static {}
+impl<K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static> Watched for K {}
+
+/// The objects of a store in name order (kube-apiserver takes webhook
+/// configurations and policies in that order).
+pub fn by_name<K: Watched>(store: &Store<K>) -> Vec<Arc<K>> {
+    let mut objects = store.state();
+    objects.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
+    objects
+}
+
+/// Follows the two kinds one plugin is configured by (webhook
+/// configurations, or policies and their bindings), lists 0 and 1 of
+/// `synced`, each from one shared watch into a store: `rebuild` reads both
+/// stores after the first full lists and after every change. Runs as long as
+/// the watches do (for ever: they reconnect).
+pub async fn follow_both<A: Watched, B: Watched>(
+    client: Client,
+    synced: &Synced,
+    rebuild: impl Fn(&Store<A>, &Store<B>),
+) {
+    let (first, first_writer) = reflector::store::<A>();
+    let (second, second_writer) = reflector::store::<B>();
+    let first_events = watcher::watcher(Api::<A>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .reflect(first_writer);
+    let second_events =
+        watcher::watcher(Api::<B>::all(client), watcher::Config::default()).default_backoff().reflect(second_writer);
+    let changed = || rebuild(&first, &second);
+    futures::join!(synced.follow(0, first_events, &changed), synced.follow(1, second_events, &changed));
+}
 
 /// Whether the watches of one plugin have read their first full lists.
 pub struct Synced {

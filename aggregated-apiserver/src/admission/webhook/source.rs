@@ -12,16 +12,14 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhook,
     ValidatingWebhookConfiguration, WebhookClientConfig,
 };
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher;
-use kube::runtime::WatchStreamExt;
-use kube::{Api, Client};
+use kube::runtime::reflector::Store;
+use kube::Client;
 
 use super::review::SUPPORTED_VERSIONS;
 use crate::admission::expressions;
 use crate::admission::match_conditions::MatchConditions;
 use crate::admission::matching::{selector, Request, Rule};
-use crate::admission::watch::Synced;
+use crate::admission::watch::{by_name, follow_both, Synced};
 use crate::apimachinery::cel::Env;
 use crate::apimachinery::labels::LabelSelector;
 
@@ -125,8 +123,6 @@ pub struct Source {
     synced: Synced,
 }
 
-type Stores = (Store<MutatingWebhookConfiguration>, Store<ValidatingWebhookConfiguration>);
-
 impl Source {
     /// Starts both watches on `client`.
     pub fn start(client: Client) -> Arc<Self> {
@@ -134,29 +130,17 @@ impl Source {
             hooks: ArcSwap::from_pointee(Hooks::default()),
             synced: Synced::new("webhook configurations", 2),
         });
-        let (mutating, mutating_writer) = reflector::store::<MutatingWebhookConfiguration>();
-        let (validating, validating_writer) = reflector::store::<ValidatingWebhookConfiguration>();
-        let stores: Arc<Stores> = Arc::new((mutating, validating));
-        let (feeding, read) = (source.clone(), stores.clone());
-        let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-        tokio::spawn(async move {
-            let events = watcher::watcher(api, watcher::Config::default()).default_backoff().reflect(mutating_writer);
-            feeding.synced.follow(0, events, || feeding.rebuild(&read)).await;
-        });
-        let (feeding, read) = (source.clone(), stores);
-        let api: Api<ValidatingWebhookConfiguration> = Api::all(client);
-        tokio::spawn(async move {
-            let events = watcher::watcher(api, watcher::Config::default()).default_backoff().reflect(validating_writer);
-            feeding.synced.follow(1, events, || feeding.rebuild(&read)).await;
-        });
+        let feeding = source.clone();
+        tokio::spawn(async move { follow_both(client, &feeding.synced, |m, v| feeding.rebuild(m, v)).await });
         source
     }
 
-    fn rebuild(&self, stores: &Stores) {
-        let mut mutating = stores.0.state();
-        mutating.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        let mut validating = stores.1.state();
-        validating.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    fn rebuild(
+        &self,
+        mutating: &Store<MutatingWebhookConfiguration>,
+        validating: &Store<ValidatingWebhookConfiguration>,
+    ) {
+        let (mutating, validating) = (by_name(mutating), by_name(validating));
         let env = expressions::webhook_env();
         let hooks = Hooks {
             mutating: mutating.iter().flat_map(|c| mutating_hooks(c, &env)).map(Arc::new).collect(),

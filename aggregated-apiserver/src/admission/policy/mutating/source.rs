@@ -13,10 +13,8 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use k8s_openapi::api::admissionregistration::v1::{MatchCondition, MatchResources, ParamKind, ParamRef};
 use k8s_openapi::api::admissionregistration::v1beta1::{MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher;
-use kube::runtime::WatchStreamExt;
-use kube::{Api, Client};
+use kube::runtime::reflector::Store;
+use kube::Client;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -24,7 +22,7 @@ use crate::admission::expressions;
 use crate::admission::match_conditions::MatchConditions;
 use crate::admission::policy::match_resources::Match;
 use crate::admission::policy::params::ParamSources;
-use crate::admission::watch::Synced;
+use crate::admission::watch::{by_name, follow_both, Synced};
 use crate::apimachinery::cel::{Env, Expression};
 
 /// The group version the policies are read from.
@@ -141,8 +139,6 @@ pub struct Source {
     synced: Synced,
 }
 
-type Stores = (Store<MutatingAdmissionPolicy>, Store<MutatingAdmissionPolicyBinding>);
-
 impl Source {
     pub fn start(client: Client, params: Arc<ParamSources>) -> Arc<Self> {
         let source = Arc::new(Self {
@@ -175,29 +171,13 @@ impl Source {
             }
         }
         self.served.store(SERVED, Ordering::Release);
-        let (policies, policies_writer) = reflector::store::<MutatingAdmissionPolicy>();
-        let (bindings, bindings_writer) = reflector::store::<MutatingAdmissionPolicyBinding>();
-        let stores: Arc<Stores> = Arc::new((policies, bindings));
-        {
-            let (source, stores) = (self.clone(), stores.clone());
-            let api: Api<MutatingAdmissionPolicy> = Api::all(client.clone());
-            tokio::spawn(async move {
-                let events =
-                    watcher::watcher(api, watcher::Config::default()).default_backoff().reflect(policies_writer);
-                source.synced.follow(0, events, || source.rebuild(&stores)).await;
-            });
-        }
-        let api: Api<MutatingAdmissionPolicyBinding> = Api::all(client);
-        let events = watcher::watcher(api, watcher::Config::default()).default_backoff().reflect(bindings_writer);
-        self.synced.follow(1, events, || self.rebuild(&stores)).await;
+        follow_both(client, &self.synced, |p, b| self.rebuild(p, b)).await;
     }
 
-    fn rebuild(&self, stores: &Stores) {
+    fn rebuild(&self, policies: &Store<MutatingAdmissionPolicy>, bindings: &Store<MutatingAdmissionPolicyBinding>) {
         let env = expressions::policy_env().with_mutation_types();
         let mut by_policy: HashMap<String, Vec<Binding>> = HashMap::new();
-        let mut bindings = stores.1.state();
-        bindings.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        for binding in bindings {
+        for binding in by_name(bindings) {
             let spec = binding.spec.clone().unwrap_or_default();
             let Some(policy_name) = spec.policy_name.clone() else { continue };
             let match_resources: Option<MatchResources> = spec.match_resources.as_ref().and_then(as_v1);
@@ -207,9 +187,7 @@ impl Source {
                 match_resources: match_resources.as_ref().map(Match::of),
             });
         }
-        let mut policies = stores.0.state();
-        policies.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        let compiled: Vec<Arc<Policy>> = policies
+        let compiled: Vec<Arc<Policy>> = by_name(policies)
             .iter()
             .filter_map(|p| {
                 let bindings = by_policy.remove(p.metadata.name.as_deref().unwrap_or(""))?;

@@ -11,16 +11,14 @@ use arc_swap::ArcSwap;
 use k8s_openapi::api::admissionregistration::v1::{
     ParamKind, ParamRef, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher;
-use kube::runtime::WatchStreamExt;
-use kube::{Api, Client};
+use kube::runtime::reflector::Store;
+use kube::Client;
 
 use crate::admission::expressions;
 use crate::admission::match_conditions::MatchConditions;
 use crate::admission::policy::match_resources::Match;
 use crate::admission::policy::params::ParamSources;
-use crate::admission::watch::Synced;
+use crate::admission::watch::{by_name, follow_both, Synced};
 use crate::apimachinery::cel::{Env, Expression};
 
 /// One validation of a policy.
@@ -118,8 +116,6 @@ pub struct Source {
     synced: Synced,
 }
 
-type Stores = (Store<ValidatingAdmissionPolicy>, Store<ValidatingAdmissionPolicyBinding>);
-
 impl Source {
     pub fn start(client: Client, params: Arc<ParamSources>) -> Arc<Self> {
         let source = Arc::new(Self {
@@ -127,37 +123,16 @@ impl Source {
             params,
             synced: Synced::new("admission policies", 2),
         });
-        let (policies, policies_writer) = reflector::store::<ValidatingAdmissionPolicy>();
-        let (bindings, bindings_writer) = reflector::store::<ValidatingAdmissionPolicyBinding>();
-        let stores: Arc<Stores> = Arc::new((policies, bindings));
-        {
-            let (source, stores) = (source.clone(), stores.clone());
-            let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
-            tokio::spawn(async move {
-                let events =
-                    watcher::watcher(api, watcher::Config::default()).default_backoff().reflect(policies_writer);
-                source.synced.follow(0, events, || source.rebuild(&stores)).await;
-            });
-        }
-        {
-            let (source, stores) = (source.clone(), stores.clone());
-            let api: Api<ValidatingAdmissionPolicyBinding> = Api::all(client);
-            tokio::spawn(async move {
-                let events =
-                    watcher::watcher(api, watcher::Config::default()).default_backoff().reflect(bindings_writer);
-                source.synced.follow(1, events, || source.rebuild(&stores)).await;
-            });
-        }
+        let feeding = source.clone();
+        tokio::spawn(async move { follow_both(client, &feeding.synced, |p, b| feeding.rebuild(p, b)).await });
         source
     }
 
-    fn rebuild(self: &Arc<Self>, stores: &Stores) {
+    fn rebuild(&self, policies: &Store<ValidatingAdmissionPolicy>, bindings: &Store<ValidatingAdmissionPolicyBinding>) {
         let env = expressions::policy_env();
         let message_env = expressions::policy_message_env();
         let mut by_policy: HashMap<String, Vec<Binding>> = HashMap::new();
-        let mut bindings = stores.1.state();
-        bindings.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        for binding in bindings {
+        for binding in by_name(bindings) {
             let spec = binding.spec.clone().unwrap_or_default();
             let Some(policy_name) = spec.policy_name.clone() else { continue };
             by_policy.entry(policy_name).or_default().push(Binding {
@@ -167,9 +142,7 @@ impl Source {
                 actions: spec.validation_actions.unwrap_or_default(),
             });
         }
-        let mut policies = stores.0.state();
-        policies.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        let compiled: Vec<Arc<Policy>> = policies
+        let compiled: Vec<Arc<Policy>> = by_name(policies)
             .iter()
             .filter_map(|p| {
                 let bindings = by_policy.remove(p.metadata.name.as_deref().unwrap_or(""))?;

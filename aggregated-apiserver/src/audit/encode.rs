@@ -154,32 +154,13 @@ impl Parts<'_> {
                 _ => serde_json::to_writer(&mut *out, &KubeStatus(Some(status)))?,
             }
         }
-        if let Some(object) = self.request_object {
-            out.extend_from_slice(b",\"requestObject\":");
-            serde_json::to_writer(&mut *out, object)?;
-        }
-        if let Some(object) = self.response_object {
-            out.extend_from_slice(b",\"responseObject\":");
-            serde_json::to_writer(&mut *out, object)?;
-        }
-        out.extend_from_slice(b",\"requestReceivedTimestamp\":");
-        write_time(out, &r.received)?;
-        out.extend_from_slice(b",\"stageTimestamp\":");
-        write_time(out, &self.stage_timestamp)?;
-        if !self.annotations.is_empty() {
-            out.extend_from_slice(b",\"annotations\":{");
-            for (i, (key, value)) in self.annotations.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                json_str(out, key)?;
-                out.push(b':');
-                json_str(out, value)?;
-            }
-            out.push(b'}');
-        }
-        out.push(b'}');
-        Ok(())
+        write_end(
+            out,
+            self.request_object,
+            self.response_object,
+            (&r.received, &self.stage_timestamp),
+            self.annotations,
+        )
     }
 
     fn to_event(&self) -> Event {
@@ -278,6 +259,43 @@ thread_local! {
     /// events of a second share it, and only the microseconds are written
     /// anew (the calendar arithmetic was most of a timestamp's cost).
     static SECOND: RefCell<(i64, [u8; 20])> = const { RefCell::new((i64::MIN, [0; 20])) };
+}
+
+/// How every event's JSON ends, from `requestObject` on, closing brace
+/// included: one home for the owned event's encoding and the record's.
+pub(crate) fn write_end(
+    out: &mut Vec<u8>,
+    request_object: Option<&Value>,
+    response_object: Option<&Value>,
+    (received, stage): (&DateTime<Utc>, &DateTime<Utc>),
+    annotations: &BTreeMap<String, String>,
+) -> serde_json::Result<()> {
+    if let Some(object) = request_object {
+        out.extend_from_slice(b",\"requestObject\":");
+        serde_json::to_writer(&mut *out, object)?;
+    }
+    if let Some(object) = response_object {
+        out.extend_from_slice(b",\"responseObject\":");
+        serde_json::to_writer(&mut *out, object)?;
+    }
+    out.extend_from_slice(b",\"requestReceivedTimestamp\":");
+    write_time(out, received)?;
+    out.extend_from_slice(b",\"stageTimestamp\":");
+    write_time(out, stage)?;
+    if !annotations.is_empty() {
+        out.extend_from_slice(b",\"annotations\":{");
+        for (i, (key, value)) in annotations.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            json_str(out, key)?;
+            out.push(b':');
+            json_str(out, value)?;
+        }
+        out.push(b'}');
+    }
+    out.push(b'}');
+    Ok(())
 }
 
 /// `metav1.MicroTime` as a JSON string, as [`Event::write_json`] writes it.

@@ -239,32 +239,13 @@ impl Event {
             out.extend_from_slice(b",\"responseStatus\":");
             serde_json::to_writer(&mut *out, &KubeStatus(self.response_status.as_ref()))?;
         }
-        if let Some(object) = &self.request_object {
-            out.extend_from_slice(b",\"requestObject\":");
-            serde_json::to_writer(&mut *out, object)?;
-        }
-        if let Some(object) = &self.response_object {
-            out.extend_from_slice(b",\"responseObject\":");
-            serde_json::to_writer(&mut *out, object)?;
-        }
-        out.extend_from_slice(b",\"requestReceivedTimestamp\":");
-        json_micro_time(out, &self.request_received_timestamp)?;
-        out.extend_from_slice(b",\"stageTimestamp\":");
-        json_micro_time(out, &self.stage_timestamp)?;
-        if !self.annotations.is_empty() {
-            out.extend_from_slice(b",\"annotations\":{");
-            for (i, (key, value)) in self.annotations.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                json_str(out, key)?;
-                out.push(b':');
-                json_str(out, value)?;
-            }
-            out.push(b'}');
-        }
-        out.push(b'}');
-        Ok(())
+        super::encode::write_end(
+            out,
+            self.request_object.as_ref(),
+            self.response_object.as_ref(),
+            (&self.request_received_timestamp, &self.stage_timestamp),
+            &self.annotations,
+        )
     }
 
     /// The `legacy` log line (k8s.io/apiserver `EventString`), without its newline.

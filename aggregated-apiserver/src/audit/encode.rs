@@ -184,7 +184,7 @@ impl Parts<'_> {
 }
 
 /// An objectRef's fields in [`ObjectReference`]'s order.
-fn object_ref_fields(r: &ObjectReference) -> [&str; 8] {
+pub(crate) fn object_ref_fields(r: &ObjectReference) -> [&str; 8] {
     [&r.resource, &r.namespace, &r.name, &r.uid, &r.api_group, &r.api_version, &r.resource_version, &r.subresource]
 }
 

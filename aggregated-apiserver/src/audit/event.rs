@@ -209,31 +209,7 @@ impl Event {
             json_str(out, &self.user_agent)?;
         }
         if let Some(r) = &self.object_ref {
-            out.extend_from_slice(b",\"objectRef\":{");
-            let mut first = true;
-            for (key, value) in [
-                ("resource", &r.resource),
-                ("namespace", &r.namespace),
-                ("name", &r.name),
-                ("uid", &r.uid),
-                ("apiGroup", &r.api_group),
-                ("apiVersion", &r.api_version),
-                ("resourceVersion", &r.resource_version),
-                ("subresource", &r.subresource),
-            ] {
-                if value.is_empty() {
-                    continue;
-                }
-                if !first {
-                    out.push(b',');
-                }
-                first = false;
-                out.push(b'"');
-                out.extend_from_slice(key.as_bytes());
-                out.extend_from_slice(b"\":");
-                json_str(out, value)?;
-            }
-            out.push(b'}');
+            super::encode::write_object_ref(out, super::encode::object_ref_fields(r))?;
         }
         if self.response_status.is_some() {
             out.extend_from_slice(b",\"responseStatus\":");

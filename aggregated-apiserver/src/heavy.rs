@@ -60,20 +60,23 @@ tokio::task_local! {
     /// Who a request's computations queue as (see [`with_flow`]).
     static FLOW: Option<Arc<str>>;
     /// When a request must have its answer (see [`with_deadline`]).
-    static DEADLINE: Instant;
+    static DEADLINE: Option<Instant>;
 }
 
 /// Runs a request's handling as `flow`'s (its user's; None shares one flow
 /// among requests without an identity): its large computations take turns
 /// fairly with other flows'.
-pub async fn with_flow<F: Future>(flow: Option<Arc<str>>, request: F) -> F::Output {
-    FLOW.scope(flow, request).await
+pub fn with_flow<F: Future>(flow: Option<Arc<str>>, request: F) -> impl Future<Output = F::Output> {
+    // Not an `async fn`: its future would hold `request` twice (as the
+    // argument and inside the scope), and this wraps a request's whole handling.
+    FLOW.scope(flow, request)
 }
 
 /// Runs a request's handling under its `deadline`, which its large
 /// computations check between their pieces.
-pub async fn with_deadline<F: Future>(deadline: Instant, request: F) -> F::Output {
-    DEADLINE.scope(deadline, request).await
+pub fn with_deadline<F: Future>(deadline: Option<Instant>, request: F) -> impl Future<Output = F::Output> {
+    // Not an `async fn`, as `with_flow`.
+    DEADLINE.scope(deadline, request)
 }
 
 /// Whether the request whose computation runs on this thread has passed its
@@ -121,7 +124,7 @@ pub async fn run_async<F: Future>(input_bytes: usize, work: F) -> F::Output {
         return work.await;
     }
     let flow = FLOW.try_with(Clone::clone).ok().flatten();
-    let deadline = DEADLINE.try_with(|deadline| *deadline).ok();
+    let deadline = DEADLINE.try_with(|deadline| *deadline).ok().flatten();
     let _turn = TURNS.take(flow).await;
     tokio::task::block_in_place(|| {
         let _in_turn = InTurn::enter(deadline);
@@ -341,12 +344,12 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_computation_knows_its_deadline() {
         let past = Instant::now();
-        let cut = with_deadline(past, run_async(HEAVY_BYTES, async { check_deadline() })).await;
+        let cut = with_deadline(Some(past), run_async(HEAVY_BYTES, async { check_deadline() })).await;
         assert!(cut.is_err_and(|e| e.code == 504));
         let later = Instant::now() + std::time::Duration::from_secs(60);
-        assert!(with_deadline(later, run_async(HEAVY_BYTES, async { check_deadline() })).await.is_ok());
+        assert!(with_deadline(Some(later), run_async(HEAVY_BYTES, async { check_deadline() })).await.is_ok());
         // Small work runs in place, where its request's own timer still runs.
-        assert!(with_deadline(past, run_async(10, async { check_deadline() })).await.is_ok());
+        assert!(with_deadline(Some(past), run_async(10, async { check_deadline() })).await.is_ok());
         assert!(!past_deadline(), "the deadline does not outlive its computation");
     }
 

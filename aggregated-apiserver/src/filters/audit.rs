@@ -22,8 +22,6 @@
 //! kube makes an ID for every request even with auditing off; nobody can
 //! join logs that are not written.
 
-use std::convert::Infallible;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -31,21 +29,22 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request};
+use axum::extract::ConnectInfo;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use chrono::Utc;
-use futures::future::{BoxFuture, Either};
+use futures::future::BoxFuture;
 use futures::FutureExt;
 use http::{header, HeaderName, HeaderValue};
 use http_body::{Frame, SizeHint};
-use tower::{Layer, Service};
 
 use crate::apimachinery::errors::ApiError;
 use crate::audit::context::{Arrival, Captured};
 use crate::audit::{AuditContext, Auditor, Level, Stage, HEADER_AUDIT_ID};
 use crate::auth::authn::UserInfo;
 use crate::endpoints::request_info::RequestInfo;
+
+use super::{Next, Request};
 
 /// Largest answer read whole to record a refusal made before the policy was evaluated.
 const MAX_REFUSAL_BYTES: usize = 1 << 20;
@@ -55,153 +54,68 @@ pub fn sent_audit_id(req: &Request) -> Option<HeaderValue> {
     req.headers().get(HEADER_AUDIT_ID).filter(|v| !v.is_empty()).cloned()
 }
 
-/// The [`audit`](self) filter as a tower layer. Written out rather than
-/// with axum's `from_fn`, which boxes the rest of the chain and two futures
-/// for every request: auditing's two filters were that way ~3 allocations
-/// and a clone of the chain below them each, per request.
-#[derive(Clone)]
-pub struct AuditLayer(pub Arc<Auditor>);
-
-impl<S> Layer<S> for AuditLayer {
-    type Service = AuditService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        AuditService { auditor: self.0.clone(), inner }
-    }
-}
-
-#[derive(Clone)]
-pub struct AuditService<S> {
-    auditor: Arc<Auditor>,
-    inner: S,
-}
-
-impl<S> Service<Request> for AuditService<S>
-where
-    S: Service<Request, Response = Response, Error = Infallible>,
-    // The filters inside are axum middleware, whose futures are boxed.
-    S::Future: Unpin,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = AuditFuture<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut req: Request) -> Self::Future {
-        // Kept as sent (kube neither checks nor shortens it).
-        let id = sent_audit_id(&req).unwrap_or_else(new_audit_id);
-        let unknown = RequestInfo::default();
-        let info = req.extensions().get::<RequestInfo>().unwrap_or(&unknown);
-        let config = self.auditor.evaluate_early(info);
-        if config.is_some_and(|c| c.level == Level::None) {
-            // Nothing to record whoever asks: no record, only the ID echoed.
-            self.auditor.metrics().level(Level::None);
-            return AuditFuture(Phase::Unaudited { inner: self.inner.call(req), id: Some(id) });
-        }
-        let long_running = super::is_long_running(info);
-        let arrival = Arrival {
-            audit_id: id.clone(),
-            received: Utc::now(),
-            headers: req.headers(),
-            uri: req.uri(),
-            peer: req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0),
-            info,
-            config,
-        };
-        let ctx = AuditContext::new(self.auditor.clone(), arrival);
-        req.extensions_mut().insert(ctx.clone());
-        let inner = AssertUnwindSafe(self.inner.call(req)).catch_unwind();
-        let serving = Serving { unanswered: Unanswered(Some(ctx)), id, long_running };
-        AuditFuture(Phase::Serving { inner, serving: Some(serving) })
-    }
-}
-
-/// The [`AuditService`]'s answer: the inner filters', then recorded.
-pub struct AuditFuture<F>(Phase<F>);
-
-enum Phase<F> {
-    /// The policy records nothing of this request.
-    Unaudited {
-        inner: F,
-        id: Option<HeaderValue>,
-    },
-    Serving {
-        inner: futures::future::CatchUnwind<AssertUnwindSafe<F>>,
-        serving: Option<Serving>,
-    },
-    /// Recording waits (a refusal's body is read, a blocking webhook is sent a watch's ResponseStarted).
-    Recording(BoxFuture<'static, Response>),
-}
-
-/// What the answer is recorded with.
-struct Serving {
-    /// Holds the record until the answer: dropped before it, the request was.
-    unanswered: Unanswered,
-    id: HeaderValue,
-    long_running: bool,
-}
-
-impl<F> Future for AuditFuture<F>
-where
-    F: Future<Output = Result<Response, Infallible>> + Unpin,
-{
-    type Output = Result<Response, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let phase = &mut self.get_mut().0;
-        loop {
-            match phase {
-                Phase::Unaudited { inner, id } => {
-                    let Ok(mut resp) = std::task::ready!(Pin::new(inner).poll(cx));
-                    if let Some(id) = id.take() {
-                        echo(&mut resp, id);
-                    }
-                    return Poll::Ready(Ok(resp));
+/// The [`audit`](self) filter: the request's record started, the rest of
+/// the chain run, its answer recorded.
+pub async fn audit(auditor: &Arc<Auditor>, mut req: Request, next: impl Next) -> Response {
+    // Kept as sent (kube neither checks nor shortens it).
+    let id = sent_audit_id(&req).unwrap_or_else(new_audit_id);
+    let record = started(auditor, &mut req, &id);
+    // Dropped before the answer (the client went away), the request is
+    // recorded as closed early.
+    let unanswered = Unanswered(record.as_ref().map(|(ctx, _)| ctx.clone()));
+    let answer = AssertUnwindSafe(next.run(req)).catch_unwind().await;
+    unanswered.answered();
+    let mut resp = match (answer, record) {
+        (Ok(resp), None) => resp,
+        (Ok(resp), Some((ctx, long_running))) => match record_now(ctx, resp, long_running) {
+            Ok(resp) => resp,
+            Err(recording) => recording.await,
+        },
+        (Err(panic), record) => {
+            if let Some((ctx, _)) = record {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".to_string());
+                if let Some(pending) = ctx.panicked_now(&what) {
+                    spawn(async move {
+                        pending.process().await;
+                    });
                 }
-                Phase::Serving { inner, serving } => {
-                    let answer = std::task::ready!(Pin::new(inner).poll(cx));
-                    let Some(Serving { mut unanswered, id, long_running }) = serving.take() else {
-                        return Poll::Pending;
-                    };
-                    let Some(ctx) = unanswered.0.take() else { return Poll::Pending };
-                    let resp = match answer {
-                        Ok(Ok(resp)) => resp,
-                        Err(panic) => {
-                            let what = panic
-                                .downcast_ref::<&str>()
-                                .map(|s| s.to_string())
-                                .or_else(|| panic.downcast_ref::<String>().cloned())
-                                .unwrap_or_else(|| "unknown panic".to_string());
-                            if let Some(pending) = ctx.panicked_now(&what) {
-                                spawn(async move {
-                                    pending.process().await;
-                                });
-                            }
-                            // The recovery filter outside answers it, as kube's re-panics to its own.
-                            std::panic::resume_unwind(panic)
-                        }
-                    };
-                    match record_now(ctx, resp, long_running) {
-                        Ok(mut resp) => {
-                            echo(&mut resp, id);
-                            return Poll::Ready(Ok(resp));
-                        }
-                        Err(recording) => {
-                            *phase = Phase::Recording(Box::pin(async move {
-                                let mut resp = recording.await;
-                                echo(&mut resp, id);
-                                resp
-                            }));
-                        }
-                    }
-                }
-                Phase::Recording(recording) => return recording.as_mut().poll(cx).map(Ok),
             }
+            // The recovery filter outside answers it, as kube's re-panics to its own.
+            std::panic::resume_unwind(panic)
         }
+    };
+    echo(&mut resp, id);
+    resp
+}
+
+/// The request's record, started and put in its extensions, and whether
+/// the request is long-running; None when the policy records nothing of it
+/// whoever asks.
+fn started(auditor: &Arc<Auditor>, req: &mut Request, id: &HeaderValue) -> Option<(AuditContext, bool)> {
+    let unknown = RequestInfo::default();
+    let info = req.extensions().get::<RequestInfo>().unwrap_or(&unknown);
+    let config = auditor.evaluate_early(info);
+    if config.is_some_and(|c| c.level == Level::None) {
+        auditor.metrics().level(Level::None);
+        return None;
     }
+    let long_running = super::is_long_running(info);
+    let arrival = Arrival {
+        audit_id: id.clone(),
+        received: Utc::now(),
+        headers: req.headers(),
+        uri: req.uri(),
+        peer: req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0),
+        info,
+        config,
+    };
+    let ctx = AuditContext::new(auditor.clone(), arrival);
+    req.extensions_mut().insert(ctx.clone());
+    Some((ctx, long_running))
 }
 
 /// A new audit ID: a random UUID from the thread's generator (`Uuid::new_v4`
@@ -273,60 +187,33 @@ fn responded(ctx: &AuditContext, resp: &Response, keep: bool) {
     ctx.responded(resp.status().as_u16(), text(header::CONTENT_TYPE), text(header::CONTENT_ENCODING));
 }
 
-/// Policy evaluation and RequestReceived, right after authentication, as a
-/// tower layer (see [`AuditLayer`] for why not `from_fn`).
-#[derive(Clone, Copy)]
-pub struct EvaluatePolicyLayer;
-
-impl<S> Layer<S> for EvaluatePolicyLayer {
-    type Service = EvaluatePolicy<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        EvaluatePolicy(inner)
+/// Policy evaluation and RequestReceived, right after authentication.
+pub async fn evaluate_policy(req: Request, next: impl Next) -> Response {
+    match received(req).await {
+        Ok(req) => next.run(req).await,
+        Err(refused) => refused,
     }
 }
 
-#[derive(Clone)]
-pub struct EvaluatePolicy<S>(S);
-
-impl<S> Service<Request> for EvaluatePolicy<S>
-where
-    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = Either<S::Future, BoxFuture<'static, Result<Response, Infallible>>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.0.poll_ready(cx)
+/// The request once its RequestReceived event is written (its body kept
+/// when the event records it); or the refusal of a backend that failed.
+async fn received(req: Request) -> Result<Request, Response> {
+    let Some(ctx) = req.extensions().get::<AuditContext>().cloned() else {
+        return Ok(req);
+    };
+    let unknown = RequestInfo::default();
+    let info = req.extensions().get::<RequestInfo>().unwrap_or(&unknown);
+    let config = ctx.evaluate(req.extensions().get::<UserInfo>(), info);
+    if config.level == Level::None {
+        return Ok(req);
     }
-
-    fn call(&mut self, req: Request) -> Self::Future {
-        let Some(ctx) = req.extensions().get::<AuditContext>().cloned() else {
-            return Either::Left(self.0.call(req));
-        };
-        let unknown = RequestInfo::default();
-        let info = req.extensions().get::<RequestInfo>().unwrap_or(&unknown);
-        let config = ctx.evaluate(req.extensions().get::<UserInfo>(), info);
-        if config.level == Level::None {
-            return Either::Left(self.0.call(req));
-        }
-        match ctx.process_now(Stage::RequestReceived) {
-            Ok(true) => Either::Left(self.0.call(with_body_kept(&ctx, req))),
-            Ok(false) => Either::Right(Box::pin(std::future::ready(Ok(unstored(&ctx))))),
-            Err(pending) => {
-                // The service made ready is the one to call, later: a clone takes its place.
-                let clone = self.0.clone();
-                let mut inner = std::mem::replace(&mut self.0, clone);
-                Either::Right(Box::pin(async move {
-                    if !pending.process().await {
-                        return Ok(unstored(&ctx));
-                    }
-                    inner.call(with_body_kept(&ctx, req)).await
-                }))
-            }
-        }
+    let stored = match ctx.process_now(Stage::RequestReceived) {
+        Ok(stored) => stored,
+        Err(pending) => pending.process().await,
+    };
+    match stored {
+        true => Ok(with_body_kept(&ctx, req)),
+        false => Err(unstored(&ctx)),
     }
 }
 
@@ -351,6 +238,12 @@ fn with_body_kept(ctx: &AuditContext, req: Request) -> Request {
 /// answered (the client went away): kube fakes a 200 "Connection closed
 /// early" for a handler that wrote nothing, and so does this.
 struct Unanswered(Option<AuditContext>);
+
+impl Unanswered {
+    fn answered(mut self) {
+        self.0 = None;
+    }
+}
 
 impl Drop for Unanswered {
     fn drop(&mut self) {
@@ -460,7 +353,6 @@ mod tests {
 
     use axum::routing::{get, post};
     use axum::Router;
-    use tower::{ServiceBuilder, ServiceExt};
 
     use super::*;
     use crate::audit::metrics::AuditMetrics;
@@ -518,13 +410,12 @@ mod tests {
                 }),
             )
             .route("/healthz", get(|| async { "ok" }));
-        let service = ServiceBuilder::new()
-            .layer(axum::middleware::from_fn(super::super::recovery::recover))
-            .layer(axum::middleware::from_fn(super::super::request_info))
-            .layer(AuditLayer(auditor))
-            .layer(EvaluatePolicyLayer)
-            .service(endpoint);
-        (service.oneshot(req).await.unwrap(), metrics)
+        let endpoint = |req| super::super::infallible(endpoint, req);
+        let resp = super::super::recovery::recover(req, |req| {
+            super::super::request_info(req, |req| audit(&auditor, req, |req| evaluate_policy(req, endpoint)))
+        })
+        .await;
+        (resp, metrics)
     }
 
     async fn events_until(backend: &Collect, n: usize) -> Vec<Event> {

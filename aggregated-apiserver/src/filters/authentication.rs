@@ -7,8 +7,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use super::{Next, Request};
 use axum::response::{IntoResponse, Response};
 use http::header::AUTHORIZATION;
 
@@ -34,7 +33,7 @@ pub fn anonymous_user() -> UserInfo {
     UserInfo { name: ANONYMOUS_USER.to_string(), groups: vec![UNAUTHENTICATED_GROUP.to_string()], ..Default::default() }
 }
 
-pub async fn authenticate(State(authn): State<Arc<Authentication>>, mut req: Request, next: Next) -> Response {
+pub async fn authenticate(authn: &Authentication, mut req: Request, next: impl Next) -> Response {
     let peer = req.extensions().get::<PeerCertificates>().cloned().unwrap_or_default();
     let user = match authn.authenticator.authenticate(req.headers(), &peer).await {
         AuthnOutcome::Authenticated(user) => {

@@ -6,8 +6,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use super::{Next, Request};
 use axum::response::{IntoResponse, Response};
 
 use crate::apimachinery::errors::ApiError;
@@ -70,17 +69,25 @@ pub struct Authorization {
     pub resources: Arc<ServedKinds>,
 }
 
-pub async fn authorize(State(authz): State<Arc<Authorization>>, mut req: Request, next: Next) -> Response {
+pub async fn authorize(authz: &Authorization, req: Request, next: impl Next) -> Response {
+    match authorized(authz, req).await {
+        Ok(req) => next.run(req).await,
+        Err(refused) => refused,
+    }
+}
+
+/// The request, once authorized; or the refusal.
+async fn authorized(authz: &Authorization, mut req: Request) -> Result<Request, Response> {
     let Some(info) = req.extensions().get::<RequestInfo>() else {
-        return ApiError::internal_error("no request info found: the filter chain is wrong").into_response();
+        return Err(ApiError::internal_error("no request info found: the filter chain is wrong").into_response());
     };
     if !info.is_resource_request && authz.always_allow.allows(&info.path) {
         // kube's path authorizer allows these with no reason.
         annotate(&req, DECISION_ALLOW, "");
-        return next.run(req).await;
+        return Ok(req);
     }
     let Some(user) = req.extensions().get::<UserInfo>() else {
-        return ApiError::internal_error("no user found for request").into_response();
+        return Err(ApiError::internal_error("no user found for request").into_response());
     };
     let attrs = Attributes::from_request(info);
     let also_requires = authz
@@ -102,19 +109,19 @@ pub async fn authorize(State(authz): State<Arc<Authorization>>, mut req: Request
             }
             Decision::Deny { reason } => {
                 annotate(&req, DECISION_FORBID, &reason);
-                return authz::forbidden(user, &attrs, &reason).into_response();
+                return Err(authz::forbidden(user, &attrs, &reason).into_response());
             }
             Decision::Error { message } => {
                 if let Some(audit) = req.extensions().get::<AuditContext>() {
                     audit.add_annotation(REASON_ANNOTATION, "internal error");
                 }
-                return authz::internal_error(uri, &message).into_response();
+                return Err(authz::internal_error(uri, &message).into_response());
             }
         }
     }
     annotate(&req, DECISION_ALLOW, allowed_because.as_deref().unwrap_or(""));
     req.extensions_mut().insert(Authorized);
-    next.run(req).await
+    Ok(req)
 }
 
 #[cfg(test)]

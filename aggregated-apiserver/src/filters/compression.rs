@@ -17,27 +17,69 @@
 //! event must reach the client when it happens, not when a compressor has
 //! filled a block.
 
+use std::convert::Infallible;
+
+use axum::body::Body;
 use axum::response::Response;
-use axum::Router;
+use futures::future::BoxFuture;
 use http::header::{ACCEPT_ENCODING, CONTENT_ENCODING, VARY};
 use http::HeaderValue;
-use http_body::Body;
+use tower::{Layer, Service};
 use tower_http::compression::predicate::Predicate;
 use tower_http::compression::{CompressionLayer, CompressionLevel};
+
+use super::Request;
 
 /// kube-apiserver's `defaultGzipThresholdBytes`: smaller answers are sent as
 /// they are (compressing them costs more time than it saves).
 pub const THRESHOLD_BYTES: u64 = 128 * 1024;
 
-/// `router` with its answers compressed: gzip only, level 1, for
-/// [`LargeAnswer`]s, `Vary` only on what was compressed.
-pub fn compress(router: Router) -> Router {
-    router
-        .layer(CompressionLayer::new().quality(CompressionLevel::Fastest).compress_when(LargeAnswer))
-        .layer(axum::middleware::map_response(vary_only_when_compressed))
+/// An endpoint whose answers are compressed as above: gzip only, level 1,
+/// for [`LargeAnswer`]s, `Vary` only on what was compressed.
+#[derive(Clone)]
+pub struct Compression<E> {
+    plain: E,
+    compressing: tower_http::compression::Compression<E, LargeAnswer>,
 }
 
-async fn vary_only_when_compressed(mut response: Response) -> Response {
+impl<E: Clone> Compression<E> {
+    pub fn new(endpoint: E) -> Self {
+        let layer = CompressionLayer::new().quality(CompressionLevel::Fastest).compress_when(LargeAnswer);
+        Self { compressing: layer.layer(endpoint.clone()), plain: endpoint }
+    }
+}
+
+impl<E> Compression<E>
+where
+    E: Service<Request, Response = Response, Error = Infallible> + Clone,
+{
+    /// The endpoint's answer. A request that accepts no encoding passes the
+    /// compression layer by: it could only re-box the answer's body.
+    ///
+    /// The endpoint's future is boxed, the one allocation of the chain's own:
+    /// a handler's future nests deep, and inside the chain's it would make
+    /// the compiler's layout of the whole go past its default recursion
+    /// limit, for every crate that serves with it.
+    pub fn serve(&self, req: Request) -> BoxFuture<'static, Response>
+    where
+        E: Send + 'static,
+        E::Future: Send + 'static,
+    {
+        if !req.headers().contains_key(ACCEPT_ENCODING) {
+            return Box::pin(super::infallible(self.plain.clone(), req));
+        }
+        let compressing = self.compressing.clone();
+        Box::pin(async move {
+            let resp = match tower::ServiceExt::oneshot(compressing, req).await {
+                Ok(resp) => resp,
+                Err(never) => match never {},
+            };
+            vary_only_when_compressed(resp.map(Body::new))
+        })
+    }
+}
+
+fn vary_only_when_compressed(mut response: Response) -> Response {
     if response.headers().contains_key(CONTENT_ENCODING) {
         return response;
     }
@@ -60,7 +102,7 @@ async fn vary_only_when_compressed(mut response: Response) -> Response {
 pub struct LargeAnswer;
 
 impl Predicate for LargeAnswer {
-    fn should_compress<B: Body>(&self, response: &http::Response<B>) -> bool {
+    fn should_compress<B: http_body::Body>(&self, response: &http::Response<B>) -> bool {
         response.body().size_hint().exact().is_some_and(|len| len > THRESHOLD_BYTES)
     }
 }

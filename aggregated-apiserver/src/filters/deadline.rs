@@ -3,11 +3,12 @@
 //! request but a watch answers 504 Timeout once `--request-timeout` has passed,
 //! or sooner when the client asks with `?timeout=<Go duration>`.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use super::{Next, Request};
 use axum::response::{IntoResponse, Response};
 
 use crate::apimachinery::errors::ApiError;
@@ -22,31 +23,52 @@ pub struct Deadline {
     pub maximum: Duration,
 }
 
-pub async fn enforce(State(deadline): State<Arc<Deadline>>, req: Request, next: Next) -> Response {
+pub async fn enforce(deadline: &Deadline, req: Request, next: impl Next) -> Response {
     let long_running = req.extensions().get::<RequestInfo>().is_none_or(super::is_long_running);
-    if long_running || deadline.maximum.is_zero() {
-        return next.run(req).await;
-    }
-    let asked = match requested_timeout(req.uri().query()) {
-        Ok(asked) => asked,
-        Err(message) => return ApiError::bad_request(message).into_response(),
+    let limit = match long_running || deadline.maximum.is_zero() {
+        true => None,
+        false => match requested_timeout(req.uri().query()) {
+            Ok(asked) => {
+                let timeout = asked.filter(|t| !t.is_zero() && *t < deadline.maximum).unwrap_or(deadline.maximum);
+                Some(Instant::now() + timeout)
+            }
+            Err(message) => return ApiError::bad_request(message).into_response(),
+        },
     };
-    // As kube: a requested timeout only ever shortens the deadline.
-    let timeout = asked.filter(|t| !t.is_zero() && *t < deadline.maximum).unwrap_or(deadline.maximum);
-    let deadline = Instant::now() + timeout;
-    match tokio::time::timeout_at(deadline.into(), crate::heavy::with_deadline(deadline, next.run(req))).await {
-        // A computation holds its thread, the timer's too, until it ends:
-        // one that ended past the deadline is answered as the timer would
-        // have answered at it (kube's handler keeps running too, its answer
-        // unseen).
-        Ok(_) if Instant::now() > deadline => ApiError::deadline_exceeded().into_response(),
-        Ok(response) => response,
-        Err(_) => ApiError::deadline_exceeded().into_response(),
+    // The rest of the chain under the deadline, if the request has one.
+    let handling = crate::heavy::with_deadline(limit, next.run(req));
+    match (Within { handling, timer: limit.map(|at| tokio::time::sleep_until(at.into())) }).await {
+        Some(_) if limit.is_some_and(|at| Instant::now() > at) => ApiError::deadline_exceeded().into_response(),
+        Some(response) => response,
+        None => ApiError::deadline_exceeded().into_response(),
     }
 }
 
-/// The `timeout` query parameter (its first value), parsed as Go's
-/// `time.ParseDuration`; an unparsable one is kube's 400 wording.
+pin_project_lite::pin_project! {
+    /// A request's handling, given up (None) when its timer fires first.
+    struct Within<F> {
+        #[pin]
+        handling: F,
+        #[pin]
+        timer: Option<tokio::time::Sleep>,
+    }
+}
+
+impl<F: Future<Output = Response>> Future for Within<F> {
+    type Output = Option<Response>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Response>> {
+        let this = self.project();
+        if let Poll::Ready(response) = this.handling.poll(cx) {
+            return Poll::Ready(Some(response));
+        }
+        match this.timer.as_pin_mut() {
+            Some(timer) => timer.poll(cx).map(|()| None),
+            None => Poll::Pending,
+        }
+    }
+}
+
 fn requested_timeout(query: Option<&str>) -> Result<Option<Duration>, String> {
     let query = Query::parse(query).unwrap_or_default();
     let Some(value) = query.get("timeout").filter(|v| !v.is_empty()) else {

@@ -7,10 +7,8 @@
 //! kube-apiserver resolves impersonation itself and forwards the result.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use super::{Next, Request};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderName};
 
@@ -132,7 +130,7 @@ fn wanted(headers: &HeaderMap) -> Result<Vec<Wanted>, ApiError> {
 }
 
 /// The user the request continues as (kube's rules for the implied groups).
-fn impersonated(wanted: &[Wanted], groups_specified: bool) -> UserInfo {
+fn impersonated_user(wanted: &[Wanted], groups_specified: bool) -> UserInfo {
     let mut user = UserInfo::default();
     let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for w in wanted {
@@ -175,14 +173,22 @@ fn remove_impersonation_headers(headers: &mut HeaderMap) {
     }
 }
 
-pub async fn impersonate(State(authorizer): State<Arc<Authorizer>>, mut req: Request, next: Next) -> Response {
+pub async fn impersonate(authorizer: &Authorizer, req: Request, next: impl Next) -> Response {
+    match impersonated(authorizer, req).await {
+        Ok(req) => next.run(req).await,
+        Err(refused) => refused,
+    }
+}
+
+/// The request as the user it impersonates, or the refusal.
+async fn impersonated(authorizer: &Authorizer, mut req: Request) -> Result<Request, Response> {
     let wanted = match wanted(req.headers()) {
-        Ok(wanted) if wanted.is_empty() => return next.run(req).await,
+        Ok(wanted) if wanted.is_empty() => return Ok(req),
         Ok(wanted) => wanted,
-        Err(refused) => return refused.into_response(),
+        Err(refused) => return Err(refused.into_response()),
     };
     let Some(requestor) = req.extensions().get::<UserInfo>().cloned() else {
-        return ApiError::internal_error("no user found for request").into_response();
+        return Err(ApiError::internal_error("no user found for request").into_response());
     };
     for w in &wanted {
         let attrs = w.attributes();
@@ -196,17 +202,17 @@ pub async fn impersonate(State(authorizer): State<Arc<Authorizer>>, mut req: Req
             }
         };
         tracing::debug!(requestor = %requestor.name, wanted = ?w, "impersonation refused");
-        return forbidden(&requestor, &attrs, &reason).into_response();
+        return Err(forbidden(&requestor, &attrs, &reason).into_response());
     }
     let groups_specified = req.headers().contains_key(GROUP_HEADER);
-    let user = impersonated(&wanted, groups_specified);
+    let user = impersonated_user(&wanted, groups_specified);
     tracing::debug!(requestor = %requestor.name, user = %user.name, groups = ?user.groups, "impersonating");
     remove_impersonation_headers(req.headers_mut());
     if let Some(audit) = req.extensions().get::<crate::audit::AuditContext>() {
         audit.set_impersonated_user(&user);
     }
     req.extensions_mut().insert(user);
-    next.run(req).await
+    Ok(req)
 }
 
 #[cfg(test)]
@@ -252,7 +258,7 @@ mod tests {
             (sa.resource.as_str(), sa.namespace.as_str(), sa.name.as_str()),
             ("serviceaccounts", "ns1", "robot")
         );
-        let user = impersonated(&w, true);
+        let user = impersonated_user(&w, true);
         assert_eq!(user.name, "system:serviceaccount:ns1:robot");
         assert_eq!(user.groups, ["devs", "ops", "system:authenticated"], "given groups replace the SA's own");
         assert_eq!(user.extra["scopes"], ["a", "b"]);
@@ -261,14 +267,15 @@ mod tests {
 
     #[test]
     fn implied_groups_follow_kube() {
-        let sa = impersonated(&[Wanted::ServiceAccount { namespace: "n".into(), name: "s".into() }], false);
+        let sa = impersonated_user(&[Wanted::ServiceAccount { namespace: "n".into(), name: "s".into() }], false);
         assert_eq!(sa.groups, ["system:serviceaccounts", "system:serviceaccounts:n", "system:authenticated"]);
-        let anon = impersonated(&[Wanted::User(ANONYMOUS_USER.into())], false);
+        let anon = impersonated_user(&[Wanted::User(ANONYMOUS_USER.into())], false);
         assert_eq!(anon.groups, ["system:unauthenticated"]);
-        let explicit = impersonated(&[Wanted::User("bob".into()), Wanted::Group(UNAUTHENTICATED_GROUP.into())], true);
+        let explicit =
+            impersonated_user(&[Wanted::User("bob".into()), Wanted::Group(UNAUTHENTICATED_GROUP.into())], true);
         assert_eq!(explicit.groups, [UNAUTHENTICATED_GROUP], "no system:authenticated beside system:unauthenticated");
         assert_eq!(
-            impersonated(&[Wanted::User("system:serviceaccount:UPPER:x".into())], false).name,
+            impersonated_user(&[Wanted::User("system:serviceaccount:UPPER:x".into())], false).name,
             "system:serviceaccount:UPPER:x"
         );
         assert!(service_account("system:serviceaccount:UPPER:x").is_none(), "an invalid namespace is a plain user");

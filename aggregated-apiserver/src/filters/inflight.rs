@@ -15,9 +15,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::{Next, Request};
 use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::ready;
@@ -223,50 +222,68 @@ fn is_mutating(verb: &str) -> bool {
     !matches!(verb, "get" | "list" | "watch" | "head")
 }
 
-pub async fn limit(State(inflight): State<Arc<InFlight>>, req: Request, next: Next) -> Response {
-    let Some(info) = req.extensions().get::<RequestInfo>() else { return next.run(req).await };
+pub async fn limit(inflight: &InFlight, req: Request, next: impl Next) -> Response {
+    let Some(Admitted { held, flow }) = admit(inflight, &req) else { return too_many() };
+    let response = crate::heavy::with_flow(flow, next.run(req)).await;
+    match held {
+        Held::Nothing => response,
+        Held::Request(slot) => held_until_sent(response, slot),
+        // The slot lives as long as the watch stream.
+        Held::Watch(slot) => held_until_sent(response, slot),
+    }
+}
+
+/// What an admitted request holds until its answer is sent, and the name
+/// its large computations take turns under (crate::heavy).
+struct Admitted {
+    held: Held,
+    flow: Option<Arc<str>>,
+}
+
+enum Held {
+    /// Probes, privileged users over the limit, and classes without a limit.
+    Nothing,
+    Request(Slot),
+    Watch(WatchSlot),
+}
+
+/// Admits the request; None when it is over its limit.
+fn admit(inflight: &InFlight, req: &Request) -> Option<Admitted> {
+    let nothing = Admitted { held: Held::Nothing, flow: None };
+    let Some(info) = req.extensions().get::<RequestInfo>() else { return Some(nothing) };
     if crate::server::health::is_probe_path(&info.path) && !info.is_resource_request {
-        return next.run(req).await;
+        return Some(nothing);
     }
     let user = req.extensions().get::<UserInfo>();
     let privileged = user.is_some_and(|u| u.groups.iter().any(|g| g == SYSTEM_MASTERS));
     if super::is_long_running(info) {
+        if privileged {
+            return Some(nothing);
+        }
         // Without authentication (`--authentication none`) there is no user to count by.
-        let user_name = user.map(|u| u.name.as_str());
-        let slot = match privileged {
-            true => None,
-            false => match inflight.watches.acquire(user_name) {
-                Some(slot) => Some(slot),
-                None => return too_many(),
-            },
-        };
-        // The slot lives as long as the watch stream.
-        return held_until_sent(next.run(req).await, slot);
+        let slot = inflight.watches.acquire(user.map(|u| u.name.as_str()))?;
+        return Some(Admitted { held: Held::Watch(slot), flow: None });
     }
     let class = if is_mutating(info.verb.as_str()) { &inflight.mutating } else { &inflight.read };
     let slot = match class.as_ref().map(|class| class.acquire(user.map(|u| u.name.as_str()))) {
-        Some(None) if !privileged => return too_many(),
+        Some(None) if !privileged => return None,
         Some(slot) => slot,
         None => None,
     };
-    // The user's large computations take turns fairly with other users'
-    // (crate::heavy); the name is the one the slot already holds.
+    // The name the slot already holds, when it holds one.
     let flow = match slot.as_ref().and_then(|slot| slot.user.as_ref()) {
         Some(held) => Some(held.user.clone()),
         None => user.map(|u| Arc::from(u.name.as_str())),
     };
-    held_until_sent(crate::heavy::with_flow(flow, next.run(req)).await, slot)
+    Some(Admitted { held: slot.map_or(Held::Nothing, Held::Request), flow })
 }
 
 /// Keeps `guard` until the response body has been sent (or dropped), as kube
 /// holds its in-flight slot while the handler writes: a client that reads a
 /// large list slowly keeps its slot, so the bytes waiting for slow readers
 /// stay bounded by the limit.
-fn held_until_sent<G: Send + Sync + Unpin + 'static>(response: Response, guard: Option<G>) -> Response {
-    match guard {
-        Some(guard) => response.map(|body| Body::new(HeldBody { inner: body, pending: Bytes::new(), _guard: guard })),
-        None => response,
-    }
+fn held_until_sent<G: Send + Sync + Unpin + 'static>(response: Response, guard: G) -> Response {
+    response.map(|body| Body::new(HeldBody { inner: body, pending: Bytes::new(), _guard: guard }))
 }
 
 /// The largest piece of a body handed to the connection at once. hyper takes a

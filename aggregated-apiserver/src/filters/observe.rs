@@ -5,11 +5,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Body;
-use axum::extract::State;
-use axum::middleware::Next;
 use axum::response::Response;
-use http::Request;
+
+use super::{Next, Request};
 
 use crate::endpoints::handlers::ServedKinds;
 use crate::endpoints::request_info::{RequestInfo, RequestVerb};
@@ -22,7 +20,7 @@ pub struct Observe {
 }
 
 /// Counts and logs every answer, the filters' refusals included.
-pub async fn observe(State(observed): State<Arc<Observe>>, req: Request<Body>, next: Next) -> Response {
+pub async fn observe(observed: &Observe, req: Request, next: impl Next) -> Response {
     let started = Instant::now();
     // Kept for the log line: a method and a URI parsed by hyper clone without
     // copying (the URI shares the request's bytes), where `path().to_string()`

@@ -3,14 +3,13 @@
 
 use std::panic::AssertUnwindSafe;
 
-use axum::extract::Request;
-use axum::middleware::Next;
+use super::{Next, Request};
 use axum::response::{IntoResponse, Response};
 use futures::FutureExt;
 
 use crate::apimachinery::errors::ApiError;
 
-pub async fn recover(req: Request, next: Next) -> Response {
+pub async fn recover(req: Request, next: impl Next) -> Response {
     let method = req.method().clone();
     let uri = req.uri().clone();
     match AssertUnwindSafe(next.run(req)).catch_unwind().await {

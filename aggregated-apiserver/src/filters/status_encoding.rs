@@ -16,7 +16,7 @@ const MAX_STATUS_BYTES: usize = 1 << 20;
 /// encoding the client accepts, as kube-apiserver's ErrorNegotiated writes
 /// them: errors are built as JSON, and turned into YAML here when the client
 /// prefers `application/yaml`.
-pub async fn status_in_accepted_encoding(req: http::Request<Body>, next: axum::middleware::Next) -> Response {
+pub async fn status_in_accepted_encoding(req: super::Request, next: impl super::Next) -> Response {
     let encoding = negotiation::plain_encoding(req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     let resp = next.run(req).await;
     let is_json_status = resp.status().as_u16() >= 400

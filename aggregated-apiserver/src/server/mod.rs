@@ -13,15 +13,15 @@ pub mod options;
 pub mod setup;
 pub mod tls;
 
+use std::convert::Infallible;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use axum::body::Body;
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use axum::Router;
 use http::{header, HeaderValue, Method, Request};
 use tokio_util::sync::CancellationToken;
+use tower::Service;
 
 use crate::apimachinery::errors::{ApiError, Reason};
 use crate::auth::options::Authentication;
@@ -29,7 +29,7 @@ use crate::endpoints::discovery::Discovery;
 use crate::endpoints::handlers::{self, ApiSettings, ServedKinds};
 use crate::endpoints::openapi::OpenApi;
 use crate::endpoints::request_info::RequestInfo;
-use crate::filters::{authorization, Filters};
+use crate::filters::{authorization, Chain, Filters};
 use crate::options::ServerOptions;
 use crate::server::health::{FnCheck, Health};
 use crate::server::metrics::Metrics;
@@ -61,7 +61,7 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// With an audit policy and a backend only.
     pub auditor: Option<Arc<crate::audit::Auditor>>,
-    filters: Filters,
+    filters: Arc<Filters>,
     version: bytes::Bytes,
 }
 
@@ -143,16 +143,22 @@ impl App {
             health,
             metrics,
             auditor,
-            filters,
+            filters: Arc::new(filters),
             version: bytes::Bytes::from(serde_json::to_vec(&version).unwrap_or_default()),
         }))
     }
 
     /// The server's one route: the handler inside the filter chain (see
     /// [`crate::filters`]).
-    pub fn router(self: &Arc<Self>) -> Router {
-        let endpoint = Router::new().fallback(route).with_state(self.clone());
-        Router::new().fallback_service(self.filters.around(endpoint))
+    pub fn router(
+        self: &Arc<Self>,
+    ) -> Chain<impl Service<Request<Body>, Response = Response, Error = Infallible, Future: Send> + Clone + Send + Sync>
+    {
+        let app = self.clone();
+        self.filters.around(tower::service_fn(move |req| {
+            let app = app.clone();
+            async move { Ok(route(&app, req).await) }
+        }))
     }
 }
 
@@ -161,8 +167,9 @@ fn is_read(method: &Method) -> bool {
 }
 
 /// The one entry point behind the filters: serves the request.
-async fn route(State(app): State<Arc<App>>, req: Request<Body>) -> Response {
-    let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
+async fn route(app: &App, mut req: Request<Body>) -> Response {
+    // Taken, not copied: nothing after the filters reads it from the request.
+    let info = req.extensions_mut().remove::<RequestInfo>().unwrap_or_default();
     let path = req.uri().path();
     if info.is_resource_request {
         return handlers::serve(app.resources.clone(), info, req).await;

@@ -13,6 +13,7 @@
 //! Everything here uses rustls' `ring` provider explicitly, so nothing depends on the process-wide
 //! default provider.
 
+use std::convert::Infallible;
 use std::fmt;
 use std::fs;
 use std::future::Future;
@@ -25,8 +26,10 @@ use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use anyhow::{ensure, Context as _};
+use axum::response::Response;
 use axum_server::accept::{Accept, DefaultAcceptor, NoDelayAcceptor};
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
+use http::Request;
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject as _;
@@ -38,6 +41,7 @@ use rustls::{DigitallySignedStruct, DistinguishedName as TlsDistinguishedName, S
 use sha2::{Digest as _, Sha256};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::server::TlsStream;
+use tower::Service;
 use x509_parser::certificate::X509Certificate;
 
 use crate::auth::authn::peer_certificates::PeerCertificates;
@@ -458,14 +462,18 @@ where
 /// `limits` (header timeouts, idle timeout, header size) and the connection cap `cap` (from
 /// [`ConnectionLimits::idle_connections`]; None: no cap) are applied around the TLS layer by
 /// [`crate::server::connection`].
-pub async fn serve_tls(
+pub async fn serve_tls<S>(
     addr: SocketAddr,
-    app: axum::Router,
+    app: S,
     config: Arc<ServerConfig>,
     handle: axum_server::Handle<SocketAddr>,
     limits: &ConnectionLimits,
     cap: Option<Arc<IdleConnections>>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<()>
+where
+    S: Service<Request<hyper::body::Incoming>, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send,
+{
     let mut acceptor = PeerCertAcceptor::new(config);
     if let Some(timeout) = limits.handshake_timeout() {
         acceptor = acceptor.handshake_timeout(timeout);
@@ -474,7 +482,9 @@ pub async fn serve_tls(
     let mut server = axum_server::bind(addr).acceptor(acceptor).handle(handle);
     limits.configure_http(&mut server);
     server
-        .serve(app.into_make_service_with_connect_info::<SocketAddr>())
+        .serve(axum::ServiceExt::<Request<hyper::body::Incoming>>::into_make_service_with_connect_info::<SocketAddr>(
+            app,
+        ))
         .await
         .with_context(|| format!("serving HTTPS on {addr}"))
 }

@@ -98,7 +98,7 @@ impl Registry {
         self.settle_identity(&mut config, ns, name)?;
         let requested_rv = meta_str(&config, "resourceVersion").unwrap_or("").to_string();
         for _ in 0..WRITE_RETRIES {
-            let exists = self.store.get(&self.key(ns, name)).await.map_err(|e| self.store_error(name, e))?.is_some();
+            let exists = self.store.get(&self.key(ns, name)).map_err(|e| self.store_error(name, e))?.is_some();
             if !exists {
                 if part == Part::Status {
                     return Err(ApiError::not_found(self.target(name)));

@@ -249,7 +249,7 @@ impl Registry {
 
     /// The object as stored now: what an admitted write is decided from.
     async fn stored(&self, key: &ObjectKey, name: &str) -> ApiResult<StoredObject> {
-        self.store.get(key).await.and_then(|c| c.ok_or(StoreError::NotFound)).map_err(|e| self.store_error(name, e))
+        self.store.get(key).and_then(|c| c.ok_or(StoreError::NotFound)).map_err(|e| self.store_error(name, e))
     }
 
     fn key(&self, ns: &str, name: &str) -> ObjectKey {

@@ -128,15 +128,14 @@ impl Registry {
     /// or one not older than a revision, as kube-apiserver serves reads.
     pub async fn get(&self, ns: &str, name: &str, rv: Rv) -> ApiResult<StoredObject> {
         match rv {
-            Rv::Unset => {
+            Rv::Unset if !self.store.always_latest() => {
                 self.store.sync_latest().await.map_err(|e| self.store_error(name, e))?;
             }
             Rv::At(n) => self.store.wait_for_rv(n, RV_WAIT).await.map_err(|e| too_large_rv(&e))?,
-            Rv::Any => {}
+            Rv::Unset | Rv::Any => {}
         }
         self.store
             .get(&self.key(ns, name))
-            .await
             .map_err(|e| self.store_error(name, e))?
             .ok_or_else(|| ApiError::not_found(self.target(name)))
     }
@@ -209,7 +208,9 @@ impl Registry {
     pub(super) async fn read_revision(&self, rv: Rv, rv_match: RvMatch) -> ApiResult<Option<u64>> {
         match (rv, rv_match) {
             (Rv::Unset, _) => {
-                self.store.sync_latest().await.map_err(|e| self.store_error("", e))?;
+                if !self.store.always_latest() {
+                    self.store.sync_latest().await.map_err(|e| self.store_error("", e))?;
+                }
                 Ok(None)
             }
             (Rv::Any, _) => Ok(None),

@@ -328,7 +328,7 @@ impl Registry {
             };
             crate::heavy::check_deadline()?;
             if wopts.dry_run {
-                if self.store.get(&self.key(ns, &name)).await.map_err(|e| self.store_error(&name, e))?.is_some() {
+                if self.store.get(&self.key(ns, &name)).map_err(|e| self.store_error(&name, e))?.is_some() {
                     return Err(ApiError::already_exists(self.target(&name)));
                 }
                 return Ok(WriteOutcome { code: 201, body: encode_value(&obj)?, warnings });

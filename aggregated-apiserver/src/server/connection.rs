@@ -873,13 +873,11 @@ impl Drop for InFlight {
 impl<S, B, RB> tower::Service<http::Request<RB>> for TrackRequests<S>
 where
     S: tower::Service<http::Request<RB>, Response = http::Response<B>>,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-    B: From<&'static str> + Send + 'static,
+    B: From<&'static str>,
 {
     type Response = http::Response<TrackedBody<B>>;
     type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+    type Future = Tracked<S::Future, B>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -888,25 +886,51 @@ where
     fn call(&mut self, request: http::Request<RB>) -> Self::Future {
         let http2 = request.version() == http::Version::HTTP_2;
         self.clock.request_started(http2);
-        let in_flight = InFlight(self.clock.clone());
+        let in_flight = Some(InFlight(self.clock.clone()));
         let head_bytes = if http2 { 0 } else { http1_head_bytes(&request) };
         if head_bytes > self.max_http1_header_bytes {
             tracing::debug!(bytes = head_bytes, "request header too large");
-            let response = header_too_large::<B>().map(|inner| TrackedBody { inner, _in_flight: in_flight });
-            return Box::pin(std::future::ready(Ok(response)));
+            return Tracked { inner: None, refused: Some(header_too_large::<B>()), in_flight };
         }
-        let response = self.inner.call(request);
-        Box::pin(async move {
-            let response = response.await?;
-            Ok(response.map(|inner| TrackedBody { inner, _in_flight: in_flight }))
-        })
+        Tracked { inner: Some(self.inner.call(request)), refused: None, in_flight }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The answer to a tracked request: the service's, or the refusal of a
+    /// head too large; its body keeps the request in flight. A future of its
+    /// own rather than a boxed one: one allocation less on every request.
+    pub struct Tracked<F, B> {
+        #[pin]
+        inner: Option<F>,
+        refused: Option<http::Response<B>>,
+        in_flight: Option<InFlight>,
+    }
+}
+
+impl<F, B, E> Future for Tracked<F, B>
+where
+    F: Future<Output = Result<http::Response<B>, E>>,
+{
+    type Output = Result<http::Response<TrackedBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let response = match (this.inner.as_pin_mut(), this.refused.take()) {
+            (Some(inner), _) => std::task::ready!(inner.poll(cx))?,
+            (None, Some(refused)) => refused,
+            // Polled again after it answered: nothing more to give.
+            (None, None) => return Poll::Pending,
+        };
+        let in_flight = this.in_flight.take();
+        Poll::Ready(Ok(response.map(|inner| TrackedBody { inner, _in_flight: in_flight })))
     }
 }
 
 /// A response body keeping its request in flight.
 pub struct TrackedBody<B> {
     inner: B,
-    _in_flight: InFlight,
+    _in_flight: Option<InFlight>,
 }
 
 impl<B: Body + Unpin> Body for TrackedBody<B> {

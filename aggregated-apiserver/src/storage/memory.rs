@@ -552,15 +552,19 @@ impl Store for MemoryStore {
     }
 
     async fn sync_latest(&self) -> Result<u64, StoreError> {
-        // One process holds every write: the newest revision is already here.
         Ok(self.revision())
+    }
+
+    fn always_latest(&self) -> bool {
+        // One process holds every write: the newest revision is already here.
+        true
     }
 
     async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> Result<(), StoreError> {
         self.wait_until(rv, timeout).await
     }
 
-    async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
+    fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
         Ok(Self::latest(&*self.read()?, key).cloned())
     }
 

@@ -269,15 +269,22 @@ pub trait Store: Send + Sync {
     }
     /// Waits until reads reflect every write acknowledged (by any replica)
     /// before this call and returns that revision: what a read asking for the
-    /// latest state does first.
+    /// latest state does first, unless [`Store::always_latest`].
     async fn sync_latest(&self) -> Result<u64, StoreError>;
+    /// Whether reads reflect every acknowledged write with nobody to ask
+    /// (one process holds every write), so that a read of the latest state
+    /// need not call [`Store::sync_latest`]: an async call costs an
+    /// allocation, and a GET from memory little more.
+    fn always_latest(&self) -> bool {
+        false
+    }
     /// Waits until the store has reached `rv`, or fails with `TooLarge` after `timeout`.
     async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> Result<(), StoreError>;
     /// The encoded size of the object as this replica last saw it, asking
     /// no one: a hint of how much work a write to it may take.
     fn cached_size(&self, key: &ObjectKey) -> Option<usize>;
-    /// The object in the newest state this store has seen.
-    async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError>;
+    /// The object in the newest state this store has seen, asking no one.
+    fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError>;
     async fn list(&self, req: ListRequest<'_>) -> Result<ListPage, StoreError>;
     /// Events after `after_rv` in `namespace` (all when `None`).
     async fn watch(&self, namespace: Option<&str>, after_rv: u64) -> Result<WatchStream, StoreError>;

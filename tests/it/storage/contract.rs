@@ -92,7 +92,7 @@ async fn revisions_are_stamped_and_creates_refuse_duplicates(backend: Backend) {
     assert_eq!(b.create(&key("x"), obj("x", 2)).await.unwrap_err(), StoreError::AlreadyExists);
     // The other replica reads the write, at the same revision, once synced.
     b.sync_latest().await.unwrap();
-    let seen = b.get(&key("x")).await.unwrap().expect("x through the other replica");
+    let seen = b.get(&key("x")).unwrap().expect("x through the other replica");
     assert_eq!(seen.rv, x.rv);
     assert_eq!(seen.bytes, x.bytes);
     assert_eq!(b.len(), 2);
@@ -125,7 +125,7 @@ async fn guaranteed_update_decides_on_the_current_state(backend: Backend) {
     let mut put = |cur: &StoredObject| Mutation::Put(cur.value().unwrap());
     assert_eq!(a.guaranteed_update(&key("x"), &mut put).await.unwrap_err(), StoreError::NotFound);
     a.sync_latest().await.unwrap();
-    assert!(a.get(&key("x")).await.unwrap().is_none());
+    assert!(a.get(&key("x")).unwrap().is_none());
 }
 
 async fn concurrent_read_modify_writes_lose_nothing(backend: Backend) {
@@ -148,7 +148,7 @@ async fn concurrent_read_modify_writes_lose_nothing(backend: Backend) {
         w.await.unwrap();
     }
     b.sync_latest().await.unwrap();
-    assert_eq!(n_of(&b.get(&key("counter")).await.unwrap().unwrap()), 100);
+    assert_eq!(n_of(&b.get(&key("counter")).unwrap().unwrap()), 100);
 }
 
 async fn lists_read_one_revision_and_page(backend: Backend) {

@@ -287,8 +287,8 @@ impl Store for EtcdStore {
         }
     }
 
-    async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
-        self.cache.get(key).await
+    fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
+        self.cache.get(key)
     }
 
     async fn list(&self, req: ListRequest<'_>) -> Result<ListPage, StoreError> {

@@ -218,7 +218,10 @@ impl Authorizer {
                 return decision;
             }
         }
-        match self.runner.run(|| self.reviewer.review(user, attrs)).await {
+        // Boxed: a review's future is large, and every request's future
+        // through the filters would carry it for the rare miss.
+        let review: futures::future::BoxFuture<'_, _> = Box::pin(self.runner.run(|| self.reviewer.review(user, attrs)));
+        match review.await {
             Ok(Decision::Error { message }) => Decision::Error { message },
             Ok(decision) => {
                 if cacheable {

@@ -1,5 +1,6 @@
 //! The process's allocator: glibc's malloc, with two settings (other C
-//! libraries: nothing here). This is the one place the choice is made; the
+//! libraries: nothing here), or mimalloc with the `mimalloc` feature. This
+//! is the one place the choice is made; the binary installs [`GLOBAL`]. The
 //! README's "Speed" section has the measurements it was made by (glibc as
 //! it was, glibc with a top pad or a trim threshold, jemalloc and mimalloc,
 //! each on GET/LIST/create speed and on idle and per-FarmPod memory).
@@ -30,24 +31,36 @@
 //! blocks of 128 KiB and more are always mapped and unmapped on their own
 //! (a LIST body, a decoded Pod page): their pages never stay behind in the
 //! heap between large lists.
+//!
+//! mimalloc is built with the `mimalloc` feature (mimalloc 3.x; with
+//! `mimalloc-v2`, 2.x), not by default: measured again on 2026-11-26 (README,
+//! Speed), no setting of it was both faster and as small. With its default
+//! settings it spent as much CPU per GET as glibc and ~20% less per create,
+//! but idled 1.3 MiB higher and held more per FarmPod at 50,000 Pods; with
+//! freed pages returned at once (`MIMALLOC_PURGE_DELAY=0`) it held less
+//! per FarmPod than glibc but spent twice glibc's CPU per GET, though
+//! callgrind counted fewer instructions in its own code: the pages a request
+//! frees were handed back and faulted in again by the next (two page faults
+//! per GET), the churn the top pad above removed from glibc. The C library
+//! is built without transparent huge pages (`no_thp`): mimalloc otherwise
+//! advises them for its arenas, which took an idle server from 27 to 38 MiB.
+//! Its options are read from `MIMALLOC_*` variables when the process starts.
 
-/// mimalloc as the global allocator (the `mimalloc` feature; its
-/// `mimalloc-v2` builds mimalloc 2.x instead of 3.x).
+/// The process's global allocator, installed by the binary
+/// (`#[global_allocator] static GLOBAL: Global = GLOBAL;` in its main.rs)
+/// rather than here, so that a program linking this library can install its
+/// own (benches/farmpod_memory.rs counts allocations).
 #[cfg(feature = "mimalloc")]
-#[global_allocator]
-static MIMALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// mimalloc's options set by [`configure`]: (option, its environment
-/// variable, value). A variable set in the environment wins, as
-/// `GLIBC_TUNABLES` does for glibc: mimalloc reads it at start.
+pub type Global = mimalloc::MiMalloc;
+/// The process's global allocator (see above): glibc's malloc.
+#[cfg(not(feature = "mimalloc"))]
+pub type Global = std::alloc::System;
+/// The value of [`Global`] to install.
 #[cfg(feature = "mimalloc")]
-const MIMALLOC_OPTIONS: &[(libmimalloc_sys::mi_option_t, &str, std::os::raw::c_long)] = &[
-    // mi_option_purge_delay: hand freed pages back at once, not after 10 ms
-    // (2.x) or 1 s (3.x).
-    (15, "MIMALLOC_PURGE_DELAY", 0),
-    // mi_option_arena_eager_commit: commit an arena's pages as they are used.
-    (4, "MIMALLOC_ARENA_EAGER_COMMIT", 0),
-];
+pub const GLOBAL: Global = mimalloc::MiMalloc;
+/// The value of [`Global`] to install.
+#[cfg(not(feature = "mimalloc"))]
+pub const GLOBAL: Global = std::alloc::System;
 
 /// Bytes glibc keeps at the top of the heap when it grows or trims it.
 #[cfg(all(not(feature = "mimalloc"), target_os = "linux", target_env = "gnu"))]
@@ -61,13 +74,6 @@ const TOP_PAD: libc::c_int = 16 << 20;
 /// over the top pad): glibc reads the variable at start, before this runs, and
 /// whoever set it meant it. The benchmarks compare settings that way.
 pub fn configure() {
-    #[cfg(feature = "mimalloc")]
-    for &(option, variable, value) in MIMALLOC_OPTIONS {
-        if std::env::var_os(variable).is_none() {
-            // SAFETY: sets one of mimalloc's option values.
-            unsafe { libmimalloc_sys::mi_option_set(option, value) };
-        }
-    }
     #[cfg(all(not(feature = "mimalloc"), target_os = "linux", target_env = "gnu"))]
     {
         let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();

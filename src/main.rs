@@ -7,6 +7,10 @@ use farm_apiserver::options::{Cli, Command, ServeArgs, SOURCE_REVISION};
 const IDENTITY: Identity =
     Identity { name: "farm-apiserver", version: env!("CARGO_PKG_VERSION"), git_commit: SOURCE_REVISION };
 
+/// The allocator chosen in `aggregated_apiserver::server::allocator`.
+#[global_allocator]
+static GLOBAL: aggregated_apiserver::server::allocator::Global = aggregated_apiserver::server::allocator::GLOBAL;
+
 fn main() -> anyhow::Result<()> {
     // Before the runtime starts its threads (see the module).
     aggregated_apiserver::server::allocator::configure();

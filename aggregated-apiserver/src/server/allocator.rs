@@ -1,5 +1,6 @@
 //! The process's allocator: glibc's malloc, with two settings (other C
-//! libraries: nothing here). This is the one place the choice is made; the
+//! libraries: nothing here), or mimalloc with the `mimalloc` feature. This
+//! is the one place the choice is made; the binary installs [`GLOBAL`]. The
 //! README's "Speed" section has the measurements it was made by (glibc as
 //! it was, glibc with a top pad or a trim threshold, jemalloc and mimalloc,
 //! each on GET/LIST/create speed and on idle and per-FarmPod memory).
@@ -30,9 +31,39 @@
 //! blocks of 128 KiB and more are always mapped and unmapped on their own
 //! (a LIST body, a decoded Pod page): their pages never stay behind in the
 //! heap between large lists.
+//!
+//! mimalloc is built with the `mimalloc` feature (mimalloc 3.x; with
+//! `mimalloc-v2`, 2.x), not by default: measured again on 2026-11-26 (README,
+//! Speed), no setting of it was both faster and as small. With its default
+//! settings it spent as much CPU per GET as glibc and ~20% less per create,
+//! but idled 1.3 MiB higher and held more per FarmPod at 50,000 Pods; with
+//! freed pages returned at once (`MIMALLOC_PURGE_DELAY=0`) it held less
+//! per FarmPod than glibc but spent twice glibc's CPU per GET, though
+//! callgrind counted fewer instructions in its own code: the pages a request
+//! frees were handed back and faulted in again by the next (two page faults
+//! per GET), the churn the top pad above removed from glibc. The C library
+//! is built without transparent huge pages (`no_thp`): mimalloc otherwise
+//! advises them for its arenas, which took an idle server from 27 to 38 MiB.
+//! Its options are read from `MIMALLOC_*` variables when the process starts.
+
+/// The process's global allocator, installed by the binary
+/// (`#[global_allocator] static GLOBAL: Global = GLOBAL;` in its main.rs)
+/// rather than here, so that a program linking this library can install its
+/// own (benches/farmpod_memory.rs counts allocations).
+#[cfg(feature = "mimalloc")]
+pub type Global = mimalloc::MiMalloc;
+/// The process's global allocator (see above): glibc's malloc.
+#[cfg(not(feature = "mimalloc"))]
+pub type Global = std::alloc::System;
+/// The value of [`Global`] to install.
+#[cfg(feature = "mimalloc")]
+pub const GLOBAL: Global = mimalloc::MiMalloc;
+/// The value of [`Global`] to install.
+#[cfg(not(feature = "mimalloc"))]
+pub const GLOBAL: Global = std::alloc::System;
 
 /// Bytes glibc keeps at the top of the heap when it grows or trims it.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(not(feature = "mimalloc"), target_os = "linux", target_env = "gnu"))]
 const TOP_PAD: libc::c_int = 16 << 20;
 
 /// Applies the allocator settings. Call before any thread is started: a
@@ -43,7 +74,7 @@ const TOP_PAD: libc::c_int = 16 << 20;
 /// over the top pad): glibc reads the variable at start, before this runs, and
 /// whoever set it meant it. The benchmarks compare settings that way.
 pub fn configure() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[cfg(all(not(feature = "mimalloc"), target_os = "linux", target_env = "gnu"))]
     {
         let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
         let set = |name: &str| tunables.split(':').any(|t| t.trim().starts_with(name));
@@ -63,7 +94,12 @@ pub fn configure() {
 /// after bulk frees (a full Pod list passes through megabytes of decoded
 /// pages that are freed at its end); glibc otherwise keeps them resident.
 pub fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[cfg(feature = "mimalloc")]
+    // SAFETY: mi_collect only frees mimalloc's own unused memory.
+    unsafe {
+        libmimalloc_sys::mi_collect(true);
+    }
+    #[cfg(all(not(feature = "mimalloc"), target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free memory; it takes glibc's arena locks.
     unsafe {
         libc::malloc_trim(0);

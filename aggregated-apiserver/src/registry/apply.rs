@@ -12,6 +12,7 @@ use crate::apimachinery::managed_fields::{self, conflicts_message, ApplyError, F
 use crate::apimachinery::options::WriteOptions;
 use crate::apimachinery::serializer::JsonBody;
 use crate::apimachinery::typed;
+use crate::heavy;
 use crate::storage::StoreError;
 
 impl Registry {
@@ -91,7 +92,8 @@ impl Registry {
             self.check_applied_kind(&config)?;
             self.check_applied_fields(name, &config)?;
         }
-        let mut config = self.decode_object(raw, body, wopts, &mut warnings)?;
+        let work = self.write_work(raw.len());
+        let mut config = heavy::run_async(work, async { self.decode_object(raw, body, wopts, &mut warnings) }).await?;
         if config.pointer("/metadata/managedFields").is_some_and(|v| !v.is_null()) {
             return Err(ApiError::bad_request("metadata.managedFields must be nil"));
         }
@@ -103,17 +105,19 @@ impl Registry {
                 if part == Part::Status {
                     return Err(ApiError::not_found(self.target(name)));
                 }
-                let fm = self.field_manager(part, &wopts.field_manager)?;
-                let (created, managed) = fm
-                    .apply(&self.empty_object(), &config, ManagedFields::default(), wopts.force)
-                    .map_err(|e| self.apply_error(e))?;
-                match self.insert(ns, created, wopts, warnings.clone(), Some(managed), user).await {
+                let (created, managed) = heavy::run_async(work, async {
+                    let fm = self.field_manager(part, &wopts.field_manager)?;
+                    fm.apply(&self.empty_object(), &config, ManagedFields::default(), wopts.force)
+                        .map_err(|e| self.apply_error(e))
+                })
+                .await?;
+                match self.insert(ns, created, wopts, warnings.clone(), Some(managed), user, work).await {
                     Err(e) if e.code == 409 && e.reason == Reason::AlreadyExists => continue,
                     other => return other,
                 }
             }
             let result = self
-                .write_current(ns, name, part, wopts, user, false, 0, |current| {
+                .write_current(ns, name, part, wopts, user, false, raw.len(), |current| {
                     if !requested_rv.is_empty() && requested_rv != current.rv.to_string() {
                         return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
                     }

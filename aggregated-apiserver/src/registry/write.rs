@@ -209,9 +209,10 @@ impl Registry {
         user: Requester<'_>,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
+        let work = self.write_work(raw.len());
         // An empty body fails decoding like any other undecodable one, as in kube.
-        let obj = self.decode_object(raw, body, wopts, &mut warnings)?;
-        self.insert(ns, obj, wopts, warnings, None, user).await
+        let obj = heavy::run_async(work, async { self.decode_object(raw, body, wopts, &mut warnings) }).await?;
+        self.insert(ns, obj, wopts, warnings, None, user, work).await
     }
 
     /// What a mutating admission plugin may not change, put back as kube's
@@ -230,7 +231,12 @@ impl Registry {
     }
 
     /// Creates a decoded object: kube's create rules, managed fields tracked
-    /// as an update by the writer unless an apply decided them.
+    /// as an update by the writer unless an apply decided them. `work` is
+    /// what its computing steps are taken to cost ([`heavy`]): each takes a
+    /// turn of its own when large, and no turn is held while admission
+    /// plugins answer (the handler of a write without them holds one turn
+    /// for all of it, in which these run in place).
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn insert(
         &self,
         ns: &str,
@@ -239,6 +245,7 @@ impl Registry {
         mut warnings: Vec<String>,
         applied: Option<ManagedFields>,
         user: Requester<'_>,
+        work: usize,
     ) -> ApiResult<WriteOutcome> {
         if obj.get("metadata").is_none() {
             obj["metadata"] = json!({});
@@ -275,10 +282,15 @@ impl Registry {
             admission.mutate(&mut attributes).await.map_err(|e| e.with_warnings(warnings.clone()))?;
             warnings.append(&mut attributes.warnings);
             obj = attributes.object.take().unwrap_or(Value::Null);
-            self.settle_mutated(&mut obj, ns)?;
         }
-        strategy::prepare_for_create(self.kind.as_ref(), &mut obj)?;
-        let sent_managed_fields = meta_mut(&mut obj)?.remove("managedFields");
+        let sent_managed_fields = heavy::run_async(work, async {
+            if admission.is_some() {
+                self.settle_mutated(&mut obj, ns)?;
+            }
+            strategy::prepare_for_create(self.kind.as_ref(), &mut obj)?;
+            Ok::<_, ApiError>(meta_mut(&mut obj)?.remove("managedFields"))
+        })
+        .await?;
         let generate = meta_str(&obj, "name").is_none_or(str::is_empty)
             && meta_str(&obj, "generateName").is_some_and(|g| !g.is_empty());
         for attempt in 0.. {
@@ -286,22 +298,25 @@ impl Registry {
                 let prefix = meta_str(&obj, "generateName").unwrap_or("").to_string();
                 meta_mut(&mut obj)?.insert("name".into(), json!(format!("{prefix}{}", generate_suffix())));
             }
-            let mut plain = obj.clone();
-            match &applied {
-                Some(managed) => set_managed_fields(&mut plain, Some(managed))?,
-                None => self.track_update(
-                    Part::Main,
-                    &wopts.field_manager,
-                    &self.empty_object(),
-                    &mut plain,
-                    sent_managed_fields.as_ref(),
-                )?,
-            }
-            let rule_warnings = self.validate(&plain, None)?;
-            let obj = plain;
+            let (obj, more_warnings) = heavy::run_async(work, async {
+                let mut plain = obj.clone();
+                match &applied {
+                    Some(managed) => set_managed_fields(&mut plain, Some(managed))?,
+                    None => self.track_update(
+                        Part::Main,
+                        &wopts.field_manager,
+                        &self.empty_object(),
+                        &mut plain,
+                        sent_managed_fields.as_ref(),
+                    )?,
+                }
+                let mut more_warnings = self.validate(&plain, None)?;
+                more_warnings.extend(strategy::warnings(&plain, None));
+                Ok::<_, ApiError>((plain, more_warnings))
+            })
+            .await?;
             if attempt == 0 {
-                warnings.extend(rule_warnings);
-                warnings.extend(strategy::warnings(&obj, None));
+                warnings.extend(more_warnings);
             }
             let name = meta_str(&obj, "name").unwrap_or("").to_string();
             let obj = match (admission, &options) {
@@ -326,28 +341,51 @@ impl Registry {
                 }
                 _ => obj,
             };
-            crate::heavy::check_deadline()?;
-            if wopts.dry_run {
-                if self.store.get(&self.key(ns, &name)).await.map_err(|e| self.store_error(&name, e))?.is_some() {
-                    return Err(ApiError::already_exists(self.target(&name)));
-                }
-                return Ok(WriteOutcome { code: 201, body: encode_value(&obj)?, warnings });
-            }
-            let mut created = self.store.create(&self.key(ns, &name), obj.clone()).await;
-            if matches!(created, Err(StoreError::ObjectTooLarge)) && applied.is_none() {
-                // As kube-apiserver's create handler: managedFields can be
-                // most of an object, and a create may be stored without them.
-                let mut bare = obj;
-                meta_mut(&mut bare)?.remove("managedFields");
-                created = self.store.create(&self.key(ns, &name), bare).await;
-            }
-            match created {
-                Ok(stored) => return Ok(WriteOutcome { code: 201, body: stored.bytes.clone(), warnings }),
-                Err(StoreError::AlreadyExists) if generate && attempt < WRITE_RETRIES => continue,
+            let stored = heavy::run_async(work, async {
+                // A write computed past its request's deadline is not made:
+                // its client has its 504 (crate::heavy).
+                heavy::check_deadline()?;
+                Ok::<_, ApiError>(self.store_new(ns, &name, obj, wopts.dry_run, applied.is_none()).await)
+            })
+            .await?;
+            match stored {
+                Ok(body) => return Ok(WriteOutcome { code: 201, body, warnings }),
+                Err(StoreError::AlreadyExists) if generate && !wopts.dry_run && attempt < WRITE_RETRIES => continue,
                 Err(e) => return Err(self.store_error(&name, e)),
             }
         }
         Err(ApiError::internal("unreachable: create loop ended"))
+    }
+
+    /// Stores a new object (nothing with `dry_run`), answering the body to
+    /// send. `managed_fields_droppable`: an object too large to store is
+    /// stored without its managedFields, as kube-apiserver's create handler
+    /// does (they can be most of an object); not for an apply, whose
+    /// managedFields are what it decided.
+    async fn store_new(
+        &self,
+        ns: &str,
+        name: &str,
+        obj: Value,
+        dry_run: bool,
+        managed_fields_droppable: bool,
+    ) -> Result<Bytes, StoreError> {
+        let key = self.key(ns, name);
+        if dry_run {
+            if self.store.get(&key).await?.is_some() {
+                return Err(StoreError::AlreadyExists);
+            }
+            return serde_json::to_vec(&obj).map(Bytes::from).map_err(|e| StoreError::Internal(e.to_string()));
+        }
+        let mut created = self.store.create(&key, obj.clone()).await;
+        if matches!(created, Err(StoreError::ObjectTooLarge)) && managed_fields_droppable {
+            let mut bare = obj;
+            if let Some(meta) = bare.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("managedFields");
+            }
+            created = self.store.create(&key, bare).await;
+        }
+        created.map(|stored| stored.bytes.clone())
     }
 
     /// PUT: a whole object with the resourceVersion it was read at.
@@ -363,14 +401,15 @@ impl Registry {
         user: Requester<'_>,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
-        let mut obj = self.decode_object(raw, body, wopts, &mut warnings)?;
+        let work = self.write_work(raw.len());
+        let mut obj = heavy::run_async(work, async { self.decode_object(raw, body, wopts, &mut warnings) }).await?;
         self.settle_identity(&mut obj, ns, name)?;
         let requested_rv = meta_str(&obj, "resourceVersion").unwrap_or("").to_string();
         // A uid in the body is a precondition, checked before anything else
         // about the stored object (kube's storage preconditions).
         let requested_uid = meta_str(&obj, "uid").unwrap_or("").to_string();
         let mut out = self
-            .write_current(ns, name, part, wopts, user, true, 0, |current| {
+            .write_current(ns, name, part, wopts, user, true, raw.len(), |current| {
                 if !requested_uid.is_empty() && *requested_uid != *current.index.uid {
                     return Err(self.failed_precondition(
                         ns,
@@ -406,18 +445,23 @@ impl Registry {
     /// PATCH: applies the patch to the current object and writes the result;
     /// the store retries it on the newer state when another writer got there
     /// first (a patch that pins a resourceVersion then fails with 409).
+    ///
+    /// `body_bytes` is the size of the patch as sent.
+    #[allow(clippy::too_many_arguments)]
     pub async fn patch(
         &self,
         ns: &str,
         name: &str,
         part: Part,
         patch: &crate::registry::patch::Patch,
+        body_bytes: usize,
         wopts: &WriteOptions,
         user: Requester<'_>,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
+        let input_bytes = body_bytes + patch.growth_bytes();
         let mut out = self
-            .write_current(ns, name, part, wopts, user, true, patch.growth_bytes(), |current| {
+            .write_current(ns, name, part, wopts, user, true, input_bytes, |current| {
                 warnings.clear();
                 let patched = patch.apply(current.value().map_err(|e| self.store_error(name, e))?)?;
                 let patched_bytes = serde_json::to_vec(&patched).map_err(ApiError::internal_error)?;
@@ -490,9 +534,12 @@ impl Registry {
     /// managedFields when `managed_fields_droppable` (updates and patches, not
     /// applies), as kube-apiserver's handlers do: they can be most of it.
     ///
-    /// `propose` works on the stored object plus up to `growth_bytes` that the
-    /// request may add beyond its body (a JSON patch's copies); when that is
-    /// large the whole write runs off the async workers, in turn (see [`heavy`]).
+    /// `propose` works on the stored object plus `input_bytes`: the
+    /// request's body and what it may add beyond it (a JSON patch's copies).
+    /// When that is large the write's computing steps run off the async
+    /// workers, in turn (see [`heavy`]): the whole write as one when no
+    /// admission plugin may act on it; else each step on its own, so that
+    /// no turn is held while a webhook answers.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn write_current<'f>(
         &self,
@@ -502,11 +549,11 @@ impl Registry {
         wopts: &'f WriteOptions,
         user: Requester<'_>,
         managed_fields_droppable: bool,
-        growth_bytes: usize,
+        input_bytes: usize,
         mut propose: impl FnMut(&StoredObject) -> ApiResult<(Value, Fields<'f>)> + Send,
     ) -> ApiResult<WriteOutcome> {
         let key = self.key(ns, name);
-        let work_bytes = self.store.cached_size(&key).unwrap_or(0) + growth_bytes;
+        let work_bytes = self.write_work(self.store.cached_size(&key).unwrap_or(0) + input_bytes);
         let admission = self.admission_for(Operation::Update, part, ns);
         let write = async {
             let mut drop_managed_fields = false;
@@ -535,18 +582,21 @@ impl Registry {
                             .await?;
                         warnings = decision.1;
                         let decision = Ok(decision.0);
-                        let mutation =
-                            self.mutation(decision, wopts.dry_run, drop_managed_fields, &mut refused, &mut decided);
-                        let mut mutation = Some(mutation);
-                        self.store
-                            .guaranteed_update(&key, &mut |now| {
-                                if now.rv != current.rv {
-                                    stale = true;
-                                    return Mutation::Abort;
-                                }
-                                mutation.take().unwrap_or(Mutation::Abort)
-                            })
-                            .await
+                        heavy::run_async(work_bytes, async {
+                            let mutation =
+                                self.mutation(decision, wopts.dry_run, drop_managed_fields, &mut refused, &mut decided);
+                            let mut mutation = Some(mutation);
+                            self.store
+                                .guaranteed_update(&key, &mut |now| {
+                                    if now.rv != current.rv {
+                                        stale = true;
+                                        return Mutation::Abort;
+                                    }
+                                    mutation.take().unwrap_or(Mutation::Abort)
+                                })
+                                .await
+                        })
+                        .await
                     }
                 };
                 let updated = match written {
@@ -644,8 +694,12 @@ impl Registry {
         work_bytes: usize,
         propose: &mut (impl FnMut(&StoredObject) -> ApiResult<(Value, Fields<'f>)> + Send),
     ) -> ApiResult<(Decision, Vec<String>)> {
-        let (proposed, fields) = heavy::run_async(work_bytes, async { propose(current) }).await?;
-        let old = current.value().map_err(|e| self.store_error(name, e))?;
+        let (proposed, fields, old) = heavy::run_async(work_bytes, async {
+            let (proposed, fields) = propose(current)?;
+            let old = current.value().map_err(|e| self.store_error(name, e))?;
+            Ok::<_, ApiError>((proposed, fields, old))
+        })
+        .await?;
         let options = write_options_object(Operation::Update, wopts);
         let mut attributes = self.attributes(
             Operation::Update,
@@ -660,20 +714,21 @@ impl Registry {
         );
         admission.mutate(&mut attributes).await?;
         let mut mutated = attributes.object.take().unwrap_or(Value::Null);
-        self.settle_mutated(&mut mutated, ns)?;
         let mut warnings = std::mem::take(&mut attributes.warnings);
-        let decision = heavy::run_async(work_bytes, async {
-            self.prepare_update(name, part, current, mutated, fields, &mut warnings)
-        })
-        .await?;
         // Validation sees what would be stored (the stored object itself
         // for a write that changes nothing, which kube validates too), lent
         // to the validating plugins and taken back.
-        let (next, rebuild): (Value, fn(Value) -> Decision) = match decision {
-            Decision::Unchanged => (old.clone(), |_| Decision::Unchanged),
-            Decision::Write(next) => (next, Decision::Write),
-            Decision::Delete(next) => (next, Decision::Delete),
-        };
+        let (next, rebuild) = heavy::run_async(work_bytes, async {
+            self.settle_mutated(&mut mutated, ns)?;
+            let decision = self.prepare_update(name, part, current, mutated, fields, &mut warnings)?;
+            let lent: (Value, fn(Value) -> Decision) = match decision {
+                Decision::Unchanged => (old.clone(), |_| Decision::Unchanged),
+                Decision::Write(next) => (next, Decision::Write),
+                Decision::Delete(next) => (next, Decision::Delete),
+            };
+            Ok::<_, ApiError>(lent)
+        })
+        .await?;
         attributes.object = Some(next);
         admission.validate(&mut attributes).await.map_err(|e| e.with_warnings(warnings.clone()))?;
         warnings.append(&mut attributes.warnings);

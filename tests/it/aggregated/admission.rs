@@ -297,3 +297,60 @@ async fn admission_plugin_flags_are_taken_and_checked_as_kube_takes_them() {
     let answer = server.client.get(server.url("/readyz")).send().await.unwrap();
     assert!(answer.status().is_success());
 }
+
+/// Large writes take turns for their computations (a server-wide few, one
+/// per core), and a turn held while a webhook answers would make every
+/// other user's large write wait on that webhook. Here more large creates
+/// than there are turns wait on a webhook that answers only when told to;
+/// meanwhile another large create must be made.
+#[tokio::test]
+async fn large_writes_waiting_on_a_webhook_hold_up_no_other_large_write() {
+    let cmp = Comparison::new("adm-held").await;
+    let server = WebhookServer::start(&[]).await;
+    let name = "adm-held";
+    let held = Hook { timeout_seconds: 30, ..Hook::new("held.farm.test", "/hold") };
+    let yaml = configuration("ValidatingWebhookConfiguration", name, &cmp.ns, &server, &[held]);
+    install(&cmp, &server, &yaml, "/hold", json!({})).await;
+    let client = admin_client(cmp.cp);
+    let url = format!("{}/apis/{OUR_GROUP}/{VERSION}/namespaces/{}/llamas", cmp.cp.server, cmp.ns);
+    // Over the 16 KiB from which a write's computations take turns.
+    let large = |name: String| {
+        json!({"apiVersion": format!("{OUR_GROUP}/{VERSION}"), "kind": "Llama",
+               "metadata": {"name": name, "annotations": {"bulk": "x".repeat(64 * 1024)}},
+               "spec": {"weight": 2, "height": 1}})
+    };
+    let turns = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let held: Vec<_> = (0..turns * 2 + 1)
+        .map(|i| {
+            let request = client.post(&url).json(&large(format!("held-{i}")));
+            tokio::spawn(async move { request.send().await.map(|a| a.status().as_u16()).unwrap_or(0) })
+        })
+        .collect();
+    let waiting = || {
+        server
+            .reviews_for("/hold", &cmp.ns)
+            .iter()
+            .filter(|r| r["request"]["name"].as_str().is_some_and(|n| n.starts_with("held-")))
+            .count()
+    };
+    // Every turn there is could be held by now, had the webhook's callers kept theirs.
+    cluster::eventually("the webhook holding large creates", std::time::Duration::from_secs(30), || {
+        waiting() >= turns.min(2)
+    })
+    .await;
+    let quick = client
+        .post(&url)
+        .timeout(std::time::Duration::from_secs(20))
+        .json(&large("quick".into()))
+        .send()
+        .await
+        .map(|a| a.status().as_u16());
+    let done = held.iter().filter(|h| h.is_finished()).count();
+    server.release_held();
+    assert_eq!(quick.ok(), Some(201), "a large create waited for the webhook's answer to others");
+    assert_eq!(done, 0, "the webhook answered before it was released");
+    for write in held {
+        assert_eq!(write.await.unwrap(), 201);
+    }
+    uninstall(cmp.cp, "validatingwebhookconfiguration", name);
+}

@@ -375,11 +375,12 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
 }
 
 /// The options of a write, with its manager settled: `fieldManager`, else
-/// derived from the User-Agent as kube does.
+/// derived from the User-Agent as kube does (`fieldManager` itself stays as
+/// sent: admission is told of it so).
 fn write_options(query: &Query, verb: WriteVerb, headers: &HeaderMap) -> ApiResult<WriteOptions> {
     let mut wopts = WriteOptions::from_query(query, verb)?;
     let user_agent = header_str(headers, header::USER_AGENT).unwrap_or("");
-    wopts.field_manager = Writer::manager_name(&wopts.field_manager, user_agent);
+    wopts.manager = Writer::manager_name(&wopts.field_manager, user_agent);
     Ok(wopts)
 }
 

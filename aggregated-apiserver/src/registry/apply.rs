@@ -106,7 +106,7 @@ impl Registry {
                     return Err(ApiError::not_found(self.target(name)));
                 }
                 let (created, managed) = heavy::run_async(work, async {
-                    let fm = self.field_manager(part, &wopts.field_manager)?;
+                    let fm = self.field_manager(part, &wopts.manager)?;
                     fm.apply(&self.empty_object(), &config, ManagedFields::default(), wopts.force)
                         .map_err(|e| self.apply_error(e))
                 })
@@ -125,7 +125,7 @@ impl Registry {
                     let managed =
                         live.get_mut("metadata").and_then(Value::as_object_mut).and_then(|m| m.remove("managedFields"));
                     let managed = ManagedFields::decode(managed.as_ref()).unwrap_or_default();
-                    let fm = self.field_manager(part, &wopts.field_manager)?;
+                    let fm = self.field_manager(part, &wopts.manager)?;
                     let (merged, managed) =
                         fm.apply(&live, &config, managed, wopts.force).map_err(|e| self.apply_error(e))?;
                     Ok((merged, Fields::Applied(managed)))

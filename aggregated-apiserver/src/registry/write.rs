@@ -304,7 +304,7 @@ impl Registry {
                     Some(managed) => set_managed_fields(&mut plain, Some(managed))?,
                     None => self.track_update(
                         Part::Main,
-                        &wopts.field_manager,
+                        &wopts.manager,
                         &self.empty_object(),
                         &mut plain,
                         sent_managed_fields.as_ref(),
@@ -434,7 +434,7 @@ impl Registry {
                 if requested_rv != current.rv.to_string() {
                     return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
                 }
-                Ok((obj.clone(), Fields::Update(&wopts.field_manager)))
+                Ok((obj.clone(), Fields::Update(&wopts.manager)))
             })
             .await
             .map_err(|e| e.with_warnings(warnings.clone()))?;
@@ -510,7 +510,7 @@ impl Registry {
                         meta_str(&obj, "name").unwrap_or("")
                     )));
                 }
-                Ok((obj, Fields::Update(&wopts.field_manager)))
+                Ok((obj, Fields::Update(&wopts.manager)))
             })
             .await
             .map_err(|e| e.with_warnings(warnings.clone()))?;

@@ -45,6 +45,9 @@ fn comparable(request: &Value) -> Value {
         "namespace": request["namespace"],
         "dryRun": request["dryRun"],
         "optionsKind": request["options"]["kind"],
+        // As the client sent it: none, when it sent none.
+        "fieldManager": request["options"]["fieldManager"],
+        "fieldValidation": request["options"]["fieldValidation"],
         "object": object(&request["object"]),
         "oldObject": object(&request["oldObject"]),
     })
@@ -86,12 +89,15 @@ async fn webhooks_are_told_who_asked_and_what_as_kube_tells_them() {
         let llama = |name: &str| json!({"apiVersion": api_version, "kind": "Llama", "metadata": {"name": name, "labels": {"a": "b"}}, "spec": {"weight": 2, "height": 1}});
         for request in [
             as_alice(admin.post(&llamas)).json(&llama("dolly")),
-            merge(as_alice(admin.patch(format!("{llamas}/dolly"))), json!({"spec": {"weight": 3}})),
+            merge(
+                as_alice(admin.patch(format!("{llamas}/dolly?fieldManager=patcher"))),
+                json!({"spec": {"weight": 3}}),
+            ),
             merge(
                 as_alice(admin.patch(format!("{llamas}/dolly/status"))),
                 json!({"status": {"observedGeneration": 1}}),
             ),
-            as_alice(admin.post(format!("{llamas}?dryRun=All"))).json(&llama("dry")),
+            as_alice(admin.post(format!("{llamas}?dryRun=All&fieldValidation=Strict"))).json(&llama("dry")),
             as_alice(admin.delete(format!("{llamas}/dolly"))),
         ] {
             let answer = request.send().await.unwrap();

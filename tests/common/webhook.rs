@@ -11,6 +11,7 @@
 //! | `/label` | a JSON patch adding the label `mutated: yes` |
 //! | `/bad-schema` | a JSON patch making `spec.weight` a string |
 //! | `/rename` | a JSON patch renaming the object |
+//! | `/break-managed-fields` | a JSON patch making managedFields undecodable (an unknown operation) |
 //! | `/reinvoke-first` | annotates `first-saw-second: yes` once the label `second` is there |
 //! | `/reinvoke-second` | adds the label `second: yes` |
 //! | `/hang` | answers after 5 s |
@@ -164,6 +165,12 @@ async fn answer(
             json_patch(&review, json!([{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}]))
         }
         "/bad-schema" => json_patch(&review, json!([{"op": "replace", "path": "/spec/weight", "value": "heavy"}])),
+        "/break-managed-fields" => json_patch(
+            &review,
+            json!([{"op": "add", "path": "/metadata/managedFields", "value": [
+                {"manager": "breaker", "operation": "Bogus", "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {}}
+            ]}]),
+        ),
         "/rename" => json_patch(&review, json!([{"op": "replace", "path": "/metadata/name", "value": "renamed"}])),
         "/reinvoke-second" if labels["second"] == "yes" => review_answer(&review, json!({"allowed": true})),
         "/reinvoke-second" if labels.is_object() => {

@@ -70,6 +70,22 @@ impl Registry {
         set_managed_fields(next, tracked.ok().as_ref())
     }
 
+    /// Records in `obj`'s managedFields what the request changes from `old`
+    /// (an empty object for a create), as decided by `fields`. As in
+    /// kube-apiserver's handlers this comes before mutating admission and
+    /// the kind's strategy: what a webhook or policy changes afterwards is
+    /// nobody's, and the strategy's resets are the field manager's to
+    /// leave out ([`managed_fields::reset_fields`]).
+    pub(super) fn record_fields(&self, part: Part, old: &Value, obj: &mut Value, fields: Fields<'_>) -> ApiResult<()> {
+        match fields {
+            Fields::Update(manager) => {
+                let sent = meta_mut(obj)?.remove("managedFields");
+                self.track_update(part, manager, old, obj, sent.as_ref())
+            }
+            Fields::Applied(managed) => set_managed_fields(obj, Some(&managed)),
+        }
+    }
+
     /// Server-side apply (a PATCH in `application/apply-patch+yaml`, YAML
     /// already turned into JSON): merges the configuration into the object, which is
     /// created if it does not exist (201), and records the applier as the
@@ -200,6 +216,32 @@ pub(super) enum Fields<'a> {
     Update(&'a str),
     /// Already decided by an apply.
     Applied(ManagedFields),
+}
+
+/// kube's warning when mutating admission left managedFields it cannot
+/// decode (k8s.io/apiserver's
+/// `InvalidManagedFieldsAfterMutatingAdmissionWarningFormat`).
+const INVALID_MANAGED_FIELDS_AFTER_ADMISSION: &str = ".metadata.managedFields was in an invalid state after admission; this could be caused by an outdated mutating admission controller; please fix your requests";
+
+/// Puts back the managedFields `obj` had before mutating admission when
+/// the plugins left ones that do not decode, with kube's warning (its
+/// managedFieldsValidatingAdmissionController): valid ones are kept as
+/// the plugins left them.
+pub(super) fn keep_managed_fields_valid(
+    before: Option<Value>,
+    obj: &mut Value,
+    warnings: &mut Vec<String>,
+) -> ApiResult<()> {
+    let Err(why) = ManagedFields::decode(obj.pointer("/metadata/managedFields")) else {
+        return Ok(());
+    };
+    let meta = meta_mut(obj)?;
+    match before {
+        Some(before) => meta.insert("managedFields".into(), before),
+        None => meta.remove("managedFields"),
+    };
+    warnings.push(format!("{INVALID_MANAGED_FIELDS_AFTER_ADMISSION}: {why}"));
+    Ok(())
 }
 
 /// Puts the managed fields into the object (none: the field is left out).

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::apply::{set_managed_fields, Fields};
+use super::apply::{keep_managed_fields_valid, Fields};
 use super::strategy::{self, finalizers, meta_mut};
 use super::*;
 use crate::admission::attributes::write_options_object;
@@ -73,6 +73,23 @@ impl Registry {
                 }
             }
         }
+        Ok(obj)
+    }
+
+    /// A create, update or patch body decoded as kube decodes a custom
+    /// resource's: its metadata goes through the typed ObjectMeta, which
+    /// leaves out what Go omits when empty (`labels: {}`), before anything
+    /// records who set what. Not an applied configuration: what it names,
+    /// even empty, its applier owns.
+    fn decode_written_object(
+        &self,
+        raw: &[u8],
+        body: &JsonBody<'_>,
+        wopts: &WriteOptions,
+        warnings: &mut Vec<String>,
+    ) -> ApiResult<Value> {
+        let mut obj = self.decode_object(raw, body, wopts, warnings)?;
+        strategy::drop_empty_meta_fields(&mut obj);
         Ok(obj)
     }
 
@@ -211,7 +228,7 @@ impl Registry {
         let mut warnings = Vec::new();
         let work = self.write_work(raw.len());
         // An empty body fails decoding like any other undecodable one, as in kube.
-        let obj = heavy::run_async(work, async { self.decode_object(raw, body, wopts, &mut warnings) }).await?;
+        let obj = heavy::run_async(work, async { self.decode_written_object(raw, body, wopts, &mut warnings) }).await?;
         self.insert(ns, obj, wopts, warnings, None, user, work).await
     }
 
@@ -263,10 +280,20 @@ impl Registry {
         if meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
             return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
         }
+        let managed_fields_droppable = applied.is_none();
+        let fields = match applied {
+            Some(managed) => Fields::Applied(managed),
+            None => Fields::Update(&wopts.manager),
+        };
+        heavy::run_async(work, async { self.record_fields(Part::Main, &self.empty_object(), &mut obj, fields) })
+            .await?;
         let options = admission.map(|_| write_options_object(Operation::Create, wopts));
+        let mut before_admission = None;
         if let (Some(admission), Some(options)) = (admission, &options) {
             // Mutating admission sees the object before the strategy gives it
-            // its system fields (no uid, no name yet for a generateName).
+            // its system fields (no uid, no name yet for a generateName),
+            // with the request's own changes recorded in its managedFields.
+            before_admission = Some(obj.pointer("/metadata/managedFields").cloned());
             let name = meta_str(&obj, "name").unwrap_or("").to_string();
             let mut attributes = self.attributes(
                 Operation::Create,
@@ -283,12 +310,12 @@ impl Registry {
             warnings.append(&mut attributes.warnings);
             obj = attributes.object.take().unwrap_or(Value::Null);
         }
-        let sent_managed_fields = heavy::run_async(work, async {
-            if admission.is_some() {
+        heavy::run_async(work, async {
+            if let Some(before) = before_admission {
                 self.settle_mutated(&mut obj, ns)?;
+                keep_managed_fields_valid(before, &mut obj, &mut warnings)?;
             }
-            strategy::prepare_for_create(self.kind.as_ref(), &mut obj)?;
-            Ok::<_, ApiError>(meta_mut(&mut obj)?.remove("managedFields"))
+            strategy::prepare_for_create(self.kind.as_ref(), &mut obj)
         })
         .await?;
         let generate = meta_str(&obj, "name").is_none_or(str::is_empty)
@@ -299,17 +326,7 @@ impl Registry {
                 meta_mut(&mut obj)?.insert("name".into(), json!(format!("{prefix}{}", generate_suffix())));
             }
             let (obj, more_warnings) = heavy::run_async(work, async {
-                let mut plain = obj.clone();
-                match &applied {
-                    Some(managed) => set_managed_fields(&mut plain, Some(managed))?,
-                    None => self.track_update(
-                        Part::Main,
-                        &wopts.manager,
-                        &self.empty_object(),
-                        &mut plain,
-                        sent_managed_fields.as_ref(),
-                    )?,
-                }
+                let plain = obj.clone();
                 let mut more_warnings = self.validate(&plain, None)?;
                 more_warnings.extend(strategy::warnings(&plain, None));
                 Ok::<_, ApiError>((plain, more_warnings))
@@ -345,7 +362,7 @@ impl Registry {
                 // A write computed past its request's deadline is not made:
                 // its client has its 504 (crate::heavy).
                 heavy::check_deadline()?;
-                Ok::<_, ApiError>(self.store_new(ns, &name, obj, wopts.dry_run, applied.is_none()).await)
+                Ok::<_, ApiError>(self.store_new(ns, &name, obj, wopts.dry_run, managed_fields_droppable).await)
             })
             .await?;
             match stored {
@@ -402,7 +419,8 @@ impl Registry {
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
         let work = self.write_work(raw.len());
-        let mut obj = heavy::run_async(work, async { self.decode_object(raw, body, wopts, &mut warnings) }).await?;
+        let mut obj =
+            heavy::run_async(work, async { self.decode_written_object(raw, body, wopts, &mut warnings) }).await?;
         self.settle_identity(&mut obj, ns, name)?;
         let requested_rv = meta_str(&obj, "resourceVersion").unwrap_or("").to_string();
         // A uid in the body is a precondition, checked before anything else
@@ -472,9 +490,14 @@ impl Registry {
                 let lenient = WriteOptions { field_validation: FieldValidation::Warn, ..wopts.clone() };
                 let mut strict_findings = Vec::new();
                 let mut obj = if strict {
-                    self.decode_object(&patched_bytes, &JsonBody::json(&patched_bytes), &lenient, &mut strict_findings)?
+                    self.decode_written_object(
+                        &patched_bytes,
+                        &JsonBody::json(&patched_bytes),
+                        &lenient,
+                        &mut strict_findings,
+                    )?
                 } else {
-                    self.decode_object(&patched_bytes, &JsonBody::json(&patched_bytes), wopts, &mut warnings)?
+                    self.decode_written_object(&patched_bytes, &JsonBody::json(&patched_bytes), wopts, &mut warnings)?
                 };
                 if !strict_findings.is_empty() {
                     let shown = Value::String(String::from_utf8_lossy(&patched_bytes).into_owned());
@@ -568,8 +591,10 @@ impl Registry {
                         self.store
                             .guaranteed_update(&key, &mut |current| {
                                 warnings.clear();
-                                let decision = propose(current).and_then(|(obj, fields)| {
-                                    self.prepare_update(name, part, current, obj, fields, &mut warnings)
+                                let decision = propose(current).and_then(|(mut obj, fields)| {
+                                    let old = current.value().map_err(|e| self.store_error(name, e))?;
+                                    self.record_fields(part, &old, &mut obj, fields)?;
+                                    self.prepare_update(part, current, &old, obj, &mut warnings)
                                 });
                                 self.mutation(decision, wopts.dry_run, drop_managed_fields, &mut refused, &mut decided)
                             })
@@ -694,12 +719,16 @@ impl Registry {
         work_bytes: usize,
         propose: &mut (impl FnMut(&StoredObject) -> ApiResult<(Value, Fields<'f>)> + Send),
     ) -> ApiResult<(Decision, Vec<String>)> {
-        let (proposed, fields, old) = heavy::run_async(work_bytes, async {
-            let (proposed, fields) = propose(current)?;
+        // Who changed what is recorded before mutating admission, as kube's
+        // update and patch handlers do: the plugins' changes are nobody's.
+        let (proposed, old) = heavy::run_async(work_bytes, async {
+            let (mut proposed, fields) = propose(current)?;
             let old = current.value().map_err(|e| self.store_error(name, e))?;
-            Ok::<_, ApiError>((proposed, fields, old))
+            self.record_fields(part, &old, &mut proposed, fields)?;
+            Ok::<_, ApiError>((proposed, old))
         })
         .await?;
+        let before_admission = proposed.pointer("/metadata/managedFields").cloned();
         let options = write_options_object(Operation::Update, wopts);
         let mut attributes = self.attributes(
             Operation::Update,
@@ -720,7 +749,8 @@ impl Registry {
         // to the validating plugins and taken back.
         let (next, rebuild) = heavy::run_async(work_bytes, async {
             self.settle_mutated(&mut mutated, ns)?;
-            let decision = self.prepare_update(name, part, current, mutated, fields, &mut warnings)?;
+            keep_managed_fields_valid(before_admission, &mut mutated, &mut warnings)?;
+            let decision = self.prepare_update(part, current, &old, mutated, &mut warnings)?;
             let lent: (Value, fn(Value) -> Decision) = match decision {
                 Decision::Unchanged => (old.clone(), |_| Decision::Unchanged),
                 Decision::Write(next) => (next, Decision::Write),
@@ -737,32 +767,33 @@ impl Registry {
     }
 
     /// The shared rules of update, patch and apply for the object as it is
-    /// now: the kind's strategy ([`strategy::prepare_for_update`]), managed
-    /// fields, validation, no-op detection, and finalizer completion.
+    /// now (`current`, decoded as `old`): the kind's strategy
+    /// ([`strategy::prepare_for_update`]), validation, no-op detection, and
+    /// finalizer completion. `new` carries the managedFields already
+    /// recorded for the request ([`Self::record_fields`]), which the
+    /// strategy does not change.
     pub(super) fn prepare_update(
         &self,
-        name: &str,
         part: Part,
         current: &StoredObject,
-        new: Value,
-        fields: Fields<'_>,
+        old: &Value,
+        mut new: Value,
         warnings: &mut Vec<String>,
     ) -> ApiResult<Decision> {
-        let old = current.value().map_err(|e| self.store_error(name, e))?;
-        let sent_managed_fields = new.pointer("/metadata/managedFields").cloned();
-        let mut next = strategy::prepare_for_update(self.kind.as_ref(), part, &old, new, current.rv)?;
-        match fields {
-            Fields::Update(manager) => {
-                self.track_update(part, manager, &old, &mut next, sent_managed_fields.as_ref())?;
-            }
-            Fields::Applied(managed) => set_managed_fields(&mut next, Some(&managed))?,
+        // Taken out and put back: the strategy of /status keeps the stored
+        // metadata, and neither drops what the request recorded.
+        let managed_fields =
+            new.get_mut("metadata").and_then(Value::as_object_mut).and_then(|m| m.remove("managedFields"));
+        let mut next = strategy::prepare_for_update(self.kind.as_ref(), part, old, new, current.rv)?;
+        if let Some(managed_fields) = managed_fields {
+            meta_mut(&mut next)?.insert("managedFields".into(), managed_fields);
         }
         let deleting = old.pointer("/metadata/deletionTimestamp").is_some();
-        warnings.extend(self.validate(&next, Some(&old))?);
+        warnings.extend(self.validate(&next, Some(old))?);
         if part == Part::Main {
-            warnings.extend(strategy::warnings(&next, Some(&old)));
+            warnings.extend(strategy::warnings(&next, Some(old)));
         }
-        if next == old {
+        if next == *old {
             return Ok(Decision::Unchanged);
         }
         if deleting && finalizers(&next).is_empty() {

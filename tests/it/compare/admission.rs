@@ -149,10 +149,7 @@ pub fn llama(name: &str, labels: Value) -> Value {
 }
 
 pub async fn comparison(ns: &str) -> Comparison {
-    // managedFields: kube records the manager of an admission webhook's
-    // change as the request's own; the admission tests compare what the
-    // webhooks did, not field ownership.
-    Comparison::new(ns).await.ignoring("/metadata/managedFields", "field ownership is compared in compare::apply")
+    Comparison::new(ns).await
 }
 
 #[tokio::test]
@@ -493,4 +490,56 @@ async fn validating_admission_policies_deny_warn_and_audit_as_for_the_crd() {
     ] {
         uninstall(cmp.cp, kind, name);
     }
+}
+
+/// kube-apiserver records who changed what (managedFields) for the request
+/// before mutating admission runs: a mutating webhook's changes belong to
+/// no manager, whatever the verb.
+#[tokio::test]
+async fn mutating_webhooks_changes_are_owned_by_no_manager_as_for_the_crd() {
+    // managedFields compared, unlike the other admission comparisons.
+    let cmp = Comparison::new("adm-owners").await;
+    let server = webhook_server().await;
+    let name = "adm-owners";
+    let yaml = configuration(
+        "MutatingWebhookConfiguration",
+        name,
+        &cmp.ns,
+        server,
+        &[
+            Hook::new("owners.farm.test", "/label").selecting(json!({"owned": "yes"})),
+            Hook::new("breaker.farm.test", "/break-managed-fields").selecting(json!({"broken": "yes"})),
+        ],
+    );
+    install(&cmp, server, &yaml, "/label", json!({"owned": "yes"})).await;
+    let labelled = json!({"owned": "yes", "a": "b"});
+    cmp.run(&[
+        Step::post("{llamas}?fieldManager=creator").json(llama("dolly", labelled.clone())).expect(201),
+        Step::patch("{llamas}/dolly?fieldManager=patcher")
+            .patch_body(MERGE, json!({"metadata": {"labels": {"mutated": null, "c": "d"}}, "spec": {"weight": 4}}))
+            .expect(200),
+        Step::put("{llamas}/dolly?fieldManager=updater").json(json!({
+            "apiVersion": "{gv}", "kind": "Llama", "metadata": {"name": "dolly", "labels": {"owned": "yes", "a": "c"}},
+            "spec": {"weight": 3, "height": 1}
+        })),
+        Step::patch("{llamas}/applied?fieldManager=applier")
+            .header("Content-Type", "application/apply-patch+yaml")
+            .json(json!({"apiVersion": "{gv}", "kind": "Llama", "metadata": {"name": "applied", "labels": {"owned": "yes"}}, "spec": {"weight": 1, "height": 2}}))
+            .expect(201),
+        Step::patch("{llamas}/applied?fieldManager=applier")
+            .header("Content-Type", "application/apply-patch+yaml")
+            .json(json!({"apiVersion": "{gv}", "kind": "Llama", "metadata": {"name": "applied", "labels": {"owned": "yes"}}, "spec": {"weight": 5, "height": 2}}))
+            .expect(200),
+        Step::get("{llamas}/dolly").expect(200),
+        Step::get("{llamas}/applied").expect(200),
+        // managedFields a webhook broke are put back as they were before
+        // admission, with kube's warning.
+        Step::post("{llamas}?fieldManager=creator").json(llama("broken", json!({"broken": "yes"}))).expect(201),
+        Step::patch("{llamas}/broken?fieldManager=patcher")
+            .patch_body(MERGE, json!({"spec": {"weight": 7}}))
+            .expect(200),
+    ])
+    .await
+    .assert_identical();
+    uninstall(cmp.cp, "mutatingwebhookconfiguration", name);
 }

@@ -7,6 +7,7 @@
 
 use serde_json::{json, Value};
 
+use crate::common::api_proxy::ApiProxy;
 use crate::common::cluster::{self, ControlPlane};
 use crate::common::compare::{admin_client, Comparison, Step, CRD_GROUP, OUR_GROUP, VERSION};
 use crate::common::crd;
@@ -270,6 +271,61 @@ async fn mutating_policies_stay_off_where_the_cluster_does_not_serve_them() {
     assert!(text.contains("[+]mutating-admission-policies ok"), "{text}");
     let log = std::fs::read_to_string(&server.log_file).unwrap();
     assert!(log.contains("MutatingAdmissionPolicy stays off"), "{log}");
+}
+
+/// A cluster that starts serving MutatingAdmissionPolicies while the server
+/// runs (kube 1.34 has them off by default; a cluster turns them on): the
+/// plugin, which found them not served, asks discovery again and applies
+/// them, with no API call per write. Here a proxy in front of the control
+/// plane hides the group version until the test reveals it.
+#[tokio::test]
+async fn mutating_policies_take_effect_once_the_cluster_serves_them() {
+    let cp = cluster::controlplane();
+    let proxy = ApiProxy::start(cp, "admissionregistration.k8s.io/v1beta1").await;
+    let server = Server::start_with_cluster(&[], Some(&proxy.kubeconfig)).await;
+    let log = std::fs::read_to_string(&server.log_file).unwrap();
+    assert!(log.contains("MutatingAdmissionPolicy stays off"), "{log}");
+    let ns = cluster::namespace(cp, "adm-map-later");
+    let rules =
+        json!([{"apiGroups": [OUR_GROUP], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["llamas"]}]);
+    cp.apply(
+        &json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "admissionregistration.k8s.io/v1beta1", "kind": "MutatingAdmissionPolicy",
+             "metadata": {"name": "adm-map-later"},
+             "spec": {"reinvocationPolicy": "Never",
+                      "matchConstraints": {"resourceRules": rules,
+                                           "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
+                      "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration":
+                          {"expression": "Object{metadata: Object.metadata{labels: {'later': 'yes'}}}"}}]}},
+            {"apiVersion": "admissionregistration.k8s.io/v1beta1", "kind": "MutatingAdmissionPolicyBinding",
+             "metadata": {"name": "adm-map-later-binding"}, "spec": {"policyName": "adm-map-later"}},
+        ]})
+        .to_string(),
+    );
+    let llama = json!({"apiVersion": format!("{OUR_GROUP}/{VERSION}"), "kind": "Llama",
+                       "metadata": {"generateName": "probe-"}, "spec": {"weight": 1, "height": 1}});
+    let create = || async {
+        let answer = server.client.post(format!("{}?dryRun=All", server.llamas(&ns, ""))).json(&llama).send().await;
+        status_of(answer.unwrap()).await
+    };
+    // Not served: not applied.
+    let (code, body) = create().await;
+    assert_eq!((code, &body["metadata"]["labels"]["later"]), (201, &Value::Null), "{body:#}");
+    proxy.reveal();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (code, body) = create().await;
+        if body["metadata"]["labels"]["later"] == "yes" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the policy did not take effect in 60 s: {code} {body:#}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    for (kind, name) in
+        [("mutatingadmissionpolicybinding", "adm-map-later-binding"), ("mutatingadmissionpolicy", "adm-map-later")]
+    {
+        uninstall(cp, kind, name);
+    }
 }
 
 /// kube-apiserver's admission flags, checked in its words before anything

@@ -543,3 +543,49 @@ async fn mutating_webhooks_changes_are_owned_by_no_manager_as_for_the_crd() {
     .assert_identical();
     uninstall(cmp.cp, "mutatingwebhookconfiguration", name);
 }
+
+/// A policy's `variables` are evaluated when an expression first reads
+/// them, once, and keep the value CEL made (here a timestamp, which JSON
+/// does not have): one that would fail fails nothing until read, and then
+/// fails the reading expression in kube's words.
+#[tokio::test]
+async fn policy_variables_are_evaluated_when_read_as_for_the_crd() {
+    let cmp = comparison("adm-lazy-variables").await;
+    let ns = cmp.ns.clone();
+    let rules = json!([{"apiGroups": [OUR_GROUP, CRD_GROUP], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": ["llamas"]}]);
+    let yaml = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "adm-lazy-variables"},
+         "spec": {
+            "matchConstraints": {"resourceRules": rules, "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
+            "failurePolicy": "Fail",
+            "variables": [
+                {"name": "broken", "expression": "object.spec.nosuchfield == 1"},
+                {"name": "when", "expression": "timestamp('2024-01-02T03:04:05Z')"},
+                {"name": "names", "expression": "[string(object.metadata.name), 'other']"},
+                {"name": "first", "expression": "variables.names[0]"},
+            ],
+            "validations": [
+                {"expression": "variables.when.getFullYear() == 2024", "message": "the variable lost its type"},
+                {"expression": "variables.first == object.metadata.name && variables.names.size() == 2"},
+                {"expression": "!has(object.metadata.labels) || !('strict' in object.metadata.labels) || variables.broken"},
+            ],
+         }},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "adm-lazy-variables-binding"},
+         "spec": {"policyName": "adm-lazy-variables", "validationActions": ["Deny"]}},
+    ]});
+    cmp.cp.apply(&yaml.to_string());
+    wait_until_refused(&cmp, llama("probe", json!({"strict": "yes"})), 422, "composited variable").await;
+    cmp.run(&[
+        Step::post("{llamas}").json(llama("dolly", json!({}))).expect(201),
+        Step::post("{llamas}").json(llama("strict", json!({"strict": "yes"}))).expect(422),
+        Step::patch("{llamas}/dolly").patch_body(MERGE, json!({"metadata": {"labels": {"a": "b"}}})).expect(200),
+    ])
+    .await
+    .assert_identical();
+    for (kind, name) in [
+        ("validatingadmissionpolicybinding", "adm-lazy-variables-binding"),
+        ("validatingadmissionpolicy", "adm-lazy-variables"),
+    ] {
+        uninstall(cmp.cp, kind, name);
+    }
+}

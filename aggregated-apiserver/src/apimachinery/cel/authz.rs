@@ -237,46 +237,18 @@ const REQUEST_RESOURCE: &str = "requestResource";
 
 /// Rewrites every `authorizer.requestResource` into a method call.
 pub(super) fn rewrite(e: &mut IdedExpr) {
-    match &mut e.expr {
-        Expr::Select(s) if s.field == REQUEST_RESOURCE && !s.test => {
-            if matches!(&s.operand.expr, Expr::Ident(n) if n == "authorizer") {
-                let target = std::mem::replace(&mut *s.operand, IdedExpr { id: e.id, expr: Expr::Unspecified });
-                e.expr = Expr::Call(CallExpr {
-                    func_name: REQUEST_RESOURCE.into(),
-                    target: Some(Box::new(target)),
-                    args: Vec::new(),
-                });
-            } else {
-                rewrite(&mut s.operand);
-            }
+    if let Expr::Select(s) = &mut e.expr {
+        if s.field == REQUEST_RESOURCE && !s.test && matches!(&s.operand.expr, Expr::Ident(n) if n == "authorizer") {
+            let target = std::mem::replace(&mut *s.operand, IdedExpr { id: e.id, expr: Expr::Unspecified });
+            e.expr = Expr::Call(CallExpr {
+                func_name: REQUEST_RESOURCE.into(),
+                target: Some(Box::new(target)),
+                args: Vec::new(),
+            });
+            return;
         }
-        Expr::Select(s) => rewrite(&mut s.operand),
-        Expr::Call(c) => {
-            if let Some(t) = c.target.as_deref_mut() {
-                rewrite(t);
-            }
-            c.args.iter_mut().for_each(rewrite);
-        }
-        Expr::List(l) => l.elements.iter_mut().for_each(rewrite),
-        Expr::Map(m) => m.entries.iter_mut().for_each(|entry| match &mut entry.expr {
-            cel::common::ast::EntryExpr::MapEntry(me) => {
-                rewrite(&mut me.key);
-                rewrite(&mut me.value);
-            }
-            cel::common::ast::EntryExpr::StructField(f) => rewrite(&mut f.value),
-        }),
-        Expr::Struct(s) => s.entries.iter_mut().for_each(|entry| {
-            if let cel::common::ast::EntryExpr::StructField(f) = &mut entry.expr {
-                rewrite(&mut f.value);
-            }
-        }),
-        Expr::Comprehension(c) => {
-            for x in [&mut c.iter_range, &mut c.accu_init, &mut c.loop_cond, &mut c.loop_step, &mut c.result] {
-                rewrite(x);
-            }
-        }
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
     }
+    super::for_each_child(e, rewrite);
 }
 
 #[cfg(test)]

@@ -208,6 +208,11 @@ pub(super) fn estimate<'a>(e: &'a IdedExpr, scope: &mut Scope<'a>) -> Result<Est
             for a in &call.args {
                 args.push(estimate(a, scope)?);
             }
+            if name == super::lazy::LAZY {
+                // A variable's value: its own evaluation is bounded apart;
+                // here it is taken to be no larger than the inputs.
+                return Ok(est(args.iter().map(|a| a.cost).sum::<f64>() + 1.0, dyn_of(scope.input_bytes)));
+            }
             let indexes_input = matches!(name.as_str(), operators::INDEX | operators::OPT_INDEX)
                 && args.first().is_some_and(|a| a.input);
             let mut out = function(&name, args, scope.strict);

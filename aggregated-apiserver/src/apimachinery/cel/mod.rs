@@ -59,6 +59,7 @@ pub mod authz;
 mod cost;
 pub mod decl;
 pub mod escape;
+pub mod lazy;
 pub mod mutation;
 mod value;
 
@@ -193,6 +194,7 @@ impl Env {
         let mut ast = ast;
         mutation::rewrite(&mut ast, self.mutation_types).map_err(CompileError::Undeclared)?;
         authz::rewrite(&mut ast);
+        lazy::rewrite(&mut ast);
         Ok(Expression { source: source.to_string(), ast, max_cost, uses })
     }
 }
@@ -236,6 +238,42 @@ fn names_used(e: &IdedExpr, out: &mut BTreeSet<String>) {
             }
         }
         Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+/// Calls `f` on each expression directly inside `e` (for the rewrites of
+/// the AST after parsing, which recurse through it).
+pub(super) fn for_each_child(e: &mut IdedExpr, f: fn(&mut IdedExpr)) {
+    use cel::common::ast::EntryExpr;
+    match &mut e.expr {
+        Expr::Select(s) => f(&mut s.operand),
+        Expr::Call(c) => {
+            if let Some(t) = c.target.as_deref_mut() {
+                f(t);
+            }
+            c.args.iter_mut().for_each(f);
+        }
+        Expr::List(l) => l.elements.iter_mut().for_each(f),
+        Expr::Map(m) => m.entries.iter_mut().for_each(|entry| match &mut entry.expr {
+            EntryExpr::MapEntry(me) => {
+                f(&mut me.key);
+                f(&mut me.value);
+            }
+            EntryExpr::StructField(sf) => f(&mut sf.value),
+        }),
+        Expr::Struct(s) => s.entries.iter_mut().for_each(|entry| match &mut entry.expr {
+            EntryExpr::StructField(sf) => f(&mut sf.value),
+            EntryExpr::MapEntry(me) => {
+                f(&mut me.key);
+                f(&mut me.value);
+            }
+        }),
+        Expr::Comprehension(c) => {
+            for x in [&mut c.iter_range, &mut c.accu_init, &mut c.loop_cond, &mut c.loop_step, &mut c.result] {
+                f(x);
+            }
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
     }
 }
 
@@ -336,6 +374,7 @@ thread_local! {
         ctx.add_function("string", go_string);
         ctx.add_function("matches", cached_matches);
         ctx.add_function(mutation::CONSTRUCT, mutation::construct);
+        ctx.add_function(lazy::LAZY, lazy::lazy_variable);
         authz::register(&mut ctx);
         ctx
     };

@@ -62,7 +62,7 @@ pub struct Policy {
     pub fail_open: bool,
     pub param_kind: Option<ParamKind>,
     pub conditions: MatchConditions,
-    pub variables: Vec<(String, Result<Expression, String>)>,
+    pub variables: crate::apimachinery::cel::lazy::Named,
     pub mutations: Vec<Mutation>,
     /// `reinvocationPolicy: IfNeeded`.
     pub reinvoke_if_needed: bool,
@@ -109,7 +109,9 @@ impl Policy {
             fail_open: spec.failure_policy.as_deref() == Some("Ignore"),
             param_kind: spec.param_kind.as_ref().and_then(as_v1),
             conditions: MatchConditions::compile(env, &conditions),
-            variables: spec.variables.iter().flatten().map(|v| (v.name.clone(), compile(env, &v.expression))).collect(),
+            variables: Arc::new(
+                spec.variables.iter().flatten().map(|v| (v.name.clone(), compile(env, &v.expression))).collect(),
+            ),
             mutations,
             reinvoke_if_needed: spec.reinvocation_policy.as_deref() == Some("IfNeeded"),
             bindings,

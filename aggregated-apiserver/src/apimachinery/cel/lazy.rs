@@ -1,0 +1,225 @@
+//! Named expressions evaluated on first use (kube's composited `variables`
+//! of admission policies, k8s.io/apiserver `plugin/cel/composition.go`):
+//! `variables.x` evaluates `x`'s expression the first time an evaluation
+//! reads it, keeps its value for the rest of that set of evaluations (one
+//! admission of one policy), and keeps it as CEL made it (an `Object{...}`,
+//! an authorization decision), not converted to JSON and back. A variable no
+//! evaluation reads is never evaluated, so one that would fail fails nothing.
+//!
+//! The `cel` crate has no lazy values: `variables` is bound to an opaque
+//! value holding the expressions and their inputs, and every `variables.x`
+//! is rewritten at compile time into a call of [`LAZY`] with it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cel::common::ast::{CallExpr, Expr, LiteralValue};
+use cel::{ExecutionError, FunctionContext, IdedExpr, Value};
+use kube_cel::cel;
+use serde_json::Value as Json;
+
+use super::{Activation, DeclType, Expression, PER_CALL_LIMIT};
+
+/// The function `variables.x` is rewritten into: `__lazy_variable__(variables, 'x')`.
+pub(super) const LAZY: &str = "__lazy_variable__";
+/// The variable the expressions read them from.
+const VARIABLES: &str = "variables";
+
+/// The named expressions of one policy, in order, each compiled (or why not).
+pub type Named = Arc<Vec<(String, Result<Expression, String>)>>;
+
+/// One set of evaluations' variables: the expressions, the values of the
+/// other variables they read, and what was evaluated so far.
+struct Shared {
+    named: Named,
+    inputs: Vec<(&'static str, Value, DeclType)>,
+    /// By name; a failure is kept too (kube evaluates a variable once).
+    evaluated: Mutex<HashMap<String, Result<Value, String>>>,
+}
+
+/// The opaque `variables` value: the variables up to `visible` (a variable's
+/// expression sees only those declared before it, as kube compiles them, so
+/// no evaluation can come back to itself).
+#[derive(Clone)]
+pub struct Variables {
+    shared: Arc<Shared>,
+    visible: usize,
+}
+
+impl std::fmt::Debug for Variables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "variables({})", self.visible)
+    }
+}
+
+impl PartialEq for Variables {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared) && self.visible == other.visible
+    }
+}
+
+impl Eq for Variables {}
+
+impl cel::objects::Opaque for Variables {
+    fn runtime_type_name(&self) -> &str {
+        "kubernetes.admission.Variables"
+    }
+}
+
+/// Builds the `variables` value of `named` for one set of evaluations whose
+/// other variables are `json` (converted once here, each with the sizes of
+/// its value for the cost bound) and `cel` (already CEL values).
+pub fn variables(named: Named, json: &[(&'static str, &Json)], cel: &[(&'static str, Value)]) -> Value {
+    let any = DeclType::any();
+    let mut inputs: Vec<(&'static str, Value, DeclType)> =
+        json.iter().map(|(name, v)| (*name, super::value::to_cel(v, &any), DeclType::of_value(v))).collect();
+    inputs.extend(cel.iter().map(|(name, v)| (*name, v.clone(), DeclType::Null)));
+    let visible = named.len();
+    Value::Opaque(Arc::new(Variables {
+        shared: Arc::new(Shared { named, inputs, evaluated: Mutex::new(HashMap::new()) }),
+        visible,
+    }))
+}
+
+impl Variables {
+    /// The value of variable `name`, evaluated now if it was not yet; the
+    /// error in kube's words.
+    fn get(&self, name: &str) -> Result<Value, String> {
+        let position = self.shared.named[..self.visible].iter().position(|(n, _)| n == name);
+        let Some(index) = position else {
+            return Err(format!("no such key: {name}"));
+        };
+        if let Some(known) = self.lock().get(name) {
+            return known.clone();
+        }
+        // Evaluated without the lock held: its expression may read earlier
+        // variables, which take it.
+        let value = match &self.shared.named[index].1 {
+            Err(e) => Err(format!("composited variable \"{name}\" fails to compile: {e}")),
+            Ok(expression) => {
+                let earlier = Value::Opaque(Arc::new(Variables { shared: self.shared.clone(), visible: index }));
+                let mut activation = Activation::new();
+                for (input, value, shape) in &self.shared.inputs {
+                    activation = activation.cel(input, value.clone(), shape.clone());
+                }
+                activation = activation.cel(VARIABLES, earlier, DeclType::Null);
+                expression
+                    .evaluate(&activation, PER_CALL_LIMIT)
+                    .map(|out| out.value)
+                    .map_err(|e| format!("composited variable \"{name}\" fails to evaluate: {e}"))
+            }
+        };
+        self.lock().insert(name.to_string(), value.clone());
+        value
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Result<Value, String>>> {
+        // Values only: a poisoned lock still holds consistent ones.
+        self.shared.evaluated.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// `__lazy_variable__(variables, 'x')`: the variable's value. `variables`
+/// bound to a plain map (no policy's) is read as one.
+pub(super) fn lazy_variable(
+    ftx: &FunctionContext,
+    variables: Value,
+    name: Arc<String>,
+) -> Result<Value, ExecutionError> {
+    match &variables {
+        Value::Opaque(o) => match o.downcast_ref::<Variables>() {
+            Some(v) => v.get(&name).map_err(|e| ftx.error(e)),
+            None => Err(ExecutionError::NoSuchOverload),
+        },
+        Value::Map(m) => {
+            let key = cel::objects::Key::String(name.clone());
+            m.map.get(&key).cloned().ok_or_else(|| ExecutionError::NoSuchKey(name.clone()))
+        }
+        _ => Err(ExecutionError::NoSuchOverload),
+    }
+}
+
+/// Rewrites every `variables.x` (not `has(variables.x)`) into a call of
+/// [`LAZY`].
+pub(super) fn rewrite(e: &mut IdedExpr) {
+    if let Expr::Select(s) = &mut e.expr {
+        if !s.test && matches!(&s.operand.expr, Expr::Ident(n) if n == VARIABLES) {
+            let target = std::mem::replace(&mut *s.operand, IdedExpr { id: e.id, expr: Expr::Unspecified });
+            let name = IdedExpr { id: e.id, expr: Expr::Literal(LiteralValue::String(s.field.clone().into())) };
+            e.expr = Expr::Call(CallExpr { func_name: LAZY.into(), target: None, args: vec![target, name] });
+            return;
+        }
+    }
+    super::for_each_child(e, rewrite);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apimachinery::cel::authz::{self, Checks, Decision, Target};
+    use crate::apimachinery::cel::Env;
+    use serde_json::json;
+
+    fn env() -> Env {
+        Env::new(u64::MAX)
+            .variable("object", DeclType::any())
+            .variable("authorizer", DeclType::any())
+            .variable("variables", DeclType::any())
+    }
+
+    fn named(variables: &[(&str, &str)]) -> Named {
+        Arc::new(variables.iter().map(|(n, e)| (n.to_string(), env().compile(e).map_err(|e| e.to_string()))).collect())
+    }
+
+    fn eval(src: &str, named: &Named, object: &Json, authorizer: &Value) -> Result<Value, String> {
+        let variables = variables(named.clone(), &[("object", object)], &[("authorizer", authorizer.clone())]);
+        let any = DeclType::any();
+        let activation = Activation::new()
+            .json("object", object, &any)
+            .cel("authorizer", authorizer.clone(), DeclType::Null)
+            .cel("variables", variables, DeclType::Null);
+        env()
+            .compile(src)
+            .map_err(|e| e.to_string())?
+            .evaluate(&activation, PER_CALL_LIMIT)
+            .map(|o| o.value)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn variables_are_evaluated_when_read_and_keep_their_cel_values() {
+        let named = named(&[
+            ("broken", "object.nosuch == 1"),
+            ("decision", "authorizer.path('/a').check('get')"),
+            ("names", "[object.name, 'other']"),
+            ("first", "variables.names[0]"),
+            ("later", "variables.last"),
+            ("last", "1"),
+            ("when", "timestamp('2024-01-02T03:04:05Z')"),
+        ]);
+        let checks = Checks::new();
+        let authorizer = authz::authorizer(checks.clone(), Target::default());
+        let object = json!({"name": "dolly"});
+        assert_eq!(
+            eval("variables.first == 'dolly' && variables.names.size() == 2", &named, &object, &authorizer),
+            Ok(Value::Bool(true))
+        );
+        assert_eq!(
+            eval("variables.broken", &named, &object, &authorizer),
+            Err("composited variable \"broken\" fails to evaluate: no such key: nosuch".into())
+        );
+        // A variable sees only those declared before it.
+        assert_eq!(
+            eval("variables.later", &named, &object, &authorizer),
+            Err("composited variable \"later\" fails to evaluate: no such key: last".into())
+        );
+        // Kept as CEL made it: JSON would have no timestamp, nor a decision.
+        assert_eq!(eval("variables.when.getFullYear() == 2024", &named, &object, &authorizer), Ok(Value::Bool(true)));
+        let pending = eval("variables.decision.allowed()", &named, &object, &authorizer);
+        assert!(pending.is_err_and(|e| e.contains(authz::PENDING)));
+        for check in checks.take_pending() {
+            checks.answer(check, Decision { allowed: true, ..Default::default() });
+        }
+        assert_eq!(eval("variables.decision.allowed()", &named, &object, &authorizer), Ok(Value::Bool(true)));
+    }
+}

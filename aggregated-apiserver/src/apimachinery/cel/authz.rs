@@ -212,6 +212,7 @@ pub(super) fn register(ctx: &mut cel::Context<'static>) {
         CHECK,
         |ftx: &FunctionContext, This(this): This<Value>, verb: Arc<String>| -> Result<Value, ExecutionError> {
             let b = downcast::<Builder>(&this).ok_or(ExecutionError::NoSuchOverload)?;
+            super::charge(CHECK_COST)?;
             let check = Check { subject: b.subject.clone(), target: b.target.clone(), verb: verb.to_string() };
             match b.checks.lookup(&check) {
                 Some(decision) => Ok(Value::Opaque(Arc::new(DecisionVal(decision)))),
@@ -358,6 +359,29 @@ mod tests {
         let e = env.compile(&three).unwrap();
         let out = e.evaluate(&Activation::new().cel("authorizer", value(), DeclType::Null), PER_CALL_LIMIT);
         assert_eq!(out.unwrap_err().to_string(), "operation cancelled: actual cost limit exceeded");
+        // Only the checks that run are charged: once /a is answered allowed,
+        // the other two do not run, and three written are within the limit.
+        let either = "authorizer.path('/a').check('get').allowed() || \
+                      authorizer.path('/b').check('get').allowed() || authorizer.path('/c').check('get').allowed()";
+        let e = env.compile(either).unwrap();
+        let checks = Checks::new();
+        let mut out = None;
+        for _ in 0..4 {
+            let value = authorizer(checks.clone(), Target::default());
+            out = Some(e.evaluate(&Activation::new().cel("authorizer", value, DeclType::Null), PER_CALL_LIMIT));
+            let pending = checks.take_pending();
+            if pending.is_empty() {
+                break;
+            }
+            for check in pending {
+                checks.answer(check, Decision { allowed: true, ..Default::default() });
+            }
+        }
+        let out = out.and_then(Result::ok).map(|o| (o.value, o.cost));
+        assert!(
+            matches!(out, Some((Value::Bool(true), cost)) if cost >= CHECK_COST as u64 && cost < 2 * CHECK_COST as u64),
+            "{out:?}"
+        );
     }
 
     #[test]

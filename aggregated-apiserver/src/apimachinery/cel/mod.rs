@@ -34,7 +34,11 @@
 //! (kube's runtime `PerCallLimit`), reporting kube's
 //! `operation cancelled: actual cost limit exceeded`. The bound is in
 //! cel-go's units but coarser than kube's estimate (see [`cost`]): an
-//! expression near a limit may be refused here that kube would run.
+//! expression near a limit may be refused here that kube would run. The
+//! exception is a call of fixed cost that may not run (an authorization
+//! `check()`, 350,000 units): the bound leaves it out, and each one that
+//! runs is charged as it runs ([`charge`]), failing the evaluation past the
+//! limit as kube's runtime cost does; only the checks that ran count.
 //!
 //! Where the declared types say little (an admission `object` of any
 //! kind, `DeclType::any()`), compile-time estimates are large: an
@@ -379,10 +383,45 @@ thread_local! {
         ctx
     };
 
+    /// What the evaluation running on this thread may still spend on the
+    /// calls charged as they run ([`charge`]), and what they spent.
+    static RUNTIME: std::cell::Cell<Runtime> = const { std::cell::Cell::new(Runtime::UNLIMITED) };
+
     /// Compiled regular expressions of `matches`, by pattern: rules use a
     /// few constant ones (cel-go compiles those once with the program).
     static PATTERNS: std::cell::RefCell<std::collections::HashMap<String, regex::Regex>> =
         std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// The runtime cost of one evaluation beyond its bound: what calls whose
+/// cost is fixed but which may not run (authorization checks) spend when
+/// they do.
+#[derive(Debug, Clone, Copy)]
+struct Runtime {
+    remaining: u64,
+    charged: u64,
+    exceeded: bool,
+}
+
+impl Runtime {
+    const UNLIMITED: Runtime = Runtime { remaining: u64::MAX, charged: 0, exceeded: false };
+}
+
+/// Charges `cost` to the evaluation running on this thread: an error (the
+/// evaluation then fails with kube's `actual cost limit exceeded`) once
+/// its per-call limit is spent, as kube's runtime cost tracker cancels it.
+pub(super) fn charge(cost: f64) -> Result<(), ExecutionError> {
+    let cost = to_u64(cost);
+    let mut runtime = RUNTIME.get();
+    if cost > runtime.remaining {
+        runtime.exceeded = true;
+        RUNTIME.set(runtime);
+        return Err(ExecutionError::function_error("check", "operation cancelled: actual cost limit exceeded"));
+    }
+    runtime.remaining -= cost;
+    runtime.charged = runtime.charged.saturating_add(cost);
+    RUNTIME.set(runtime);
+    Ok(())
 }
 
 /// Patterns kept per thread; past it the cache starts over, so patterns
@@ -482,6 +521,9 @@ impl Expression {
             return Err(EvalError::CostLimitExceeded { bound });
         }
         let failed = |message: String| EvalError::Failed { message, cost: bound };
+        // This evaluation's own runtime charges; an evaluation it makes (a
+        // lazily evaluated variable) has its own, and this one's resume after.
+        let outer = RUNTIME.replace(Runtime { remaining: per_call_limit - bound, ..Runtime::UNLIMITED });
         let outcome = FUNCTIONS.with(|functions| {
             let mut ctx = functions.new_inner_scope();
             for (name, binding) in &vars.vars {
@@ -499,8 +541,13 @@ impl Expression {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ctx.resolve(&self.ast)))
                 .map_err(|_| failed("internal error: the CEL interpreter panicked".into()))?
                 .map_err(|e| failed(execution_error(&e)))
-        })?;
-        Ok(Evaluated { value: outcome, cost: bound })
+        });
+        let runtime = RUNTIME.replace(outer);
+        let cost = bound.saturating_add(runtime.charged);
+        if runtime.exceeded {
+            return Err(EvalError::CostLimitExceeded { bound: cost.max(per_call_limit.saturating_add(1)) });
+        }
+        Ok(Evaluated { value: outcome?, cost })
     }
 }
 

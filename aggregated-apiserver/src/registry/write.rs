@@ -22,6 +22,16 @@ use crate::storage::{Mutation, StoreError, StoredObject, Updated};
 /// How often a write racing other writers is retried before giving up with 409.
 pub(super) const WRITE_RETRIES: usize = 8;
 
+/// A create, update or patch body as kube decodes a custom resource's: its
+/// metadata goes through the typed ObjectMeta, which leaves out what Go
+/// omits when empty or null (`labels: {}`), before anything records who set
+/// what. Not an applied configuration: what it names, even empty, its
+/// applier owns.
+fn as_written(mut obj: Value) -> Value {
+    strategy::drop_empty_meta_fields(&mut obj);
+    obj
+}
+
 /// kube-apiserver's generateName suffix: 5 characters from a consonant/digit alphabet.
 pub(super) fn generate_suffix() -> String {
     use rand::Rng;
@@ -73,23 +83,6 @@ impl Registry {
                 }
             }
         }
-        Ok(obj)
-    }
-
-    /// A create, update or patch body decoded as kube decodes a custom
-    /// resource's: its metadata goes through the typed ObjectMeta, which
-    /// leaves out what Go omits when empty (`labels: {}`), before anything
-    /// records who set what. Not an applied configuration: what it names,
-    /// even empty, its applier owns.
-    fn decode_written_object(
-        &self,
-        raw: &[u8],
-        body: &JsonBody<'_>,
-        wopts: &WriteOptions,
-        warnings: &mut Vec<String>,
-    ) -> ApiResult<Value> {
-        let mut obj = self.decode_object(raw, body, wopts, warnings)?;
-        strategy::drop_empty_meta_fields(&mut obj);
         Ok(obj)
     }
 
@@ -228,7 +221,8 @@ impl Registry {
         let mut warnings = Vec::new();
         let work = self.write_work(raw.len());
         // An empty body fails decoding like any other undecodable one, as in kube.
-        let obj = heavy::run_async(work, async { self.decode_written_object(raw, body, wopts, &mut warnings) }).await?;
+        let obj = heavy::run_async(work, async { self.decode_object(raw, body, wopts, &mut warnings).map(as_written) })
+            .await?;
         self.insert(ns, obj, wopts, warnings, None, user, work).await
     }
 
@@ -420,7 +414,8 @@ impl Registry {
         let mut warnings = Vec::new();
         let work = self.write_work(raw.len());
         let mut obj =
-            heavy::run_async(work, async { self.decode_written_object(raw, body, wopts, &mut warnings) }).await?;
+            heavy::run_async(work, async { self.decode_object(raw, body, wopts, &mut warnings).map(as_written) })
+                .await?;
         self.settle_identity(&mut obj, ns, name)?;
         let requested_rv = meta_str(&obj, "resourceVersion").unwrap_or("").to_string();
         // A uid in the body is a precondition, checked before anything else
@@ -490,14 +485,11 @@ impl Registry {
                 let lenient = WriteOptions { field_validation: FieldValidation::Warn, ..wopts.clone() };
                 let mut strict_findings = Vec::new();
                 let mut obj = if strict {
-                    self.decode_written_object(
-                        &patched_bytes,
-                        &JsonBody::json(&patched_bytes),
-                        &lenient,
-                        &mut strict_findings,
-                    )?
+                    self.decode_object(&patched_bytes, &JsonBody::json(&patched_bytes), &lenient, &mut strict_findings)
+                        .map(as_written)?
                 } else {
-                    self.decode_written_object(&patched_bytes, &JsonBody::json(&patched_bytes), wopts, &mut warnings)?
+                    self.decode_object(&patched_bytes, &JsonBody::json(&patched_bytes), wopts, &mut warnings)
+                        .map(as_written)?
                 };
                 if !strict_findings.is_empty() {
                     let shown = Value::String(String::from_utf8_lossy(&patched_bytes).into_owned());

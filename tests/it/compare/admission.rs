@@ -567,6 +567,9 @@ async fn policy_variables_are_evaluated_when_read_as_for_the_crd() {
             "validations": [
                 {"expression": "variables.when.getFullYear() == 2024", "message": "the variable lost its type"},
                 {"expression": "variables.first == object.metadata.name && variables.names.size() == 2"},
+                // Declared, and evaluated to say so: an error where it fails.
+                {"expression": "!has(object.metadata.labels) || !('has' in object.metadata.labels) || has(variables.broken)"},
+                {"expression": "has(variables.names)"},
                 {"expression": "!has(object.metadata.labels) || !('strict' in object.metadata.labels) || variables.broken"},
             ],
          }},
@@ -578,6 +581,7 @@ async fn policy_variables_are_evaluated_when_read_as_for_the_crd() {
     cmp.run(&[
         Step::post("{llamas}").json(llama("dolly", json!({}))).expect(201),
         Step::post("{llamas}").json(llama("strict", json!({"strict": "yes"}))).expect(422),
+        Step::post("{llamas}").json(llama("has", json!({"has": "yes"}))).expect(422),
         Step::patch("{llamas}/dolly").patch_body(MERGE, json!({"metadata": {"labels": {"a": "b"}}})).expect(200),
     ])
     .await

@@ -208,6 +208,9 @@ pub(super) fn estimate<'a>(e: &'a IdedExpr, scope: &mut Scope<'a>) -> Result<Est
             for a in &call.args {
                 args.push(estimate(a, scope)?);
             }
+            if name == super::lazy::LAZY_HAS {
+                return Ok(est(args.iter().map(|a| a.cost).sum::<f64>() + 1.0, DeclType::Bool));
+            }
             if name == super::lazy::LAZY {
                 // A variable's value: its own evaluation is bounded apart;
                 // here it is taken to be no larger than the inputs.

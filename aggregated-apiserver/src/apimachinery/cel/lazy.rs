@@ -22,6 +22,9 @@ use super::{Activation, DeclType, Expression, PER_CALL_LIMIT};
 
 /// The function `variables.x` is rewritten into: `__lazy_variable__(variables, 'x')`.
 pub(super) const LAZY: &str = "__lazy_variable__";
+/// And `has(variables.x)`: whether `x` is declared (before the reader); as
+/// kube's lazy map, it evaluates `x` to say so, and fails where `x` fails.
+pub(super) const LAZY_HAS: &str = "__lazy_variable_has__";
 /// The variable the expressions read them from.
 const VARIABLES: &str = "variables";
 
@@ -139,14 +142,35 @@ pub(super) fn lazy_variable(
     }
 }
 
-/// Rewrites every `variables.x` (not `has(variables.x)`) into a call of
-/// [`LAZY`].
+/// `__lazy_variable_has__(variables, 'x')`: whether `x` is a variable.
+pub(super) fn lazy_variable_has(
+    ftx: &FunctionContext,
+    variables: Value,
+    name: Arc<String>,
+) -> Result<Value, ExecutionError> {
+    match &variables {
+        Value::Opaque(o) => match o.downcast_ref::<Variables>() {
+            Some(v) if v.shared.named[..v.visible].iter().any(|(n, _)| *n == *name) => {
+                v.get(&name).map(|_| Value::Bool(true)).map_err(|e| ftx.error(e))
+            }
+            Some(_) => Ok(Value::Bool(false)),
+            None => Err(ExecutionError::NoSuchOverload),
+        },
+        Value::Map(m) => Ok(Value::Bool(m.map.contains_key(&cel::objects::Key::String(name)))),
+        _ => Err(ExecutionError::NoSuchOverload),
+    }
+}
+
+/// Rewrites every `variables.x` into a call of [`LAZY`], and every
+/// `has(variables.x)` into one of [`LAZY_HAS`] (the `cel` crate selects no
+/// field of an opaque value).
 pub(super) fn rewrite(e: &mut IdedExpr) {
     if let Expr::Select(s) = &mut e.expr {
-        if !s.test && matches!(&s.operand.expr, Expr::Ident(n) if n == VARIABLES) {
+        if matches!(&s.operand.expr, Expr::Ident(n) if n == VARIABLES) {
             let target = std::mem::replace(&mut *s.operand, IdedExpr { id: e.id, expr: Expr::Unspecified });
             let name = IdedExpr { id: e.id, expr: Expr::Literal(LiteralValue::String(s.field.clone().into())) };
-            e.expr = Expr::Call(CallExpr { func_name: LAZY.into(), target: None, args: vec![target, name] });
+            let func_name = if s.test { LAZY_HAS } else { LAZY };
+            e.expr = Expr::Call(CallExpr { func_name: func_name.into(), target: None, args: vec![target, name] });
             return;
         }
     }
@@ -204,6 +228,12 @@ mod tests {
             eval("variables.first == 'dolly' && variables.names.size() == 2", &named, &object, &authorizer),
             Ok(Value::Bool(true))
         );
+        // Declared (and evaluated to say so, as kube's lazy map does).
+        assert_eq!(
+            eval("has(variables.names) && !has(variables.nothing)", &named, &object, &authorizer),
+            Ok(Value::Bool(true))
+        );
+        assert!(eval("has(variables.broken)", &named, &object, &authorizer).is_err());
         assert_eq!(
             eval("variables.broken", &named, &object, &authorizer),
             Err("composited variable \"broken\" fails to evaluate: no such key: nosuch".into())

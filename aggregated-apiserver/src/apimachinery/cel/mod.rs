@@ -379,6 +379,7 @@ thread_local! {
         ctx.add_function("matches", cached_matches);
         ctx.add_function(mutation::CONSTRUCT, mutation::construct);
         ctx.add_function(lazy::LAZY, lazy::lazy_variable);
+        ctx.add_function(lazy::LAZY_HAS, lazy::lazy_variable_has);
         authz::register(&mut ctx);
         ctx
     };

@@ -122,41 +122,31 @@ impl Variables {
     }
 }
 
-/// `__lazy_variable__(variables, 'x')`: the variable's value. `variables`
-/// bound to a plain map (no policy's) is read as one.
-pub(super) fn lazy_variable(
+/// `__lazy_variable__(variables, 'x')` (`has` false): the variable's value;
+/// `__lazy_variable_has__(variables, 'x')` (`has` true): whether it is
+/// declared before the reader, which kube's lazy map evaluates it to say
+/// (failing where it fails). A `variables` bound to a plain map (no
+/// policy's) is read as one.
+pub(super) fn read(
     ftx: &FunctionContext,
-    variables: Value,
+    variables: &Value,
     name: Arc<String>,
+    has: bool,
 ) -> Result<Value, ExecutionError> {
-    match &variables {
-        Value::Opaque(o) => match o.downcast_ref::<Variables>() {
-            Some(v) => v.get(&name).map_err(|e| ftx.error(e)),
-            None => Err(ExecutionError::NoSuchOverload),
-        },
-        Value::Map(m) => {
-            let key = cel::objects::Key::String(name.clone());
-            m.map.get(&key).cloned().ok_or_else(|| ExecutionError::NoSuchKey(name.clone()))
-        }
-        _ => Err(ExecutionError::NoSuchOverload),
-    }
-}
-
-/// `__lazy_variable_has__(variables, 'x')`: whether `x` is a variable.
-pub(super) fn lazy_variable_has(
-    ftx: &FunctionContext,
-    variables: Value,
-    name: Arc<String>,
-) -> Result<Value, ExecutionError> {
-    match &variables {
-        Value::Opaque(o) => match o.downcast_ref::<Variables>() {
-            Some(v) if v.shared.named[..v.visible].iter().any(|(n, _)| *n == *name) => {
-                v.get(&name).map(|_| Value::Bool(true)).map_err(|e| ftx.error(e))
+    match variables {
+        Value::Opaque(o) => {
+            let v = o.downcast_ref::<Variables>().ok_or(ExecutionError::NoSuchOverload)?;
+            if has && !v.shared.named[..v.visible].iter().any(|(n, _)| *n == *name) {
+                return Ok(Value::Bool(false));
             }
-            Some(_) => Ok(Value::Bool(false)),
-            None => Err(ExecutionError::NoSuchOverload),
+            let value = v.get(&name).map_err(|e| ftx.error(e))?;
+            Ok(if has { Value::Bool(true) } else { value })
+        }
+        Value::Map(m) => match (has, m.map.get(&cel::objects::Key::String(name.clone()))) {
+            (true, found) => Ok(Value::Bool(found.is_some())),
+            (false, Some(value)) => Ok(value.clone()),
+            (false, None) => Err(ExecutionError::NoSuchKey(name)),
         },
-        Value::Map(m) => Ok(Value::Bool(m.map.contains_key(&cel::objects::Key::String(name)))),
         _ => Err(ExecutionError::NoSuchOverload),
     }
 }

@@ -378,8 +378,12 @@ thread_local! {
         ctx.add_function("string", go_string);
         ctx.add_function("matches", cached_matches);
         ctx.add_function(mutation::CONSTRUCT, mutation::construct);
-        ctx.add_function(lazy::LAZY, lazy::lazy_variable);
-        ctx.add_function(lazy::LAZY_HAS, lazy::lazy_variable_has);
+        ctx.add_function(lazy::LAZY, |ftx: &cel::FunctionContext, v: cel::Value, name: std::sync::Arc<String>| {
+            lazy::read(ftx, &v, name, false)
+        });
+        ctx.add_function(lazy::LAZY_HAS, |ftx: &cel::FunctionContext, v: cel::Value, name: std::sync::Arc<String>| {
+            lazy::read(ftx, &v, name, true)
+        });
         authz::register(&mut ctx);
         ctx
     };

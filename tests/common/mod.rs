@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod api_proxy;
 pub mod audit;
 pub mod cluster;
 pub mod compare;

@@ -11,9 +11,11 @@
 //! | `/label` | a JSON patch adding the label `mutated: yes` |
 //! | `/bad-schema` | a JSON patch making `spec.weight` a string |
 //! | `/rename` | a JSON patch renaming the object |
+//! | `/break-managed-fields` | a JSON patch making managedFields undecodable (an unknown operation) |
 //! | `/reinvoke-first` | annotates `first-saw-second: yes` once the label `second` is there |
 //! | `/reinvoke-second` | adds the label `second: yes` |
 //! | `/hang` | answers after 5 s |
+//! | `/hold` | allowed; for objects named `held-*`, only once the test calls [`WebhookServer::release_held`] |
 //! | `/garbage` | a body that is no AdmissionReview |
 //! | `/wrong-uid` | an answer for another request |
 //! | `/http-error` | HTTP 500 with a text body |
@@ -37,6 +39,8 @@ pub struct WebhookServer {
     pub ca_pem: String,
     /// Every review received: (path, AdmissionReview).
     pub reviews: Arc<Mutex<Vec<(String, Value)>>>,
+    /// Set once `/hold` may answer for the objects it holds.
+    released: tokio::sync::watch::Sender<bool>,
 }
 
 impl WebhookServer {
@@ -81,9 +85,10 @@ impl WebhookServer {
         let port = listener.local_addr().unwrap().port();
         let reviews: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
         let recorded = reviews.clone();
+        let (released, release) = tokio::sync::watch::channel(false);
         let app = axum::Router::new().fallback(move |uri: Uri, body: Bytes| {
-            let recorded = recorded.clone();
-            async move { answer(uri.path(), &body, &recorded).await }
+            let (recorded, mut release) = (recorded.clone(), release.clone());
+            async move { answer(uri.path(), &body, &recorded, &mut release).await }
         });
         let tls = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(config));
         // Its own runtime: the server outlives any one test's runtime.
@@ -93,7 +98,12 @@ impl WebhookServer {
                 axum_server::from_tcp_rustls(listener, tls).unwrap().serve(app.into_make_service()).await.unwrap();
             });
         });
-        WebhookServer { port, ca_pem, reviews }
+        WebhookServer { port, ca_pem, reviews, released }
+    }
+
+    /// Lets `/hold` answer for the objects it holds, now and from now on.
+    pub fn release_held(&self) {
+        self.released.send_replace(true);
     }
 
     /// The caBundle field of a configuration (base64 of the CA's PEM).
@@ -124,7 +134,12 @@ fn json_patch(review: &Value, operations: Value) -> Value {
     review_answer(review, json!({"allowed": true, "patchType": "JSONPatch", "patch": patch}))
 }
 
-async fn answer(path: &str, body: &[u8], recorded: &Mutex<Vec<(String, Value)>>) -> Response {
+async fn answer(
+    path: &str,
+    body: &[u8],
+    recorded: &Mutex<Vec<(String, Value)>>,
+    release: &mut tokio::sync::watch::Receiver<bool>,
+) -> Response {
     let Ok(review) = serde_json::from_slice::<Value>(body) else {
         return (StatusCode::BAD_REQUEST, "not JSON").into_response();
     };
@@ -150,6 +165,12 @@ async fn answer(path: &str, body: &[u8], recorded: &Mutex<Vec<(String, Value)>>)
             json_patch(&review, json!([{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}]))
         }
         "/bad-schema" => json_patch(&review, json!([{"op": "replace", "path": "/spec/weight", "value": "heavy"}])),
+        "/break-managed-fields" => json_patch(
+            &review,
+            json!([{"op": "add", "path": "/metadata/managedFields", "value": [
+                {"manager": "breaker", "operation": "Bogus", "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {}}
+            ]}]),
+        ),
         "/rename" => json_patch(&review, json!([{"op": "replace", "path": "/metadata/name", "value": "renamed"}])),
         "/reinvoke-second" if labels["second"] == "yes" => review_answer(&review, json!({"allowed": true})),
         "/reinvoke-second" if labels.is_object() => {
@@ -177,6 +198,12 @@ async fn answer(path: &str, body: &[u8], recorded: &Mutex<Vec<(String, Value)>>)
         "/reinvoke-first" => review_answer(&review, json!({"allowed": true})),
         "/hang" => {
             tokio::time::sleep(Duration::from_secs(5)).await;
+            review_answer(&review, json!({"allowed": true}))
+        }
+        "/hold" => {
+            if name.starts_with("held-") {
+                let _ = release.wait_for(|released| *released).await;
+            }
             review_answer(&review, json!({"allowed": true}))
         }
         "/garbage" => return (StatusCode::OK, "this is not a review").into_response(),

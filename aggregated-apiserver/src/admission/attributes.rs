@@ -94,7 +94,9 @@ impl Attributes<'_> {
 
 /// The options object of a create or update, as kube converts the request's
 /// options for admission (a patch is an update with UpdateOptions, a create
-/// by apply a create with CreateOptions; `force` is not among them).
+/// by apply a create with CreateOptions; `force` is not among them): each
+/// as the client sent it, left out when it sent none (not the manager or
+/// the validation the server derived).
 pub fn write_options_object(operation: Operation, options: &WriteOptions) -> Value {
     let kind = match operation {
         Operation::Create => "CreateOptions",
@@ -109,12 +111,14 @@ pub fn write_options_object(operation: Operation, options: &WriteOptions) -> Val
     if !options.field_manager.is_empty() {
         object.insert("fieldManager".into(), json!(options.field_manager));
     }
-    let validation = match options.field_validation {
-        FieldValidation::Ignore => "Ignore",
-        FieldValidation::Warn => "Warn",
-        FieldValidation::Strict => "Strict",
-    };
-    object.insert("fieldValidation".into(), json!(validation));
+    if let Some(validation) = options.field_validation_sent {
+        let validation = match validation {
+            FieldValidation::Ignore => "Ignore",
+            FieldValidation::Warn => "Warn",
+            FieldValidation::Strict => "Strict",
+        };
+        object.insert("fieldValidation".into(), json!(validation));
+    }
     Value::Object(object)
 }
 

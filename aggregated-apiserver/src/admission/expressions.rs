@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use crate::apimachinery::cel::{cel, Activation, DeclType, Env};
+use crate::apimachinery::cel::{cel, lazy, Activation, DeclType, Env};
 
 /// The environment of webhook match conditions. No cost limit at compile
 /// time, as kube's: the objects are untyped, so any estimate is the worst
@@ -47,11 +47,15 @@ pub struct Inputs<'a> {
     pub request: &'a Value,
     pub params: &'a Value,
     pub namespace_object: &'a Value,
-    /// The policy's variables computed so far, by name.
-    pub variables: &'a Value,
+    /// The policy's `variables` ([`Inputs::variables_of`]), or
+    /// [`NO_VARIABLES`].
+    pub variables: &'a cel::Value,
     /// The `authorizer` of the write's session.
     pub authorizer: &'a cel::Value,
 }
+
+/// What `variables` is where there are none (webhook match conditions).
+pub static NO_VARIABLES: cel::Value = cel::Value::Null;
 
 /// The declared type every admission variable has.
 pub static ANY: std::sync::LazyLock<DeclType> = std::sync::LazyLock::new(DeclType::any);
@@ -64,7 +68,21 @@ impl<'a> Inputs<'a> {
             .json("request", self.request, &ANY)
             .json("params", self.params, &ANY)
             .json("namespaceObject", self.namespace_object, &ANY)
-            .json("variables", self.variables, &ANY)
+            .cel("variables", self.variables.clone(), DeclType::Null)
             .cel("authorizer", self.authorizer.clone(), DeclType::Null)
+    }
+
+    /// The `variables` of a policy's expressions for these inputs:
+    /// evaluated each on first use and kept as CEL values ([`lazy`]), for
+    /// the evaluations that share these inputs.
+    pub fn variables_of(&self, named: &lazy::Named) -> cel::Value {
+        let json = [
+            ("object", self.object),
+            ("oldObject", self.old_object),
+            ("request", self.request),
+            ("params", self.params),
+            ("namespaceObject", self.namespace_object),
+        ];
+        lazy::variables(named.clone(), &json, &[("authorizer", self.authorizer.clone())])
     }
 }

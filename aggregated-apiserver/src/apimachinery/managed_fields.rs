@@ -149,14 +149,21 @@ impl ManagedFields {
         let mut out = Self::default();
         // A body may carry thousands of entries: duplicates are found by a set.
         let mut identities = std::collections::HashSet::with_capacity(raw.len());
-        for e in raw {
+        // In the words of kube's decodeManagedFields: they reach clients in
+        // the warning of managedFields that admission broke.
+        for (i, e) in raw.into_iter().enumerate() {
             let operation = match e.operation.as_deref() {
                 Some("Apply") => Operation::Apply,
                 Some("Update") => Operation::Update,
-                other => return Err(format!("operation must be `Apply` or `Update`, got {other:?}")),
+                _ => return Err("operation must be `Apply` or `Update`".into()),
             };
-            if e.fields_type.as_deref() != Some("FieldsV1") {
-                return Err(format!("only FieldsV1 is supported, got {:?}", e.fields_type.unwrap_or_default()));
+            if e.api_version.as_deref().is_none_or(str::is_empty) {
+                return Err("apiVersion must not be empty".into());
+            }
+            match e.fields_type.as_deref().unwrap_or("") {
+                "FieldsV1" => {}
+                "" => return Err(format!("missing fieldsType in managed fields entry {i}")),
+                other => return Err(format!("invalid fieldsType {other:?} in managed fields entry {i}")),
             }
             let set = match &e.fields_v1 {
                 Some(FieldsV1(doc)) => FieldSet::from_fields_v1(doc)?,

@@ -12,7 +12,7 @@ use http::{header, HeaderMap, HeaderValue, StatusCode};
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::Requester;
+use crate::admission::{Operation, Requester};
 use crate::apimachinery::errors::{ApiError, ApiResult, Target};
 use crate::apimachinery::gojson;
 use crate::apimachinery::managed_fields::Writer;
@@ -167,6 +167,18 @@ fn apart<F: std::future::Future>(work: F) -> std::pin::Pin<Box<F>> {
     Box::pin(work)
 }
 
+/// Runs a write whose input is `work` bytes: as one computation in a turn
+/// ([`heavy`]) when no admission plugin may act on it (`admitted` false);
+/// else as it is, the registry taking turns around its computing steps
+/// only. A turn held while a webhook answers would make every other user's
+/// large computation wait on that webhook.
+async fn write_in_turns<F: std::future::Future>(admitted: bool, work: usize, write: F) -> F::Output {
+    match admitted {
+        true => write.await,
+        false => heavy::run_async(work, write).await,
+    }
+}
+
 async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<Body>) -> ApiResult<Response> {
     // What kube-apiserver's CRD handler does not route at all gets its plain
     // "404 page not found": an unknown resource, and (for a namespaced kind)
@@ -265,9 +277,12 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
             let content_type = header_str(&parts.headers, header::CONTENT_TYPE);
             object_body_format(content_type)?;
             let raw = read_body(body, res.settings.max_body_bytes).await?;
-            apart(heavy::run_async(reg.write_work(raw.len()), async {
-                let object = object_body(&reg, content_type, &raw)?;
-                write_response(reg.create(ns, &raw, &object, &wopts, user).await?, encoding)
+            let work = reg.write_work(raw.len());
+            let admitted = reg.admits(&[Operation::Create], part, ns);
+            apart(write_in_turns(admitted, work, async {
+                let object = heavy::run_async(work, async { object_body(&reg, content_type, &raw) }).await?;
+                let out = reg.create(ns, &raw, &object, &wopts, user).await?;
+                heavy::run_async(out.body.len(), async { write_response(out, encoding) }).await
             }))
             .await
         }
@@ -277,9 +292,12 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
             let content_type = header_str(&parts.headers, header::CONTENT_TYPE);
             object_body_format(content_type)?;
             let raw = read_body(body, res.settings.max_body_bytes).await?;
-            apart(heavy::run_async(reg.write_work(raw.len()), async {
-                let object = object_body(&reg, content_type, &raw)?;
-                write_response(reg.update(ns, name, part, &raw, &object, &wopts, user).await?, encoding)
+            let work = reg.write_work(raw.len());
+            let admitted = reg.admits(&[Operation::Update], part, ns);
+            apart(write_in_turns(admitted, work, async {
+                let object = heavy::run_async(work, async { object_body(&reg, content_type, &raw) }).await?;
+                let out = reg.update(ns, name, part, &raw, &object, &wopts, user).await?;
+                heavy::run_async(out.body.len(), async { write_response(out, encoding) }).await
             }))
             .await
         }
@@ -288,35 +306,43 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
             if body_type == Some(BodyType::ApplyPatchYaml) {
                 let wopts = write_options(&query, WriteVerb::Apply, &parts.headers)?;
                 let raw = read_body(body, res.settings.max_body_bytes).await?;
-                return apart(heavy::run_async(reg.write_work(raw.len()), async {
-                    let config = object_body(&reg, header_str(&parts.headers, header::CONTENT_TYPE), &raw)?;
+                let work = reg.write_work(raw.len());
+                // An apply creates the object when it does not exist.
+                let admitted = reg.admits(&[Operation::Create, Operation::Update], part, ns);
+                return apart(write_in_turns(admitted, work, async {
+                    let content_type = header_str(&parts.headers, header::CONTENT_TYPE);
+                    let config = heavy::run_async(work, async { object_body(&reg, content_type, &raw) }).await?;
                     let out = reg.apply(ns, name, part, &raw, &config, &wopts, user).await?;
-                    write_response(out, negotiation::plain_encoding(accept))
+                    heavy::run_async(out.body.len(), async { write_response(out, negotiation::plain_encoding(accept)) })
+                        .await
                 }))
                 .await;
             }
             let wopts = write_options(&query, WriteVerb::Patch, &parts.headers)?;
             let body = read_body(body, res.settings.max_body_bytes).await?;
+            let admitted = reg.admits(&[Operation::Update], part, ns);
             let patch_and_answer = async |patch: &Patch| {
-                write_response(
-                    reg.patch(ns, name, part, patch, &wopts, user).await?,
-                    negotiation::plain_encoding(accept),
-                )
+                let out = reg.patch(ns, name, part, patch, body.len(), &wopts, user).await?;
+                heavy::run_async(out.body.len(), async { write_response(out, negotiation::plain_encoding(accept)) })
+                    .await
             };
-            // A large body is parsed in the turn its write takes: half a
-            // megabyte of operations costs milliseconds to parse, which would
-            // hold an async worker and every request queued behind it. A
-            // small one is parsed here, and then what applying it costs
-            // decides: its copies may add up to 3 MiB.
+            // A large body is parsed in a turn (the turn its write takes,
+            // without admission): half a megabyte of operations costs
+            // milliseconds to parse, which would hold an async worker and
+            // every request queued behind it. A small one is parsed here,
+            // and then what applying it costs decides: its copies may add up
+            // to 3 MiB.
             let work = reg.write_work(body.len());
             if work >= heavy::HEAVY_BYTES {
-                return apart(heavy::run_async(work, async {
-                    patch_and_answer(&Patch::parse(body_type, &body)?).await
+                return apart(write_in_turns(admitted, work, async {
+                    let patch = heavy::run_async(work, async { Patch::parse(body_type, &body) }).await?;
+                    patch_and_answer(&patch).await
                 }))
                 .await;
             }
             let patch = Patch::parse(body_type, &body)?;
-            apart(heavy::run_async(reg.write_work(body.len() + patch.growth_bytes()), patch_and_answer(&patch))).await
+            let work = reg.write_work(body.len() + patch.growth_bytes());
+            apart(write_in_turns(admitted, work, patch_and_answer(&patch))).await
         }
         Verb::Delete => {
             let body = read_body(body, res.settings.max_body_bytes).await?;
@@ -349,11 +375,12 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
 }
 
 /// The options of a write, with its manager settled: `fieldManager`, else
-/// derived from the User-Agent as kube does.
+/// derived from the User-Agent as kube does (`fieldManager` itself stays as
+/// sent: admission is told of it so).
 fn write_options(query: &Query, verb: WriteVerb, headers: &HeaderMap) -> ApiResult<WriteOptions> {
     let mut wopts = WriteOptions::from_query(query, verb)?;
     let user_agent = header_str(headers, header::USER_AGENT).unwrap_or("");
-    wopts.field_manager = Writer::manager_name(&wopts.field_manager, user_agent);
+    wopts.manager = Writer::manager_name(&wopts.field_manager, user_agent);
     Ok(wopts)
 }
 

@@ -12,6 +12,7 @@ use crate::apimachinery::managed_fields::{self, conflicts_message, ApplyError, F
 use crate::apimachinery::options::WriteOptions;
 use crate::apimachinery::serializer::JsonBody;
 use crate::apimachinery::typed;
+use crate::heavy;
 use crate::storage::StoreError;
 
 impl Registry {
@@ -69,6 +70,22 @@ impl Registry {
         set_managed_fields(next, tracked.ok().as_ref())
     }
 
+    /// Records in `obj`'s managedFields what the request changes from `old`
+    /// (an empty object for a create), as decided by `fields`. As in
+    /// kube-apiserver's handlers this comes before mutating admission and
+    /// the kind's strategy: what a webhook or policy changes afterwards is
+    /// nobody's, and the strategy's resets are the field manager's to
+    /// leave out ([`managed_fields::reset_fields`]).
+    pub(super) fn record_fields(&self, part: Part, old: &Value, obj: &mut Value, fields: Fields<'_>) -> ApiResult<()> {
+        match fields {
+            Fields::Update(manager) => {
+                let sent = meta_mut(obj)?.remove("managedFields");
+                self.track_update(part, manager, old, obj, sent.as_ref())
+            }
+            Fields::Applied(managed) => set_managed_fields(obj, Some(&managed)),
+        }
+    }
+
     /// Server-side apply (a PATCH in `application/apply-patch+yaml`, YAML
     /// already turned into JSON): merges the configuration into the object, which is
     /// created if it does not exist (201), and records the applier as the
@@ -91,7 +108,8 @@ impl Registry {
             self.check_applied_kind(&config)?;
             self.check_applied_fields(name, &config)?;
         }
-        let mut config = self.decode_object(raw, body, wopts, &mut warnings)?;
+        let work = self.write_work(raw.len());
+        let mut config = heavy::run_async(work, async { self.decode_object(raw, body, wopts, &mut warnings) }).await?;
         if config.pointer("/metadata/managedFields").is_some_and(|v| !v.is_null()) {
             return Err(ApiError::bad_request("metadata.managedFields must be nil"));
         }
@@ -103,17 +121,19 @@ impl Registry {
                 if part == Part::Status {
                     return Err(ApiError::not_found(self.target(name)));
                 }
-                let fm = self.field_manager(part, &wopts.field_manager)?;
-                let (created, managed) = fm
-                    .apply(&self.empty_object(), &config, ManagedFields::default(), wopts.force)
-                    .map_err(|e| self.apply_error(e))?;
-                match self.insert(ns, created, wopts, warnings.clone(), Some(managed), user).await {
+                let (created, managed) = heavy::run_async(work, async {
+                    let fm = self.field_manager(part, &wopts.manager)?;
+                    fm.apply(&self.empty_object(), &config, ManagedFields::default(), wopts.force)
+                        .map_err(|e| self.apply_error(e))
+                })
+                .await?;
+                match self.insert(ns, created, wopts, warnings.clone(), Some(managed), user, work).await {
                     Err(e) if e.code == 409 && e.reason == Reason::AlreadyExists => continue,
                     other => return other,
                 }
             }
             let result = self
-                .write_current(ns, name, part, wopts, user, false, 0, |current| {
+                .write_current(ns, name, part, wopts, user, false, raw.len(), |current| {
                     if !requested_rv.is_empty() && requested_rv != current.rv.to_string() {
                         return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
                     }
@@ -121,7 +141,7 @@ impl Registry {
                     let managed =
                         live.get_mut("metadata").and_then(Value::as_object_mut).and_then(|m| m.remove("managedFields"));
                     let managed = ManagedFields::decode(managed.as_ref()).unwrap_or_default();
-                    let fm = self.field_manager(part, &wopts.field_manager)?;
+                    let fm = self.field_manager(part, &wopts.manager)?;
                     let (merged, managed) =
                         fm.apply(&live, &config, managed, wopts.force).map_err(|e| self.apply_error(e))?;
                     Ok((merged, Fields::Applied(managed)))
@@ -196,6 +216,32 @@ pub(super) enum Fields<'a> {
     Update(&'a str),
     /// Already decided by an apply.
     Applied(ManagedFields),
+}
+
+/// kube's warning when mutating admission left managedFields it cannot
+/// decode (k8s.io/apiserver's
+/// `InvalidManagedFieldsAfterMutatingAdmissionWarningFormat`).
+const INVALID_MANAGED_FIELDS_AFTER_ADMISSION: &str = ".metadata.managedFields was in an invalid state after admission; this could be caused by an outdated mutating admission controller; please fix your requests";
+
+/// Puts back the managedFields `obj` had before mutating admission when
+/// the plugins left ones that do not decode, with kube's warning (its
+/// managedFieldsValidatingAdmissionController): valid ones are kept as
+/// the plugins left them.
+pub(super) fn keep_managed_fields_valid(
+    before: Option<Value>,
+    obj: &mut Value,
+    warnings: &mut Vec<String>,
+) -> ApiResult<()> {
+    let Err(why) = ManagedFields::decode(obj.pointer("/metadata/managedFields")) else {
+        return Ok(());
+    };
+    let meta = meta_mut(obj)?;
+    match before {
+        Some(before) => meta.insert("managedFields".into(), before),
+        None => meta.remove("managedFields"),
+    };
+    warnings.push(format!("{INVALID_MANAGED_FIELDS_AFTER_ADMISSION}: {why}"));
+    Ok(())
 }
 
 /// Puts the managed fields into the object (none: the field is left out).

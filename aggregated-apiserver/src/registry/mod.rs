@@ -153,6 +153,14 @@ impl Registry {
         self.admission.may_act(request).then_some(&self.admission)
     }
 
+    /// Whether an admission plugin may act on a write to `part` in `ns` that
+    /// is one of `operations`. Such a write's handler leaves the turns of its
+    /// large computations ([`crate::heavy`]) to the registry, which takes
+    /// them around its computing steps only, never while a webhook answers.
+    pub fn admits(&self, operations: &[Operation], part: Part, ns: &str) -> bool {
+        operations.iter().any(|operation| self.admission_for(*operation, part, ns).is_some())
+    }
+
     /// What admission is told of a write to this kind.
     #[allow(clippy::too_many_arguments)]
     fn attributes<'a>(

@@ -138,9 +138,10 @@ fn keep_status(obj: &mut Value, status: Option<&Value>) {
 }
 
 /// Drops the ObjectMeta fields Go leaves out when empty (omitempty): kube
-/// stores a custom resource's metadata through the typed ObjectMeta, so an
-/// empty `labels: {}`, `finalizers: []` or `generateName: ""` is not kept.
-fn drop_empty_meta_fields(obj: &mut Value) {
+/// decodes and stores a custom resource's metadata through the typed
+/// ObjectMeta, so an empty or null `labels: {}`, `finalizers: []` or
+/// `generateName: ""` is not kept.
+pub(super) fn drop_empty_meta_fields(obj: &mut Value) {
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else { return };
     meta.retain(|field, value| {
         let omitted_when_empty = matches!(
@@ -151,6 +152,7 @@ fn drop_empty_meta_fields(obj: &mut Value) {
             Value::Object(m) => m.is_empty(),
             Value::Array(a) => a.is_empty(),
             Value::String(s) => s.is_empty(),
+            Value::Null => true,
             _ => false,
         };
         !(omitted_when_empty && empty)

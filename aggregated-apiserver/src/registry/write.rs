@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::apply::{set_managed_fields, Fields};
+use super::apply::{keep_managed_fields_valid, Fields};
 use super::strategy::{self, finalizers, meta_mut};
 use super::*;
 use crate::admission::attributes::write_options_object;
@@ -21,6 +21,16 @@ use crate::storage::{Mutation, StoreError, StoredObject, Updated};
 
 /// How often a write racing other writers is retried before giving up with 409.
 pub(super) const WRITE_RETRIES: usize = 8;
+
+/// A create, update or patch body as kube decodes a custom resource's: its
+/// metadata goes through the typed ObjectMeta, which leaves out what Go
+/// omits when empty or null (`labels: {}`), before anything records who set
+/// what. Not an applied configuration: what it names, even empty, its
+/// applier owns.
+fn as_written(mut obj: Value) -> Value {
+    strategy::drop_empty_meta_fields(&mut obj);
+    obj
+}
 
 /// kube-apiserver's generateName suffix: 5 characters from a consonant/digit alphabet.
 pub(super) fn generate_suffix() -> String {
@@ -209,9 +219,11 @@ impl Registry {
         user: Requester<'_>,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
+        let work = self.write_work(raw.len());
         // An empty body fails decoding like any other undecodable one, as in kube.
-        let obj = self.decode_object(raw, body, wopts, &mut warnings)?;
-        self.insert(ns, obj, wopts, warnings, None, user).await
+        let obj = heavy::run_async(work, async { self.decode_object(raw, body, wopts, &mut warnings).map(as_written) })
+            .await?;
+        self.insert(ns, obj, wopts, warnings, None, user, work).await
     }
 
     /// What a mutating admission plugin may not change, put back as kube's
@@ -230,7 +242,12 @@ impl Registry {
     }
 
     /// Creates a decoded object: kube's create rules, managed fields tracked
-    /// as an update by the writer unless an apply decided them.
+    /// as an update by the writer unless an apply decided them. `work` is
+    /// what its computing steps are taken to cost ([`heavy`]): each takes a
+    /// turn of its own when large, and no turn is held while admission
+    /// plugins answer (the handler of a write without them holds one turn
+    /// for all of it, in which these run in place).
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn insert(
         &self,
         ns: &str,
@@ -239,6 +256,7 @@ impl Registry {
         mut warnings: Vec<String>,
         applied: Option<ManagedFields>,
         user: Requester<'_>,
+        work: usize,
     ) -> ApiResult<WriteOutcome> {
         if obj.get("metadata").is_none() {
             obj["metadata"] = json!({});
@@ -256,10 +274,20 @@ impl Registry {
         if meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
             return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
         }
+        let managed_fields_droppable = applied.is_none();
+        let fields = match applied {
+            Some(managed) => Fields::Applied(managed),
+            None => Fields::Update(&wopts.manager),
+        };
+        heavy::run_async(work, async { self.record_fields(Part::Main, &self.empty_object(), &mut obj, fields) })
+            .await?;
         let options = admission.map(|_| write_options_object(Operation::Create, wopts));
+        let mut before_admission = None;
         if let (Some(admission), Some(options)) = (admission, &options) {
             // Mutating admission sees the object before the strategy gives it
-            // its system fields (no uid, no name yet for a generateName).
+            // its system fields (no uid, no name yet for a generateName),
+            // with the request's own changes recorded in its managedFields.
+            before_admission = Some(obj.pointer("/metadata/managedFields").cloned());
             let name = meta_str(&obj, "name").unwrap_or("").to_string();
             let mut attributes = self.attributes(
                 Operation::Create,
@@ -275,10 +303,15 @@ impl Registry {
             admission.mutate(&mut attributes).await.map_err(|e| e.with_warnings(warnings.clone()))?;
             warnings.append(&mut attributes.warnings);
             obj = attributes.object.take().unwrap_or(Value::Null);
-            self.settle_mutated(&mut obj, ns)?;
         }
-        strategy::prepare_for_create(self.kind.as_ref(), &mut obj)?;
-        let sent_managed_fields = meta_mut(&mut obj)?.remove("managedFields");
+        heavy::run_async(work, async {
+            if let Some(before) = before_admission {
+                self.settle_mutated(&mut obj, ns)?;
+                keep_managed_fields_valid(before, &mut obj, &mut warnings)?;
+            }
+            strategy::prepare_for_create(self.kind.as_ref(), &mut obj)
+        })
+        .await?;
         let generate = meta_str(&obj, "name").is_none_or(str::is_empty)
             && meta_str(&obj, "generateName").is_some_and(|g| !g.is_empty());
         for attempt in 0.. {
@@ -286,22 +319,15 @@ impl Registry {
                 let prefix = meta_str(&obj, "generateName").unwrap_or("").to_string();
                 meta_mut(&mut obj)?.insert("name".into(), json!(format!("{prefix}{}", generate_suffix())));
             }
-            let mut plain = obj.clone();
-            match &applied {
-                Some(managed) => set_managed_fields(&mut plain, Some(managed))?,
-                None => self.track_update(
-                    Part::Main,
-                    &wopts.field_manager,
-                    &self.empty_object(),
-                    &mut plain,
-                    sent_managed_fields.as_ref(),
-                )?,
-            }
-            let rule_warnings = self.validate(&plain, None)?;
-            let obj = plain;
+            let (obj, more_warnings) = heavy::run_async(work, async {
+                let plain = obj.clone();
+                let mut more_warnings = self.validate(&plain, None)?;
+                more_warnings.extend(strategy::warnings(&plain, None));
+                Ok::<_, ApiError>((plain, more_warnings))
+            })
+            .await?;
             if attempt == 0 {
-                warnings.extend(rule_warnings);
-                warnings.extend(strategy::warnings(&obj, None));
+                warnings.extend(more_warnings);
             }
             let name = meta_str(&obj, "name").unwrap_or("").to_string();
             let obj = match (admission, &options) {
@@ -326,28 +352,51 @@ impl Registry {
                 }
                 _ => obj,
             };
-            crate::heavy::check_deadline()?;
-            if wopts.dry_run {
-                if self.store.get(&self.key(ns, &name)).map_err(|e| self.store_error(&name, e))?.is_some() {
-                    return Err(ApiError::already_exists(self.target(&name)));
-                }
-                return Ok(WriteOutcome { code: 201, body: encode_value(&obj)?, warnings });
-            }
-            let mut created = self.store.create(&self.key(ns, &name), obj.clone()).await;
-            if matches!(created, Err(StoreError::ObjectTooLarge)) && applied.is_none() {
-                // As kube-apiserver's create handler: managedFields can be
-                // most of an object, and a create may be stored without them.
-                let mut bare = obj;
-                meta_mut(&mut bare)?.remove("managedFields");
-                created = self.store.create(&self.key(ns, &name), bare).await;
-            }
-            match created {
-                Ok(stored) => return Ok(WriteOutcome { code: 201, body: stored.bytes.clone(), warnings }),
-                Err(StoreError::AlreadyExists) if generate && attempt < WRITE_RETRIES => continue,
+            let stored = heavy::run_async(work, async {
+                // A write computed past its request's deadline is not made:
+                // its client has its 504 (crate::heavy).
+                heavy::check_deadline()?;
+                Ok::<_, ApiError>(self.store_new(ns, &name, obj, wopts.dry_run, managed_fields_droppable).await)
+            })
+            .await?;
+            match stored {
+                Ok(body) => return Ok(WriteOutcome { code: 201, body, warnings }),
+                Err(StoreError::AlreadyExists) if generate && !wopts.dry_run && attempt < WRITE_RETRIES => continue,
                 Err(e) => return Err(self.store_error(&name, e)),
             }
         }
         Err(ApiError::internal("unreachable: create loop ended"))
+    }
+
+    /// Stores a new object (nothing with `dry_run`), answering the body to
+    /// send. `managed_fields_droppable`: an object too large to store is
+    /// stored without its managedFields, as kube-apiserver's create handler
+    /// does (they can be most of an object); not for an apply, whose
+    /// managedFields are what it decided.
+    async fn store_new(
+        &self,
+        ns: &str,
+        name: &str,
+        obj: Value,
+        dry_run: bool,
+        managed_fields_droppable: bool,
+    ) -> Result<Bytes, StoreError> {
+        let key = self.key(ns, name);
+        if dry_run {
+            if self.store.get(&key)?.is_some() {
+                return Err(StoreError::AlreadyExists);
+            }
+            return serde_json::to_vec(&obj).map(Bytes::from).map_err(|e| StoreError::Internal(e.to_string()));
+        }
+        let mut created = self.store.create(&key, obj.clone()).await;
+        if matches!(created, Err(StoreError::ObjectTooLarge)) && managed_fields_droppable {
+            let mut bare = obj;
+            if let Some(meta) = bare.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("managedFields");
+            }
+            created = self.store.create(&key, bare).await;
+        }
+        created.map(|stored| stored.bytes.clone())
     }
 
     /// PUT: a whole object with the resourceVersion it was read at.
@@ -363,14 +412,17 @@ impl Registry {
         user: Requester<'_>,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
-        let mut obj = self.decode_object(raw, body, wopts, &mut warnings)?;
+        let work = self.write_work(raw.len());
+        let mut obj =
+            heavy::run_async(work, async { self.decode_object(raw, body, wopts, &mut warnings).map(as_written) })
+                .await?;
         self.settle_identity(&mut obj, ns, name)?;
         let requested_rv = meta_str(&obj, "resourceVersion").unwrap_or("").to_string();
         // A uid in the body is a precondition, checked before anything else
         // about the stored object (kube's storage preconditions).
         let requested_uid = meta_str(&obj, "uid").unwrap_or("").to_string();
         let mut out = self
-            .write_current(ns, name, part, wopts, user, true, 0, |current| {
+            .write_current(ns, name, part, wopts, user, true, raw.len(), |current| {
                 if !requested_uid.is_empty() && *requested_uid != *current.index.uid {
                     return Err(self.failed_precondition(
                         ns,
@@ -395,7 +447,7 @@ impl Registry {
                 if requested_rv != current.rv.to_string() {
                     return Err(ApiError::conflict(self.target(name), StoreError::Conflict));
                 }
-                Ok((obj.clone(), Fields::Update(&wopts.field_manager)))
+                Ok((obj.clone(), Fields::Update(&wopts.manager)))
             })
             .await
             .map_err(|e| e.with_warnings(warnings.clone()))?;
@@ -406,18 +458,23 @@ impl Registry {
     /// PATCH: applies the patch to the current object and writes the result;
     /// the store retries it on the newer state when another writer got there
     /// first (a patch that pins a resourceVersion then fails with 409).
+    ///
+    /// `body_bytes` is the size of the patch as sent.
+    #[allow(clippy::too_many_arguments)]
     pub async fn patch(
         &self,
         ns: &str,
         name: &str,
         part: Part,
         patch: &crate::registry::patch::Patch,
+        body_bytes: usize,
         wopts: &WriteOptions,
         user: Requester<'_>,
     ) -> ApiResult<WriteOutcome> {
         let mut warnings = Vec::new();
+        let input_bytes = body_bytes + patch.growth_bytes();
         let mut out = self
-            .write_current(ns, name, part, wopts, user, true, patch.growth_bytes(), |current| {
+            .write_current(ns, name, part, wopts, user, true, input_bytes, |current| {
                 warnings.clear();
                 let patched = patch.apply(current.value().map_err(|e| self.store_error(name, e))?)?;
                 let patched_bytes = serde_json::to_vec(&patched).map_err(ApiError::internal_error)?;
@@ -428,9 +485,11 @@ impl Registry {
                 let lenient = WriteOptions { field_validation: FieldValidation::Warn, ..wopts.clone() };
                 let mut strict_findings = Vec::new();
                 let mut obj = if strict {
-                    self.decode_object(&patched_bytes, &JsonBody::json(&patched_bytes), &lenient, &mut strict_findings)?
+                    self.decode_object(&patched_bytes, &JsonBody::json(&patched_bytes), &lenient, &mut strict_findings)
+                        .map(as_written)?
                 } else {
-                    self.decode_object(&patched_bytes, &JsonBody::json(&patched_bytes), wopts, &mut warnings)?
+                    self.decode_object(&patched_bytes, &JsonBody::json(&patched_bytes), wopts, &mut warnings)
+                        .map(as_written)?
                 };
                 if !strict_findings.is_empty() {
                     let shown = Value::String(String::from_utf8_lossy(&patched_bytes).into_owned());
@@ -466,7 +525,7 @@ impl Registry {
                         meta_str(&obj, "name").unwrap_or("")
                     )));
                 }
-                Ok((obj, Fields::Update(&wopts.field_manager)))
+                Ok((obj, Fields::Update(&wopts.manager)))
             })
             .await
             .map_err(|e| e.with_warnings(warnings.clone()))?;
@@ -490,9 +549,12 @@ impl Registry {
     /// managedFields when `managed_fields_droppable` (updates and patches, not
     /// applies), as kube-apiserver's handlers do: they can be most of it.
     ///
-    /// `propose` works on the stored object plus up to `growth_bytes` that the
-    /// request may add beyond its body (a JSON patch's copies); when that is
-    /// large the whole write runs off the async workers, in turn (see [`heavy`]).
+    /// `propose` works on the stored object plus `input_bytes`: the
+    /// request's body and what it may add beyond it (a JSON patch's copies).
+    /// When that is large the write's computing steps run off the async
+    /// workers, in turn (see [`heavy`]): the whole write as one when no
+    /// admission plugin may act on it; else each step on its own, so that
+    /// no turn is held while a webhook answers.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn write_current<'f>(
         &self,
@@ -502,11 +564,11 @@ impl Registry {
         wopts: &'f WriteOptions,
         user: Requester<'_>,
         managed_fields_droppable: bool,
-        growth_bytes: usize,
+        input_bytes: usize,
         mut propose: impl FnMut(&StoredObject) -> ApiResult<(Value, Fields<'f>)> + Send,
     ) -> ApiResult<WriteOutcome> {
         let key = self.key(ns, name);
-        let work_bytes = self.store.cached_size(&key).unwrap_or(0) + growth_bytes;
+        let work_bytes = self.write_work(self.store.cached_size(&key).unwrap_or(0) + input_bytes);
         let admission = self.admission_for(Operation::Update, part, ns);
         let write = async {
             let mut drop_managed_fields = false;
@@ -521,8 +583,10 @@ impl Registry {
                         self.store
                             .guaranteed_update(&key, &mut |current| {
                                 warnings.clear();
-                                let decision = propose(current).and_then(|(obj, fields)| {
-                                    self.prepare_update(name, part, current, obj, fields, &mut warnings)
+                                let decision = propose(current).and_then(|(mut obj, fields)| {
+                                    let old = current.value().map_err(|e| self.store_error(name, e))?;
+                                    self.record_fields(part, &old, &mut obj, fields)?;
+                                    self.prepare_update(part, current, &old, obj, &mut warnings)
                                 });
                                 self.mutation(decision, wopts.dry_run, drop_managed_fields, &mut refused, &mut decided)
                             })
@@ -535,18 +599,21 @@ impl Registry {
                             .await?;
                         warnings = decision.1;
                         let decision = Ok(decision.0);
-                        let mutation =
-                            self.mutation(decision, wopts.dry_run, drop_managed_fields, &mut refused, &mut decided);
-                        let mut mutation = Some(mutation);
-                        self.store
-                            .guaranteed_update(&key, &mut |now| {
-                                if now.rv != current.rv {
-                                    stale = true;
-                                    return Mutation::Abort;
-                                }
-                                mutation.take().unwrap_or(Mutation::Abort)
-                            })
-                            .await
+                        heavy::run_async(work_bytes, async {
+                            let mutation =
+                                self.mutation(decision, wopts.dry_run, drop_managed_fields, &mut refused, &mut decided);
+                            let mut mutation = Some(mutation);
+                            self.store
+                                .guaranteed_update(&key, &mut |now| {
+                                    if now.rv != current.rv {
+                                        stale = true;
+                                        return Mutation::Abort;
+                                    }
+                                    mutation.take().unwrap_or(Mutation::Abort)
+                                })
+                                .await
+                        })
+                        .await
                     }
                 };
                 let updated = match written {
@@ -644,8 +711,16 @@ impl Registry {
         work_bytes: usize,
         propose: &mut (impl FnMut(&StoredObject) -> ApiResult<(Value, Fields<'f>)> + Send),
     ) -> ApiResult<(Decision, Vec<String>)> {
-        let (proposed, fields) = heavy::run_async(work_bytes, async { propose(current) }).await?;
-        let old = current.value().map_err(|e| self.store_error(name, e))?;
+        // Who changed what is recorded before mutating admission, as kube's
+        // update and patch handlers do: the plugins' changes are nobody's.
+        let (proposed, old) = heavy::run_async(work_bytes, async {
+            let (mut proposed, fields) = propose(current)?;
+            let old = current.value().map_err(|e| self.store_error(name, e))?;
+            self.record_fields(part, &old, &mut proposed, fields)?;
+            Ok::<_, ApiError>((proposed, old))
+        })
+        .await?;
+        let before_admission = proposed.pointer("/metadata/managedFields").cloned();
         let options = write_options_object(Operation::Update, wopts);
         let mut attributes = self.attributes(
             Operation::Update,
@@ -660,20 +735,22 @@ impl Registry {
         );
         admission.mutate(&mut attributes).await?;
         let mut mutated = attributes.object.take().unwrap_or(Value::Null);
-        self.settle_mutated(&mut mutated, ns)?;
         let mut warnings = std::mem::take(&mut attributes.warnings);
-        let decision = heavy::run_async(work_bytes, async {
-            self.prepare_update(name, part, current, mutated, fields, &mut warnings)
-        })
-        .await?;
         // Validation sees what would be stored (the stored object itself
         // for a write that changes nothing, which kube validates too), lent
         // to the validating plugins and taken back.
-        let (next, rebuild): (Value, fn(Value) -> Decision) = match decision {
-            Decision::Unchanged => (old.clone(), |_| Decision::Unchanged),
-            Decision::Write(next) => (next, Decision::Write),
-            Decision::Delete(next) => (next, Decision::Delete),
-        };
+        let (next, rebuild) = heavy::run_async(work_bytes, async {
+            self.settle_mutated(&mut mutated, ns)?;
+            keep_managed_fields_valid(before_admission, &mut mutated, &mut warnings)?;
+            let decision = self.prepare_update(part, current, &old, mutated, &mut warnings)?;
+            let lent: (Value, fn(Value) -> Decision) = match decision {
+                Decision::Unchanged => (old.clone(), |_| Decision::Unchanged),
+                Decision::Write(next) => (next, Decision::Write),
+                Decision::Delete(next) => (next, Decision::Delete),
+            };
+            Ok::<_, ApiError>(lent)
+        })
+        .await?;
         attributes.object = Some(next);
         admission.validate(&mut attributes).await.map_err(|e| e.with_warnings(warnings.clone()))?;
         warnings.append(&mut attributes.warnings);
@@ -682,32 +759,33 @@ impl Registry {
     }
 
     /// The shared rules of update, patch and apply for the object as it is
-    /// now: the kind's strategy ([`strategy::prepare_for_update`]), managed
-    /// fields, validation, no-op detection, and finalizer completion.
+    /// now (`current`, decoded as `old`): the kind's strategy
+    /// ([`strategy::prepare_for_update`]), validation, no-op detection, and
+    /// finalizer completion. `new` carries the managedFields already
+    /// recorded for the request ([`Self::record_fields`]), which the
+    /// strategy does not change.
     pub(super) fn prepare_update(
         &self,
-        name: &str,
         part: Part,
         current: &StoredObject,
-        new: Value,
-        fields: Fields<'_>,
+        old: &Value,
+        mut new: Value,
         warnings: &mut Vec<String>,
     ) -> ApiResult<Decision> {
-        let old = current.value().map_err(|e| self.store_error(name, e))?;
-        let sent_managed_fields = new.pointer("/metadata/managedFields").cloned();
-        let mut next = strategy::prepare_for_update(self.kind.as_ref(), part, &old, new, current.rv)?;
-        match fields {
-            Fields::Update(manager) => {
-                self.track_update(part, manager, &old, &mut next, sent_managed_fields.as_ref())?;
-            }
-            Fields::Applied(managed) => set_managed_fields(&mut next, Some(&managed))?,
+        // Taken out and put back: the strategy of /status keeps the stored
+        // metadata, and neither drops what the request recorded.
+        let managed_fields =
+            new.get_mut("metadata").and_then(Value::as_object_mut).and_then(|m| m.remove("managedFields"));
+        let mut next = strategy::prepare_for_update(self.kind.as_ref(), part, old, new, current.rv)?;
+        if let Some(managed_fields) = managed_fields {
+            meta_mut(&mut next)?.insert("managedFields".into(), managed_fields);
         }
         let deleting = old.pointer("/metadata/deletionTimestamp").is_some();
-        warnings.extend(self.validate(&next, Some(&old))?);
+        warnings.extend(self.validate(&next, Some(old))?);
         if part == Part::Main {
-            warnings.extend(strategy::warnings(&next, Some(&old)));
+            warnings.extend(strategy::warnings(&next, Some(old)));
         }
-        if next == old {
+        if next == *old {
             return Ok(Decision::Unchanged);
         }
         if deleting && finalizers(&next).is_empty() {

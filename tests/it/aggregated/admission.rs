@@ -7,6 +7,7 @@
 
 use serde_json::{json, Value};
 
+use crate::common::api_proxy::ApiProxy;
 use crate::common::cluster::{self, ControlPlane};
 use crate::common::compare::{admin_client, Comparison, Step, CRD_GROUP, OUR_GROUP, VERSION};
 use crate::common::crd;
@@ -45,6 +46,9 @@ fn comparable(request: &Value) -> Value {
         "namespace": request["namespace"],
         "dryRun": request["dryRun"],
         "optionsKind": request["options"]["kind"],
+        // As the client sent it: none, when it sent none.
+        "fieldManager": request["options"]["fieldManager"],
+        "fieldValidation": request["options"]["fieldValidation"],
         "object": object(&request["object"]),
         "oldObject": object(&request["oldObject"]),
     })
@@ -86,12 +90,15 @@ async fn webhooks_are_told_who_asked_and_what_as_kube_tells_them() {
         let llama = |name: &str| json!({"apiVersion": api_version, "kind": "Llama", "metadata": {"name": name, "labels": {"a": "b"}}, "spec": {"weight": 2, "height": 1}});
         for request in [
             as_alice(admin.post(&llamas)).json(&llama("dolly")),
-            merge(as_alice(admin.patch(format!("{llamas}/dolly"))), json!({"spec": {"weight": 3}})),
+            merge(
+                as_alice(admin.patch(format!("{llamas}/dolly?fieldManager=patcher"))),
+                json!({"spec": {"weight": 3}}),
+            ),
             merge(
                 as_alice(admin.patch(format!("{llamas}/dolly/status"))),
                 json!({"status": {"observedGeneration": 1}}),
             ),
-            as_alice(admin.post(format!("{llamas}?dryRun=All"))).json(&llama("dry")),
+            as_alice(admin.post(format!("{llamas}?dryRun=All&fieldValidation=Strict"))).json(&llama("dry")),
             as_alice(admin.delete(format!("{llamas}/dolly"))),
         ] {
             let answer = request.send().await.unwrap();
@@ -266,6 +273,61 @@ async fn mutating_policies_stay_off_where_the_cluster_does_not_serve_them() {
     assert!(log.contains("MutatingAdmissionPolicy stays off"), "{log}");
 }
 
+/// A cluster that starts serving MutatingAdmissionPolicies while the server
+/// runs (kube 1.34 has them off by default; a cluster turns them on): the
+/// plugin, which found them not served, asks discovery again and applies
+/// them, with no API call per write. Here a proxy in front of the control
+/// plane hides the group version until the test reveals it.
+#[tokio::test]
+async fn mutating_policies_take_effect_once_the_cluster_serves_them() {
+    let cp = cluster::controlplane();
+    let proxy = ApiProxy::start(cp, "admissionregistration.k8s.io/v1beta1").await;
+    let server = Server::start_with_cluster(&[], Some(&proxy.kubeconfig)).await;
+    let log = std::fs::read_to_string(&server.log_file).unwrap();
+    assert!(log.contains("MutatingAdmissionPolicy stays off"), "{log}");
+    let ns = cluster::namespace(cp, "adm-map-later");
+    let rules =
+        json!([{"apiGroups": [OUR_GROUP], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["llamas"]}]);
+    cp.apply(
+        &json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "admissionregistration.k8s.io/v1beta1", "kind": "MutatingAdmissionPolicy",
+             "metadata": {"name": "adm-map-later"},
+             "spec": {"reinvocationPolicy": "Never",
+                      "matchConstraints": {"resourceRules": rules,
+                                           "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
+                      "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration":
+                          {"expression": "Object{metadata: Object.metadata{labels: {'later': 'yes'}}}"}}]}},
+            {"apiVersion": "admissionregistration.k8s.io/v1beta1", "kind": "MutatingAdmissionPolicyBinding",
+             "metadata": {"name": "adm-map-later-binding"}, "spec": {"policyName": "adm-map-later"}},
+        ]})
+        .to_string(),
+    );
+    let llama = json!({"apiVersion": format!("{OUR_GROUP}/{VERSION}"), "kind": "Llama",
+                       "metadata": {"generateName": "probe-"}, "spec": {"weight": 1, "height": 1}});
+    let create = || async {
+        let answer = server.client.post(format!("{}?dryRun=All", server.llamas(&ns, ""))).json(&llama).send().await;
+        status_of(answer.unwrap()).await
+    };
+    // Not served: not applied.
+    let (code, body) = create().await;
+    assert_eq!((code, &body["metadata"]["labels"]["later"]), (201, &Value::Null), "{body:#}");
+    proxy.reveal();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (code, body) = create().await;
+        if body["metadata"]["labels"]["later"] == "yes" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the policy did not take effect in 60 s: {code} {body:#}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    for (kind, name) in
+        [("mutatingadmissionpolicybinding", "adm-map-later-binding"), ("mutatingadmissionpolicy", "adm-map-later")]
+    {
+        uninstall(cp, kind, name);
+    }
+}
+
 /// kube-apiserver's admission flags, checked in its words before anything
 /// starts; plugins that are on already may be named.
 #[tokio::test]
@@ -296,4 +358,61 @@ async fn admission_plugin_flags_are_taken_and_checked_as_kube_takes_them() {
     .await;
     let answer = server.client.get(server.url("/readyz")).send().await.unwrap();
     assert!(answer.status().is_success());
+}
+
+/// Large writes take turns for their computations (a server-wide few, one
+/// per core), and a turn held while a webhook answers would make every
+/// other user's large write wait on that webhook. Here more large creates
+/// than there are turns wait on a webhook that answers only when told to;
+/// meanwhile another large create must be made.
+#[tokio::test]
+async fn large_writes_waiting_on_a_webhook_hold_up_no_other_large_write() {
+    let cmp = Comparison::new("adm-held").await;
+    let server = WebhookServer::start(&[]).await;
+    let name = "adm-held";
+    let held = Hook { timeout_seconds: 30, ..Hook::new("held.farm.test", "/hold") };
+    let yaml = configuration("ValidatingWebhookConfiguration", name, &cmp.ns, &server, &[held]);
+    install(&cmp, &server, &yaml, "/hold", json!({})).await;
+    let client = admin_client(cmp.cp);
+    let url = format!("{}/apis/{OUR_GROUP}/{VERSION}/namespaces/{}/llamas", cmp.cp.server, cmp.ns);
+    // Over the 16 KiB from which a write's computations take turns.
+    let large = |name: String| {
+        json!({"apiVersion": format!("{OUR_GROUP}/{VERSION}"), "kind": "Llama",
+               "metadata": {"name": name, "annotations": {"bulk": "x".repeat(64 * 1024)}},
+               "spec": {"weight": 2, "height": 1}})
+    };
+    let turns = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let held: Vec<_> = (0..turns * 2 + 1)
+        .map(|i| {
+            let request = client.post(&url).json(&large(format!("held-{i}")));
+            tokio::spawn(async move { request.send().await.map(|a| a.status().as_u16()).unwrap_or(0) })
+        })
+        .collect();
+    let waiting = || {
+        server
+            .reviews_for("/hold", &cmp.ns)
+            .iter()
+            .filter(|r| r["request"]["name"].as_str().is_some_and(|n| n.starts_with("held-")))
+            .count()
+    };
+    // Every turn there is could be held by now, had the webhook's callers kept theirs.
+    cluster::eventually("the webhook holding large creates", std::time::Duration::from_secs(30), || {
+        waiting() >= turns.min(2)
+    })
+    .await;
+    let quick = client
+        .post(&url)
+        .timeout(std::time::Duration::from_secs(20))
+        .json(&large("quick".into()))
+        .send()
+        .await
+        .map(|a| a.status().as_u16());
+    let done = held.iter().filter(|h| h.is_finished()).count();
+    server.release_held();
+    assert_eq!(quick.ok(), Some(201), "a large create waited for the webhook's answer to others");
+    assert_eq!(done, 0, "the webhook answered before it was released");
+    for write in held {
+        assert_eq!(write.await.unwrap(), 201);
+    }
+    uninstall(cmp.cp, "validatingwebhookconfiguration", name);
 }

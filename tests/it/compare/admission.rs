@@ -149,10 +149,7 @@ pub fn llama(name: &str, labels: Value) -> Value {
 }
 
 pub async fn comparison(ns: &str) -> Comparison {
-    // managedFields: kube records the manager of an admission webhook's
-    // change as the request's own; the admission tests compare what the
-    // webhooks did, not field ownership.
-    Comparison::new(ns).await.ignoring("/metadata/managedFields", "field ownership is compared in compare::apply")
+    Comparison::new(ns).await
 }
 
 #[tokio::test]
@@ -490,6 +487,108 @@ async fn validating_admission_policies_deny_warn_and_audit_as_for_the_crd() {
         ("validatingadmissionpolicy", "adm-policy-rules"),
         ("validatingadmissionpolicy", "adm-policy-warn"),
         ("validatingadmissionpolicy", "adm-policy-missing"),
+    ] {
+        uninstall(cmp.cp, kind, name);
+    }
+}
+
+/// kube-apiserver records who changed what (managedFields) for the request
+/// before mutating admission runs: a mutating webhook's changes belong to
+/// no manager, whatever the verb.
+#[tokio::test]
+async fn mutating_webhooks_changes_are_owned_by_no_manager_as_for_the_crd() {
+    // managedFields compared, unlike the other admission comparisons.
+    let cmp = Comparison::new("adm-owners").await;
+    let server = webhook_server().await;
+    let name = "adm-owners";
+    let yaml = configuration(
+        "MutatingWebhookConfiguration",
+        name,
+        &cmp.ns,
+        server,
+        &[
+            Hook::new("owners.farm.test", "/label").selecting(json!({"owned": "yes"})),
+            Hook::new("breaker.farm.test", "/break-managed-fields").selecting(json!({"broken": "yes"})),
+        ],
+    );
+    install(&cmp, server, &yaml, "/label", json!({"owned": "yes"})).await;
+    let labelled = json!({"owned": "yes", "a": "b"});
+    cmp.run(&[
+        Step::post("{llamas}?fieldManager=creator").json(llama("dolly", labelled.clone())).expect(201),
+        Step::patch("{llamas}/dolly?fieldManager=patcher")
+            .patch_body(MERGE, json!({"metadata": {"labels": {"mutated": null, "c": "d"}}, "spec": {"weight": 4}}))
+            .expect(200),
+        Step::put("{llamas}/dolly?fieldManager=updater").json(json!({
+            "apiVersion": "{gv}", "kind": "Llama", "metadata": {"name": "dolly", "labels": {"owned": "yes", "a": "c"}},
+            "spec": {"weight": 3, "height": 1}
+        })),
+        Step::patch("{llamas}/applied?fieldManager=applier")
+            .header("Content-Type", "application/apply-patch+yaml")
+            .json(json!({"apiVersion": "{gv}", "kind": "Llama", "metadata": {"name": "applied", "labels": {"owned": "yes"}}, "spec": {"weight": 1, "height": 2}}))
+            .expect(201),
+        Step::patch("{llamas}/applied?fieldManager=applier")
+            .header("Content-Type", "application/apply-patch+yaml")
+            .json(json!({"apiVersion": "{gv}", "kind": "Llama", "metadata": {"name": "applied", "labels": {"owned": "yes"}}, "spec": {"weight": 5, "height": 2}}))
+            .expect(200),
+        Step::get("{llamas}/dolly").expect(200),
+        Step::get("{llamas}/applied").expect(200),
+        // managedFields a webhook broke are put back as they were before
+        // admission, with kube's warning.
+        Step::post("{llamas}?fieldManager=creator").json(llama("broken", json!({"broken": "yes"}))).expect(201),
+        Step::patch("{llamas}/broken?fieldManager=patcher")
+            .patch_body(MERGE, json!({"spec": {"weight": 7}}))
+            .expect(200),
+    ])
+    .await
+    .assert_identical();
+    uninstall(cmp.cp, "mutatingwebhookconfiguration", name);
+}
+
+/// A policy's `variables` are evaluated when an expression first reads
+/// them, once, and keep the value CEL made (here a timestamp, which JSON
+/// does not have): one that would fail fails nothing until read, and then
+/// fails the reading expression in kube's words.
+#[tokio::test]
+async fn policy_variables_are_evaluated_when_read_as_for_the_crd() {
+    let cmp = comparison("adm-lazy-variables").await;
+    let ns = cmp.ns.clone();
+    let rules = json!([{"apiGroups": [OUR_GROUP, CRD_GROUP], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": ["llamas"]}]);
+    let yaml = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "adm-lazy-variables"},
+         "spec": {
+            "matchConstraints": {"resourceRules": rules, "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
+            "failurePolicy": "Fail",
+            "variables": [
+                {"name": "broken", "expression": "object.spec.nosuchfield == 1"},
+                {"name": "when", "expression": "timestamp('2024-01-02T03:04:05Z')"},
+                {"name": "names", "expression": "[string(object.metadata.name), 'other']"},
+                {"name": "first", "expression": "variables.names[0]"},
+            ],
+            "validations": [
+                {"expression": "variables.when.getFullYear() == 2024", "message": "the variable lost its type"},
+                {"expression": "variables.first == object.metadata.name && variables.names.size() == 2"},
+                // Declared, and evaluated to say so: an error where it fails.
+                {"expression": "!has(object.metadata.labels) || !('has' in object.metadata.labels) || has(variables.broken)"},
+                {"expression": "has(variables.names)"},
+                {"expression": "!has(object.metadata.labels) || !('strict' in object.metadata.labels) || variables.broken"},
+            ],
+         }},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "adm-lazy-variables-binding"},
+         "spec": {"policyName": "adm-lazy-variables", "validationActions": ["Deny"]}},
+    ]});
+    cmp.cp.apply(&yaml.to_string());
+    wait_until_refused(&cmp, llama("probe", json!({"strict": "yes"})), 422, "composited variable").await;
+    cmp.run(&[
+        Step::post("{llamas}").json(llama("dolly", json!({}))).expect(201),
+        Step::post("{llamas}").json(llama("strict", json!({"strict": "yes"}))).expect(422),
+        Step::post("{llamas}").json(llama("has", json!({"has": "yes"}))).expect(422),
+        Step::patch("{llamas}/dolly").patch_body(MERGE, json!({"metadata": {"labels": {"a": "b"}}})).expect(200),
+    ])
+    .await
+    .assert_identical();
+    for (kind, name) in [
+        ("validatingadmissionpolicybinding", "adm-lazy-variables-binding"),
+        ("validatingadmissionpolicy", "adm-lazy-variables"),
     ] {
         uninstall(cmp.cp, kind, name);
     }

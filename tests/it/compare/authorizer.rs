@@ -55,6 +55,25 @@ async fn policies_ask_the_authorizer_as_for_the_crd() {
         json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "adm-authz-sa-binding"},
                "spec": {"policyName": "adm-authz-sa", "validationActions": ["Deny"]}}),
     ];
+    // kube charges each check that runs (at most two fit an expression),
+    // not each one written: three written, of which the first decides.
+    let sa_path =
+        |path: &str| format!("authorizer.serviceAccount('{ns}', 'default').path('{path}').check('get').allowed()");
+    for (name, expression) in [
+        (
+            "cost",
+            format!("authorizer.requestResource.check('create').allowed() || {} || {}", sa_path("/b"), sa_path("/c")),
+        ),
+        // Three that run: past the limit.
+        ("cost-all", format!("{} || {} || {}", sa_path("/a"), sa_path("/b"), sa_path("/c"))),
+    ] {
+        items.push(json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                          "metadata": {"name": format!("adm-authz-{name}")},
+                          "spec": {"matchConstraints": constraints(name), "validations": [{"expression": expression}]}}));
+        items.push(json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                          "metadata": {"name": format!("adm-authz-{name}-binding")},
+                          "spec": {"policyName": format!("adm-authz-{name}"), "validationActions": ["Deny"]}}));
+    }
     // A mutating policy notes what the writer may do, and why not (kube
     // offers no authorizer to a messageExpression). Not the reason of an
     // allowal: this server lets system:masters through without asking, as
@@ -78,6 +97,7 @@ async fn policies_ask_the_authorizer_as_for_the_crd() {
     ));
     cmp.cp.apply(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string());
     wait_until_refused(&cmp, llama("probe", json!({"authz": "sa"})), 422, "may not delete pods").await;
+    wait_until_refused(&cmp, llama("probe", json!({"authz": "cost-all"})), 422, "actual cost limit exceeded").await;
     wait_until_mutated(
         &cmp,
         llama("probe", json!({"map": "label"})),
@@ -105,6 +125,9 @@ async fn policies_ask_the_authorizer_as_for_the_crd() {
         .expect(200),
         Step::post("{llamas}").json(llama("hooked-by-admin", json!({"authz": "webhook"}))).expect(403),
         as_user(Step::post("{llamas}").json(llama("hooked-by-user", json!({"authz": "webhook"})))).expect(201),
+        Step::post("{llamas}").json(llama("cost-by-admin", json!({"authz": "cost"}))).expect(201),
+        as_user(Step::post("{llamas}").json(llama("cost-by-user", json!({"authz": "cost"})))).expect(201),
+        as_user(Step::post("{llamas}").json(llama("cost-all-by-user", json!({"authz": "cost-all"})))).expect(422),
     ])
     .await
     .assert_identical();
@@ -114,6 +137,10 @@ async fn policies_ask_the_authorizer_as_for_the_crd() {
         ("validatingadmissionpolicybinding", "adm-authz-sa-binding"),
         ("validatingadmissionpolicy", "adm-authz-secrets"),
         ("validatingadmissionpolicy", "adm-authz-sa"),
+        ("validatingadmissionpolicybinding", "adm-authz-cost-binding"),
+        ("validatingadmissionpolicybinding", "adm-authz-cost-all-binding"),
+        ("validatingadmissionpolicy", "adm-authz-cost"),
+        ("validatingadmissionpolicy", "adm-authz-cost-all"),
         ("mutatingadmissionpolicybinding", "adm-authz-label-binding"),
         ("mutatingadmissionpolicy", "adm-authz-label"),
     ] {

@@ -25,7 +25,7 @@ use self::authentication::WebhookAuthentication;
 use self::client::Caller;
 use self::source::{Hook, Source};
 use crate::admission::authorizer::CelAuthorizer;
-use crate::admission::expressions::Inputs;
+use crate::admission::expressions::{Inputs, NO_VARIABLES};
 use crate::admission::matching::Request;
 use crate::admission::metrics::{AdmissionMetrics, RejectionKind, ADMIT, VALIDATING};
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
@@ -112,7 +112,7 @@ impl Webhooks {
                 request: &request,
                 params: &null,
                 namespace_object: &null,
-                variables: &null,
+                variables: &NO_VARIABLES,
                 authorizer: &session.value,
             };
             let matched = self

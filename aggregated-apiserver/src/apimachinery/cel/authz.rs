@@ -212,6 +212,7 @@ pub(super) fn register(ctx: &mut cel::Context<'static>) {
         CHECK,
         |ftx: &FunctionContext, This(this): This<Value>, verb: Arc<String>| -> Result<Value, ExecutionError> {
             let b = downcast::<Builder>(&this).ok_or(ExecutionError::NoSuchOverload)?;
+            super::charge(CHECK_COST)?;
             let check = Check { subject: b.subject.clone(), target: b.target.clone(), verb: verb.to_string() };
             match b.checks.lookup(&check) {
                 Some(decision) => Ok(Value::Opaque(Arc::new(DecisionVal(decision)))),
@@ -237,46 +238,18 @@ const REQUEST_RESOURCE: &str = "requestResource";
 
 /// Rewrites every `authorizer.requestResource` into a method call.
 pub(super) fn rewrite(e: &mut IdedExpr) {
-    match &mut e.expr {
-        Expr::Select(s) if s.field == REQUEST_RESOURCE && !s.test => {
-            if matches!(&s.operand.expr, Expr::Ident(n) if n == "authorizer") {
-                let target = std::mem::replace(&mut *s.operand, IdedExpr { id: e.id, expr: Expr::Unspecified });
-                e.expr = Expr::Call(CallExpr {
-                    func_name: REQUEST_RESOURCE.into(),
-                    target: Some(Box::new(target)),
-                    args: Vec::new(),
-                });
-            } else {
-                rewrite(&mut s.operand);
-            }
+    if let Expr::Select(s) = &mut e.expr {
+        if s.field == REQUEST_RESOURCE && !s.test && matches!(&s.operand.expr, Expr::Ident(n) if n == "authorizer") {
+            let target = std::mem::replace(&mut *s.operand, IdedExpr { id: e.id, expr: Expr::Unspecified });
+            e.expr = Expr::Call(CallExpr {
+                func_name: REQUEST_RESOURCE.into(),
+                target: Some(Box::new(target)),
+                args: Vec::new(),
+            });
+            return;
         }
-        Expr::Select(s) => rewrite(&mut s.operand),
-        Expr::Call(c) => {
-            if let Some(t) = c.target.as_deref_mut() {
-                rewrite(t);
-            }
-            c.args.iter_mut().for_each(rewrite);
-        }
-        Expr::List(l) => l.elements.iter_mut().for_each(rewrite),
-        Expr::Map(m) => m.entries.iter_mut().for_each(|entry| match &mut entry.expr {
-            cel::common::ast::EntryExpr::MapEntry(me) => {
-                rewrite(&mut me.key);
-                rewrite(&mut me.value);
-            }
-            cel::common::ast::EntryExpr::StructField(f) => rewrite(&mut f.value),
-        }),
-        Expr::Struct(s) => s.entries.iter_mut().for_each(|entry| {
-            if let cel::common::ast::EntryExpr::StructField(f) = &mut entry.expr {
-                rewrite(&mut f.value);
-            }
-        }),
-        Expr::Comprehension(c) => {
-            for x in [&mut c.iter_range, &mut c.accu_init, &mut c.loop_cond, &mut c.loop_step, &mut c.result] {
-                rewrite(x);
-            }
-        }
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
     }
+    super::for_each_child(e, rewrite);
 }
 
 #[cfg(test)]
@@ -386,6 +359,29 @@ mod tests {
         let e = env.compile(&three).unwrap();
         let out = e.evaluate(&Activation::new().cel("authorizer", value(), DeclType::Null), PER_CALL_LIMIT);
         assert_eq!(out.unwrap_err().to_string(), "operation cancelled: actual cost limit exceeded");
+        // Only the checks that run are charged: once /a is answered allowed,
+        // the other two do not run, and three written are within the limit.
+        let either = "authorizer.path('/a').check('get').allowed() || \
+                      authorizer.path('/b').check('get').allowed() || authorizer.path('/c').check('get').allowed()";
+        let e = env.compile(either).unwrap();
+        let checks = Checks::new();
+        let mut out = None;
+        for _ in 0..4 {
+            let value = authorizer(checks.clone(), Target::default());
+            out = Some(e.evaluate(&Activation::new().cel("authorizer", value, DeclType::Null), PER_CALL_LIMIT));
+            let pending = checks.take_pending();
+            if pending.is_empty() {
+                break;
+            }
+            for check in pending {
+                checks.answer(check, Decision { allowed: true, ..Default::default() });
+            }
+        }
+        let out = out.and_then(Result::ok).map(|o| (o.value, o.cost));
+        assert!(
+            matches!(out, Some((Value::Bool(true), cost)) if cost >= CHECK_COST as u64 && cost < 2 * CHECK_COST as u64),
+            "{out:?}"
+        );
     }
 
     #[test]

@@ -208,6 +208,14 @@ pub(super) fn estimate<'a>(e: &'a IdedExpr, scope: &mut Scope<'a>) -> Result<Est
             for a in &call.args {
                 args.push(estimate(a, scope)?);
             }
+            if name == super::lazy::LAZY_HAS {
+                return Ok(est(args.iter().map(|a| a.cost).sum::<f64>() + 1.0, DeclType::Bool));
+            }
+            if name == super::lazy::LAZY {
+                // A variable's value: its own evaluation is bounded apart;
+                // here it is taken to be no larger than the inputs.
+                return Ok(est(args.iter().map(|a| a.cost).sum::<f64>() + 1.0, dyn_of(scope.input_bytes)));
+            }
             let indexes_input = matches!(name.as_str(), operators::INDEX | operators::OPT_INDEX)
                 && args.first().is_some_and(|a| a.input);
             let mut out = function(&name, args, scope.strict);
@@ -362,8 +370,11 @@ fn function(name: &str, args: Vec<Estimate>, strict: bool) -> Estimate {
         return est(sum + 1.0 + work, ty);
     }
     if name == super::authz::CHECK {
-        // kube's fixed cost of an authorization check.
-        return est(sum + super::authz::CHECK_COST, DeclType::Dyn { max_size: 1024 });
+        // kube's fixed cost of an authorization check: in the estimate, for
+        // each one written; at runtime, for each one that runs, charged as
+        // it runs ([`super::charge`]), as kube's runtime cost counts them.
+        let cost = if strict { super::authz::CHECK_COST } else { 1.0 };
+        return est(sum + cost, DeclType::Dyn { max_size: 1024 });
     }
     if name == super::mutation::CONSTRUCT {
         // A message construction (rewritten into a call): its fields, as a

@@ -34,7 +34,11 @@
 //! (kube's runtime `PerCallLimit`), reporting kube's
 //! `operation cancelled: actual cost limit exceeded`. The bound is in
 //! cel-go's units but coarser than kube's estimate (see [`cost`]): an
-//! expression near a limit may be refused here that kube would run.
+//! expression near a limit may be refused here that kube would run. The
+//! exception is a call of fixed cost that may not run (an authorization
+//! `check()`, 350,000 units): the bound leaves it out, and each one that
+//! runs is charged as it runs ([`charge`]), failing the evaluation past the
+//! limit as kube's runtime cost does; only the checks that ran count.
 //!
 //! Where the declared types say little (an admission `object` of any
 //! kind, `DeclType::any()`), compile-time estimates are large: an
@@ -59,6 +63,7 @@ pub mod authz;
 mod cost;
 pub mod decl;
 pub mod escape;
+pub mod lazy;
 pub mod mutation;
 mod value;
 
@@ -193,6 +198,7 @@ impl Env {
         let mut ast = ast;
         mutation::rewrite(&mut ast, self.mutation_types).map_err(CompileError::Undeclared)?;
         authz::rewrite(&mut ast);
+        lazy::rewrite(&mut ast);
         Ok(Expression { source: source.to_string(), ast, max_cost, uses })
     }
 }
@@ -236,6 +242,42 @@ fn names_used(e: &IdedExpr, out: &mut BTreeSet<String>) {
             }
         }
         Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+/// Calls `f` on each expression directly inside `e` (for the rewrites of
+/// the AST after parsing, which recurse through it).
+pub(super) fn for_each_child(e: &mut IdedExpr, f: fn(&mut IdedExpr)) {
+    use cel::common::ast::EntryExpr;
+    match &mut e.expr {
+        Expr::Select(s) => f(&mut s.operand),
+        Expr::Call(c) => {
+            if let Some(t) = c.target.as_deref_mut() {
+                f(t);
+            }
+            c.args.iter_mut().for_each(f);
+        }
+        Expr::List(l) => l.elements.iter_mut().for_each(f),
+        Expr::Map(m) => m.entries.iter_mut().for_each(|entry| match &mut entry.expr {
+            EntryExpr::MapEntry(me) => {
+                f(&mut me.key);
+                f(&mut me.value);
+            }
+            EntryExpr::StructField(sf) => f(&mut sf.value),
+        }),
+        Expr::Struct(s) => s.entries.iter_mut().for_each(|entry| match &mut entry.expr {
+            EntryExpr::StructField(sf) => f(&mut sf.value),
+            EntryExpr::MapEntry(me) => {
+                f(&mut me.key);
+                f(&mut me.value);
+            }
+        }),
+        Expr::Comprehension(c) => {
+            for x in [&mut c.iter_range, &mut c.accu_init, &mut c.loop_cond, &mut c.loop_step, &mut c.result] {
+                f(x);
+            }
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
     }
 }
 
@@ -336,14 +378,55 @@ thread_local! {
         ctx.add_function("string", go_string);
         ctx.add_function("matches", cached_matches);
         ctx.add_function(mutation::CONSTRUCT, mutation::construct);
+        ctx.add_function(lazy::LAZY, |ftx: &cel::FunctionContext, v: cel::Value, name: std::sync::Arc<String>| {
+            lazy::read(ftx, &v, name, false)
+        });
+        ctx.add_function(lazy::LAZY_HAS, |ftx: &cel::FunctionContext, v: cel::Value, name: std::sync::Arc<String>| {
+            lazy::read(ftx, &v, name, true)
+        });
         authz::register(&mut ctx);
         ctx
     };
+
+    /// What the evaluation running on this thread may still spend on the
+    /// calls charged as they run ([`charge`]), and what they spent.
+    static RUNTIME: std::cell::Cell<Runtime> = const { std::cell::Cell::new(Runtime::UNLIMITED) };
 
     /// Compiled regular expressions of `matches`, by pattern: rules use a
     /// few constant ones (cel-go compiles those once with the program).
     static PATTERNS: std::cell::RefCell<std::collections::HashMap<String, regex::Regex>> =
         std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// The runtime cost of one evaluation beyond its bound: what calls whose
+/// cost is fixed but which may not run (authorization checks) spend when
+/// they do.
+#[derive(Debug, Clone, Copy)]
+struct Runtime {
+    remaining: u64,
+    charged: u64,
+    exceeded: bool,
+}
+
+impl Runtime {
+    const UNLIMITED: Runtime = Runtime { remaining: u64::MAX, charged: 0, exceeded: false };
+}
+
+/// Charges `cost` to the evaluation running on this thread: an error (the
+/// evaluation then fails with kube's `actual cost limit exceeded`) once
+/// its per-call limit is spent, as kube's runtime cost tracker cancels it.
+pub(super) fn charge(cost: f64) -> Result<(), ExecutionError> {
+    let cost = to_u64(cost);
+    let mut runtime = RUNTIME.get();
+    if cost > runtime.remaining {
+        runtime.exceeded = true;
+        RUNTIME.set(runtime);
+        return Err(ExecutionError::function_error("check", "operation cancelled: actual cost limit exceeded"));
+    }
+    runtime.remaining -= cost;
+    runtime.charged = runtime.charged.saturating_add(cost);
+    RUNTIME.set(runtime);
+    Ok(())
 }
 
 /// Patterns kept per thread; past it the cache starts over, so patterns
@@ -443,6 +526,9 @@ impl Expression {
             return Err(EvalError::CostLimitExceeded { bound });
         }
         let failed = |message: String| EvalError::Failed { message, cost: bound };
+        // This evaluation's own runtime charges; an evaluation it makes (a
+        // lazily evaluated variable) has its own, and this one's resume after.
+        let outer = RUNTIME.replace(Runtime { remaining: per_call_limit - bound, ..Runtime::UNLIMITED });
         let outcome = FUNCTIONS.with(|functions| {
             let mut ctx = functions.new_inner_scope();
             for (name, binding) in &vars.vars {
@@ -460,8 +546,13 @@ impl Expression {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ctx.resolve(&self.ast)))
                 .map_err(|_| failed("internal error: the CEL interpreter panicked".into()))?
                 .map_err(|e| failed(execution_error(&e)))
-        })?;
-        Ok(Evaluated { value: outcome, cost: bound })
+        });
+        let runtime = RUNTIME.replace(outer);
+        let cost = bound.saturating_add(runtime.charged);
+        if runtime.exceeded {
+            return Err(EvalError::CostLimitExceeded { bound: cost.max(per_call_limit.saturating_add(1)) });
+        }
+        Ok(Evaluated { value: outcome?, cost })
     }
 }
 

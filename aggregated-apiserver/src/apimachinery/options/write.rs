@@ -43,9 +43,17 @@ impl WriteVerb {
 #[derive(Debug, Clone)]
 pub struct WriteOptions {
     pub dry_run: bool,
+    /// What decoding does with unknown and duplicate fields (Warn unless sent).
     pub field_validation: FieldValidation,
-    /// `fieldManager` as sent (may be empty except for apply).
+    /// `fieldValidation` as sent (None: not sent, or sent empty), which
+    /// admission is told of as it was sent.
+    pub field_validation_sent: Option<FieldValidation>,
+    /// `fieldManager` as sent (may be empty except for apply), which
+    /// admission is told of as it was sent.
     pub field_manager: String,
+    /// Who the write's changes are recorded for in managedFields:
+    /// `fieldManager`, else what the handler derives from the User-Agent.
+    pub manager: String,
     /// `force`: an apply takes the fields it conflicts on.
     pub force: bool,
 }
@@ -64,11 +72,11 @@ impl WriteOptions {
         errs.extend(validate_field_manager(field_manager));
         let dry_run: Vec<String> = q.all("dryRun").map(str::to_string).collect();
         errs.extend(validate_dry_run(&dry_run));
-        // kube-apiserver's default since fieldValidation went GA is Warn.
-        let field_validation = match q.get("fieldValidation").unwrap_or("") {
-            "" | "Warn" => FieldValidation::Warn,
-            "Ignore" => FieldValidation::Ignore,
-            "Strict" => FieldValidation::Strict,
+        let field_validation_sent = match q.get("fieldValidation").unwrap_or("") {
+            "" => None,
+            "Warn" => Some(FieldValidation::Warn),
+            "Ignore" => Some(FieldValidation::Ignore),
+            "Strict" => Some(FieldValidation::Strict),
             other => {
                 errs.push(
                     FieldError::new(
@@ -78,14 +86,22 @@ impl WriteOptions {
                     )
                     .with_value(&json!(other)),
                 );
-                FieldValidation::Warn
+                None
             }
         };
         if !errs.is_empty() {
             return Err(ApiError::invalid("meta.k8s.io", verb.options_kind(), "", &errs));
         }
         let force = q.get("force").is_some_and(go_param_bool);
-        Ok(Self { dry_run: !dry_run.is_empty(), field_validation, field_manager: field_manager.to_string(), force })
+        Ok(Self {
+            dry_run: !dry_run.is_empty(),
+            // kube-apiserver's default since fieldValidation went GA is Warn.
+            field_validation: field_validation_sent.unwrap_or(FieldValidation::Warn),
+            field_validation_sent,
+            field_manager: field_manager.to_string(),
+            manager: field_manager.to_string(),
+            force,
+        })
     }
 }
 

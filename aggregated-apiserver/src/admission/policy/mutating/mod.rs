@@ -27,11 +27,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use self::source::{Binding, PatchType, Policy, Source};
 use crate::admission::authorizer::CelAuthorizer;
-use crate::admission::expressions::Inputs;
+use crate::admission::expressions::{Inputs, NO_VARIABLES};
 use crate::admission::matching::Request;
 use crate::admission::metrics::{AdmissionMetrics, MutationOutcome};
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
@@ -165,7 +165,7 @@ impl MutatingPolicies {
             request,
             params: param.unwrap_or(&null),
             namespace_object,
-            variables: &null,
+            variables: &NO_VARIABLES,
             authorizer,
         };
         match policy.conditions.matches(&base, policy.fail_open) {
@@ -179,15 +179,10 @@ impl MutatingPolicies {
         if attributes.reinvocation.is_reinvoke && !attributes.reinvocation.policies.should_reinvoke(key) {
             return false;
         }
-        // The variables are computed once for the invocation, from the
-        // object as it came (kube caches them for the invocation).
-        let variables = match variables(policy, &base) {
-            Ok(v) => v,
-            Err(e) => {
-                errors.push(error(e));
-                return true;
-            }
-        };
+        // The variables are computed once for the invocation, when first
+        // read, from the object as it came (kube caches them for the
+        // invocation).
+        let variables = base.variables_of(&policy.variables);
         for mutation in &policy.mutations {
             // Each mutation sees the object as the ones before left it.
             let current = attributes.object.clone();
@@ -241,27 +236,6 @@ impl MutatingPolicies {
             attributes.reinvocation.policies.add_reinvocable(invocation.key);
         }
     }
-}
-
-/// The policy's variables, in order, each seeing those before it.
-fn variables(policy: &Policy, base: &Inputs<'_>) -> Result<Value, String> {
-    let mut variables = Map::new();
-    for (name, compiled) in &policy.variables {
-        let vars = Value::Object(variables.clone());
-        let inputs = Inputs { variables: &vars, ..*base };
-        let value = compiled.as_ref().map_err(Clone::clone).and_then(|e| {
-            e.evaluate(&inputs.activation(), PER_CALL_LIMIT)
-                .map_err(|err| format!("expression '{}' resulted in error: {err}", e.source()))
-                .and_then(|out| out.value.json().map_err(|err| err.to_string()))
-        });
-        match value {
-            Ok(value) => {
-                variables.insert(name.clone(), value);
-            }
-            Err(e) => return Err(format!("composited variable \"{name}\" fails to evaluate: {e}")),
-        }
-    }
-    Ok(Value::Object(variables))
 }
 
 /// A JSONPatch mutation's operations applied to `object`, with a client's

@@ -3,7 +3,10 @@
 //! the cluster turns it on), from one shared watch each once discovery shows
 //! the cluster serves them, compiled on every change into an immutable list
 //! that requests read without a lock. A cluster that does not serve them has
-//! none: the plugin then never acts. No write calls the API for them.
+//! none: the plugin then does not act, and discovery is asked again every
+//! [`RECHECK`], so that policies take effect once the cluster serves them
+//! (kube's plugin follows them with an informer, which notices too). No
+//! write calls the API for them.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -59,7 +62,7 @@ pub struct Policy {
     pub fail_open: bool,
     pub param_kind: Option<ParamKind>,
     pub conditions: MatchConditions,
-    pub variables: Vec<(String, Result<Expression, String>)>,
+    pub variables: crate::apimachinery::cel::lazy::Named,
     pub mutations: Vec<Mutation>,
     /// `reinvocationPolicy: IfNeeded`.
     pub reinvoke_if_needed: bool,
@@ -106,7 +109,9 @@ impl Policy {
             fail_open: spec.failure_policy.as_deref() == Some("Ignore"),
             param_kind: spec.param_kind.as_ref().and_then(as_v1),
             conditions: MatchConditions::compile(env, &conditions),
-            variables: spec.variables.iter().flatten().map(|v| (v.name.clone(), compile(env, &v.expression))).collect(),
+            variables: Arc::new(
+                spec.variables.iter().flatten().map(|v| (v.name.clone(), compile(env, &v.expression))).collect(),
+            ),
             mutations,
             reinvoke_if_needed: spec.reinvocation_policy.as_deref() == Some("IfNeeded"),
             bindings,
@@ -125,6 +130,11 @@ impl Policy {
             || self.mutations.iter().any(|m| reads(&m.expression))
     }
 }
+
+/// How often discovery is asked again while the cluster does not serve the
+/// policies: one small request, and policies in effect within as long once
+/// it serves them.
+const RECHECK: Duration = Duration::from_secs(10);
 
 /// Whether the cluster serves the policies: not known yet, no, yes.
 const UNKNOWN: u8 = 0;
@@ -153,24 +163,38 @@ impl Source {
     }
 
     /// Asks discovery (until it answers) whether the cluster serves the
-    /// policies, then watches them if it does.
+    /// policies, and again every [`RECHECK`] while it does not; then watches
+    /// them.
     async fn discover_and_watch(self: Arc<Self>, client: Client) {
-        let not_served = || {
-            tracing::info!("the cluster does not serve {RESOURCE}.{GROUP_VERSION}: MutatingAdmissionPolicy stays off");
-            self.served.store(NOT_SERVED, Ordering::Release)
-        };
         loop {
-            match client.list_api_group_resources(GROUP_VERSION).await {
-                Ok(list) if list.resources.iter().any(|r| r.name == RESOURCE) => break,
-                Ok(_) => return not_served(),
-                Err(kube::Error::Api(e)) if e.code == 404 => return not_served(),
+            let served = match client.list_api_group_resources(GROUP_VERSION).await {
+                Ok(list) => list.resources.iter().any(|r| r.name == RESOURCE),
+                Err(kube::Error::Api(e)) if e.code == 404 => false,
                 Err(e) => {
                     tracing::warn!(error = %e, "discovery of {GROUP_VERSION} failed; retrying");
                     tokio::time::sleep(Duration::from_secs(2)).await;
+                    continue;
                 }
+            };
+            if served {
+                break;
             }
+            if self.served.swap(NOT_SERVED, Ordering::AcqRel) == UNKNOWN {
+                tracing::info!(
+                    "the cluster does not serve {RESOURCE}.{GROUP_VERSION}: MutatingAdmissionPolicy stays off until it does"
+                );
+            }
+            tokio::time::sleep(RECHECK).await;
         }
-        self.served.store(SERVED, Ordering::Release);
+        // Found at start, the policies must be read before any write is
+        // admitted (as any plugin's configuration). Found later, writes have
+        // been admitted without them all along: they go on so until the
+        // first lists are in ([`Self::rebuild`] says served then).
+        if self.served.load(Ordering::Acquire) == UNKNOWN {
+            self.served.store(SERVED, Ordering::Release);
+        } else {
+            tracing::info!("the cluster serves {RESOURCE}.{GROUP_VERSION} now: following MutatingAdmissionPolicies");
+        }
         follow_both(client, &self.synced, |p, b| self.rebuild(p, b)).await;
     }
 
@@ -201,6 +225,9 @@ impl Source {
         }
         tracing::debug!(policies = compiled.len(), "mutating admission policies changed");
         self.policies.store(Arc::new(compiled));
+        if self.synced.all() {
+            self.served.store(SERVED, Ordering::Release);
+        }
     }
 
     pub fn policies(&self) -> Arc<Vec<Arc<Policy>>> {

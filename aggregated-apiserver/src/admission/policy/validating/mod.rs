@@ -17,11 +17,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use self::source::{Binding, Policy, Source};
 use crate::admission::authorizer::CelAuthorizer;
-use crate::admission::expressions::Inputs;
+use crate::admission::expressions::{Inputs, NO_VARIABLES};
 use crate::admission::matching::Request;
 use crate::admission::metrics::AdmissionMetrics;
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
@@ -88,20 +88,9 @@ impl Policies {
             Ok(false) => return Vec::new(),
             Err(e) => return on_error(e),
         }
-        // The variables, in order, each seeing those before it.
-        let mut variables = Map::new();
-        for (name, compiled) in &policy.variables {
-            let vars = Value::Object(variables.clone());
-            let inputs = Inputs { variables: &vars, ..*base };
-            match evaluate(compiled, &inputs).and_then(|v| v.json().map_err(|e| e.to_string())) {
-                Ok(value) => {
-                    variables.insert(name.clone(), value);
-                }
-                Err(e) => return on_error(format!("composited variable \"{name}\" fails to evaluate: {e}")),
-            }
-        }
-        let vars = Value::Object(variables);
-        let inputs = Inputs { variables: &vars, ..*base };
+        // Evaluated when an expression first reads them, once for all of them.
+        let variables = base.variables_of(&policy.variables);
+        let inputs = Inputs { variables: &variables, ..*base };
         let mut denials = Vec::new();
         for (i, validation) in policy.validations.iter().enumerate() {
             match evaluate(&validation.expression, &inputs) {
@@ -254,7 +243,7 @@ impl AdmissionPlugin for Policies {
                         request: request.as_ref().unwrap_or(&null),
                         params: param.as_ref().unwrap_or(&null),
                         namespace_object: namespace_object.as_ref().unwrap_or(&null),
-                        variables: &null,
+                        variables: &NO_VARIABLES,
                         authorizer: &session.value,
                     };
                     let (denials, evaluated) = self

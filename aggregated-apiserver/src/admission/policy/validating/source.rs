@@ -48,7 +48,7 @@ pub struct Policy {
     pub fail_open: bool,
     pub param_kind: Option<ParamKind>,
     pub conditions: MatchConditions,
-    pub variables: Vec<(String, Result<Expression, String>)>,
+    pub variables: crate::apimachinery::cel::lazy::Named,
     pub validations: Vec<Validation>,
     pub audit_annotations: Vec<(String, Result<Expression, String>)>,
     pub bindings: Vec<Binding>,
@@ -80,7 +80,9 @@ impl Policy {
             fail_open: spec.failure_policy.as_deref() == Some("Ignore"),
             param_kind: spec.param_kind,
             conditions: MatchConditions::compile(env, spec.match_conditions.as_deref().unwrap_or_default()),
-            variables: spec.variables.iter().flatten().map(|v| (v.name.clone(), compile(env, &v.expression))).collect(),
+            variables: Arc::new(
+                spec.variables.iter().flatten().map(|v| (v.name.clone(), compile(env, &v.expression))).collect(),
+            ),
             validations: spec
                 .validations
                 .iter()

@@ -73,12 +73,7 @@ pub async fn audit(auditor: &Arc<Auditor>, mut req: Request, next: impl Next) ->
         },
         (Err(panic), record) => {
             if let Some((ctx, _)) = record {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".to_string());
-                if let Some(pending) = ctx.panicked_now(&what) {
+                if let Some(pending) = ctx.panicked_now(&super::recovery::panic_message(&*panic)) {
                     spawn(async move {
                         pending.process().await;
                     });

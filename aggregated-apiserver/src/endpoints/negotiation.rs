@@ -24,33 +24,33 @@ pub enum Shape {
     Watch,
 }
 
+/// One media range of an Accept header, its parameters left as written (read
+/// when asked for: most ranges have none, and nothing is allocated for them).
 struct MediaRange<'a> {
     essence: &'a str,
-    params: Vec<(&'a str, &'a str)>,
+    params: &'a str,
     q: f32,
+}
+
+/// A range's parameters as (name, value) pairs, `q` included.
+fn params_of(params: &str) -> impl Iterator<Item = (&str, &str)> {
+    params.split(';').skip(1).map(|p| {
+        let (k, v) = p.split_once('=').unwrap_or((p, ""));
+        (k.trim(), v.trim().trim_matches('"'))
+    })
 }
 
 fn parse_accept(header: &str) -> Vec<MediaRange<'_>> {
     let mut ranges: Vec<MediaRange<'_>> = header
         .split(',')
         .filter_map(|part| {
-            let mut it = part.split(';');
-            let essence = it.next()?.trim();
+            let essence = part.split(';').next()?.trim();
             if essence.is_empty() {
                 return None;
             }
-            let mut params = Vec::new();
-            let mut q = 1.0;
-            for p in it {
-                let (k, v) = p.split_once('=').unwrap_or((p, ""));
-                let (k, v) = (k.trim(), v.trim().trim_matches('"'));
-                if k == "q" {
-                    q = v.parse().unwrap_or(0.0);
-                } else {
-                    params.push((k, v));
-                }
-            }
-            Some(MediaRange { essence, params, q })
+            // The last `q` counts, as each one written overrides the one before.
+            let q = params_of(part).filter(|(k, _)| *k == "q").last().map_or(1.0, |(_, v)| v.parse().unwrap_or(0.0));
+            Some(MediaRange { essence, params: part, q })
         })
         .collect();
     // Stable: among equal weights the client's order wins.
@@ -59,7 +59,7 @@ fn parse_accept(header: &str) -> Vec<MediaRange<'_>> {
 }
 
 fn param<'a>(r: &MediaRange<'a>, name: &str) -> Option<&'a str> {
-    r.params.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| *v)
+    params_of(r.params).find(|(k, _)| *k != "q" && k.eq_ignore_ascii_case(name)).map(|(_, v)| v)
 }
 
 fn meta_version(v: Option<&str>) -> Option<&'static str> {
@@ -82,10 +82,13 @@ pub const YAML_CONTENT_TYPE: &str = "application/yaml";
 
 /// The encoding a media range names, if it is one served here.
 fn encoding_of(essence: &str) -> Option<Encoding> {
-    match essence.to_ascii_lowercase().as_str() {
-        "application/json" | "*/*" | "application/*" => Some(Encoding::Json),
-        "application/yaml" => Some(Encoding::Yaml),
-        _ => None,
+    let is = |name: &str| essence.eq_ignore_ascii_case(name);
+    if is("application/json") || is("*/*") || is("application/*") {
+        Some(Encoding::Json)
+    } else if is("application/yaml") {
+        Some(Encoding::Yaml)
+    } else {
+        None
     }
 }
 

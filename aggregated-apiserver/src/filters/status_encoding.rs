@@ -17,11 +17,12 @@ const MAX_STATUS_BYTES: usize = 1 << 20;
 /// them: errors are built as JSON, and turned into YAML here when the client
 /// prefers `application/yaml`.
 pub async fn status_in_accepted_encoding(req: super::Request, next: impl super::Next) -> Response {
-    let encoding = negotiation::plain_encoding(req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+    // Kept (a reference count), and read only when the answer is an error.
+    let accept = req.headers().get(header::ACCEPT).cloned();
     let resp = next.run(req).await;
     let is_json_status = resp.status().as_u16() >= 400
         && resp.headers().get(header::CONTENT_TYPE).is_some_and(|ct| ct.as_bytes() == b"application/json");
-    if encoding == Encoding::Json || !is_json_status {
+    if !is_json_status || negotiation::plain_encoding(accept.as_ref().and_then(|v| v.to_str().ok())) == Encoding::Json {
         return resp;
     }
     let (mut parts, body) = resp.into_parts();

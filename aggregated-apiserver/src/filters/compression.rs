@@ -69,13 +69,7 @@ where
             return Box::pin(super::infallible(self.plain.clone(), req));
         }
         let compressing = self.compressing.clone();
-        Box::pin(async move {
-            let resp = match tower::ServiceExt::oneshot(compressing, req).await {
-                Ok(resp) => resp,
-                Err(never) => match never {},
-            };
-            vary_only_when_compressed(resp.map(Body::new))
-        })
+        Box::pin(async move { vary_only_when_compressed(super::infallible(compressing, req).await.map(Body::new)) })
     }
 }
 

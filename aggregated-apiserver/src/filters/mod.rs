@@ -236,9 +236,9 @@ where
 }
 
 /// A tower service's answer when it cannot fail.
-pub(crate) async fn infallible<S>(service: S, req: Request) -> Response
+pub(crate) async fn infallible<S, R>(service: S, req: Request) -> R
 where
-    S: Service<Request, Response = Response, Error = Infallible>,
+    S: Service<Request, Response = R, Error = Infallible>,
 {
     match service.oneshot(req).await {
         Ok(resp) => resp,

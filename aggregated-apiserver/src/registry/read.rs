@@ -124,15 +124,25 @@ pub(super) fn expired_continue() -> ApiError {
 }
 
 impl Registry {
+    /// The revision a read of the latest state is served at, once this
+    /// replica's reads reflect it ([`crate::storage::Store::sync_latest`]);
+    /// a store that is always at its latest is not called asynchronously.
+    async fn latest_revision(&self, name: &str) -> ApiResult<u64> {
+        if self.store.always_latest() {
+            return Ok(self.store.current_rv());
+        }
+        self.store.sync_latest().await.map_err(|e| self.store_error(name, e))
+    }
+
     /// GET: the latest state (resourceVersion unset), any cached state ("0"),
     /// or one not older than a revision, as kube-apiserver serves reads.
     pub async fn get(&self, ns: &str, name: &str, rv: Rv) -> ApiResult<StoredObject> {
         match rv {
-            Rv::Unset if !self.store.always_latest() => {
-                self.store.sync_latest().await.map_err(|e| self.store_error(name, e))?;
+            Rv::Unset => {
+                self.latest_revision(name).await?;
             }
             Rv::At(n) => self.store.wait_for_rv(n, RV_WAIT).await.map_err(|e| too_large_rv(&e))?,
-            Rv::Unset | Rv::Any => {}
+            Rv::Any => {}
         }
         self.store
             .get(&self.key(ns, name))
@@ -208,9 +218,7 @@ impl Registry {
     pub(super) async fn read_revision(&self, rv: Rv, rv_match: RvMatch) -> ApiResult<Option<u64>> {
         match (rv, rv_match) {
             (Rv::Unset, _) => {
-                if !self.store.always_latest() {
-                    self.store.sync_latest().await.map_err(|e| self.store_error("", e))?;
-                }
+                self.latest_revision("").await?;
                 Ok(None)
             }
             (Rv::Any, _) => Ok(None),
@@ -245,7 +253,7 @@ impl Registry {
         } else {
             match opts.rv {
                 Rv::At(n) => (Vec::new(), n),
-                Rv::Unset => (Vec::new(), self.store.sync_latest().await.map_err(|e| self.store_error("", e))?),
+                Rv::Unset => (Vec::new(), self.latest_revision("").await?),
                 Rv::Any => (Vec::new(), self.store.current_rv()),
             }
         };

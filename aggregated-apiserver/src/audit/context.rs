@@ -25,11 +25,10 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use http::uri::PathAndQuery;
 use http::{header, HeaderMap, HeaderValue, Uri};
-use k8s_openapi::api::authentication::v1::UserInfo as EventUser;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusDetails};
 use serde_json::Value;
 
-use super::encode::{write_object_ref, EventRef, Parts};
+use super::encode::{write_object_ref, write_user, EventRef, Parts};
 use super::event::{Event, Level, ObjectReference, Stage};
 use super::policy::{Attributes, RequestAuditConfig};
 use super::request::{body_json, source_ip_list, strip_managed_fields, user_agent_text};
@@ -183,8 +182,9 @@ struct State {
     /// The policy step after authentication has run (or the request was
     /// answered before it: see [`AuditContext::evaluate`]).
     evaluated: bool,
-    user: Option<EventUser>,
-    impersonated_user: Option<EventUser>,
+    /// The user and the user impersonated, as their events' JSON.
+    user: Option<String>,
+    impersonated_user: Option<String>,
     /// A created object's reference, its name and namespace from the body.
     object_ref: Option<ObjectReference>,
     response_status: Option<Status>,
@@ -344,7 +344,7 @@ impl AuditContext {
         }
         state.evaluated = true;
         if config.level >= Level::Metadata {
-            state.user = user.map(event_user);
+            state.user = user.map(user_json);
         }
         config
     }
@@ -371,7 +371,7 @@ impl AuditContext {
     pub(crate) fn set_impersonated_user(&self, user: &UserInfo) {
         let mut state = self.state();
         if state.config.is_some_and(|c| c.level >= Level::Metadata) {
-            state.impersonated_user = Some(event_user(user));
+            state.impersonated_user = Some(user_json(user));
         }
     }
 
@@ -519,8 +519,8 @@ impl AuditContext {
             level: config.level,
             stage,
             stage_timestamp: if stage == Stage::RequestReceived { request.received } else { Utc::now() },
-            user: state.user.as_ref(),
-            impersonated_user: state.impersonated_user.as_ref(),
+            user: state.user.as_deref(),
+            impersonated_user: state.impersonated_user.as_deref(),
             object_ref: state.object_ref.as_ref(),
             response_status: state.response_status.as_ref(),
             request_object: state.request_object.as_ref(),
@@ -563,13 +563,14 @@ impl AuditContext {
     }
 }
 
-fn event_user(user: &UserInfo) -> EventUser {
-    EventUser {
-        username: Some(user.name.clone()).filter(|n| !n.is_empty()),
-        uid: Some(user.uid.clone()).filter(|u| !u.is_empty()),
-        groups: Some(user.groups.clone()).filter(|g| !g.is_empty()),
-        extra: Some(user.extra.clone()).filter(|e| !e.is_empty()),
+/// `user` as an event writes it.
+fn user_json(user: &UserInfo) -> String {
+    let mut out = Vec::with_capacity(128);
+    // Writing strings into a Vec does not fail; the bytes are UTF-8 from strings.
+    if write_user(&mut out, user).is_err() {
+        return "{}".to_string();
     }
+    String::from_utf8(out).unwrap_or_else(|_| "{}".to_string())
 }
 
 /// A failure's Status into responseStatus (every level), the object into

@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use super::context::RequestParts;
 use super::event::{json_str, micro_time_digits, Event, KubeStatus, Level, ObjectReference, Stage};
+use crate::auth::authn::UserInfo;
 
 /// One event, borrowed.
 pub struct EventRef<'a>(Repr<'a>);
@@ -36,8 +37,9 @@ pub(crate) struct Parts<'a> {
     pub level: Level,
     pub stage: Stage,
     pub stage_timestamp: DateTime<Utc>,
-    pub user: Option<&'a EventUser>,
-    pub impersonated_user: Option<&'a EventUser>,
+    /// The user and the impersonated user, as their JSON ([`write_user`]).
+    pub user: Option<&'a str>,
+    pub impersonated_user: Option<&'a str>,
     /// A created object's reference, named by its body; else the request's.
     pub object_ref: Option<&'a ObjectReference>,
     pub response_status: Option<&'a Status>,
@@ -108,13 +110,10 @@ impl Parts<'_> {
         out.extend_from_slice(b",\"verb\":");
         json_str(out, r.verb.as_str())?;
         out.extend_from_slice(b",\"user\":");
-        match self.user {
-            Some(user) => serde_json::to_writer(&mut *out, user)?,
-            None => out.extend_from_slice(b"{}"),
-        }
+        out.extend_from_slice(self.user.unwrap_or("{}").as_bytes());
         if let Some(user) = self.impersonated_user {
             out.extend_from_slice(b",\"impersonatedUser\":");
-            serde_json::to_writer(&mut *out, user)?;
+            out.extend_from_slice(user.as_bytes());
         }
         let mut first = true;
         r.for_each_source_ip(|ip| {
@@ -170,8 +169,10 @@ impl Parts<'_> {
         event.stage_timestamp = self.stage_timestamp;
         event.request_uri = r.uri.as_str().to_string();
         event.verb = r.verb.as_str().to_string();
-        event.user = self.user.cloned().unwrap_or_default();
-        event.impersonated_user = self.impersonated_user.cloned();
+        // Written by write_user, so they read back (else the event says less, never fails).
+        let user = |json: &str| serde_json::from_str::<EventUser>(json).unwrap_or_default();
+        event.user = self.user.map(user).unwrap_or_default();
+        event.impersonated_user = self.impersonated_user.map(user);
         r.for_each_source_ip(|ip| event.source_ips.push(ip.to_string()));
         event.user_agent = r.user_agent().map(|a| a.into_owned()).unwrap_or_default();
         event.object_ref = self.object_ref.cloned().or_else(|| r.object_ref());
@@ -181,6 +182,62 @@ impl Parts<'_> {
         event.annotations = self.annotations.clone();
         event
     }
+}
+
+/// `user` as an event's `user` or `impersonatedUser`: the JSON serde writes
+/// for k8s-openapi's `UserInfo` with the empty fields left out (`extra`,
+/// `groups`, `uid`, `username`), written once a request rather than through
+/// an owned `UserInfo` for each event (a service account's user is a dozen
+/// strings to copy, and serde escaped them again for every event).
+pub(crate) fn write_user(out: &mut Vec<u8>, user: &UserInfo) -> serde_json::Result<()> {
+    out.push(b'{');
+    let mut first = true;
+    let mut key = |out: &mut Vec<u8>, key: &[u8]| {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        out.extend_from_slice(key);
+    };
+    if !user.extra.is_empty() {
+        key(out, b"\"extra\":{");
+        for (i, (name, values)) in user.extra.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            json_str(out, name)?;
+            out.push(b':');
+            write_strs(out, values)?;
+        }
+        out.push(b'}');
+    }
+    if !user.groups.is_empty() {
+        key(out, b"\"groups\":");
+        write_strs(out, &user.groups)?;
+    }
+    if !user.uid.is_empty() {
+        key(out, b"\"uid\":");
+        json_str(out, &user.uid)?;
+    }
+    if !user.name.is_empty() {
+        key(out, b"\"username\":");
+        json_str(out, &user.name)?;
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// A JSON array of strings.
+fn write_strs(out: &mut Vec<u8>, values: &[String]) -> serde_json::Result<()> {
+    out.push(b'[');
+    for (i, value) in values.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        json_str(out, value)?;
+    }
+    out.push(b']');
+    Ok(())
 }
 
 /// An objectRef's fields in [`ObjectReference`]'s order.
@@ -457,6 +514,37 @@ mod tests {
         let failed: Value = serde_json::from_str(&missing[1].0).unwrap();
         assert_eq!(failed["responseStatus"]["reason"], "NotFound");
         assert_eq!(failed["sourceIPs"], serde_json::json!(["fe80::1:2"]));
+    }
+
+    /// A user is written as serde writes k8s-openapi's UserInfo with the
+    /// empty fields left out.
+    #[test]
+    fn users_are_written_as_serde_writes_them() {
+        let users = [
+            UserInfo::default(),
+            UserInfo { name: "alice".into(), ..Default::default() },
+            UserInfo {
+                name: "système:\"alice\"".into(),
+                uid: "u\u{1}".into(),
+                groups: vec!["g1".into(), "g\\2".into()],
+                extra: [
+                    ("scopes".to_string(), vec!["a".to_string(), "b\n".to_string()]),
+                    ("authentication.kubernetes.io/credential-id".to_string(), vec![]),
+                ]
+                .into(),
+            },
+        ];
+        for user in users {
+            let owned = EventUser {
+                username: Some(user.name.clone()).filter(|n| !n.is_empty()),
+                uid: Some(user.uid.clone()).filter(|u| !u.is_empty()),
+                groups: Some(user.groups.clone()).filter(|g| !g.is_empty()),
+                extra: Some(user.extra.clone()).filter(|e| !e.is_empty()),
+            };
+            let mut fast = Vec::new();
+            write_user(&mut fast, &user).unwrap();
+            assert_eq!(String::from_utf8(fast).unwrap(), serde_json::to_string(&owned).unwrap(), "{user:?}");
+        }
     }
 
     /// The cached second's prefix, across seconds, days and years, writes

@@ -22,27 +22,45 @@ pub enum Format {
 }
 
 pub struct LogBackend {
-    out: Mutex<Box<dyn Write + Send>>,
+    out: Out,
     format: Format,
     metrics: AuditMetrics,
+}
+
+/// Where lines go.
+enum Out {
+    /// Appended by any thread at once (see [`RotatingFile`]).
+    File(RotatingFile),
+    /// One writer at a time: standard output, a writer of the application's.
+    Locked(Mutex<Box<dyn Write + Send>>),
+}
+
+impl Out {
+    fn write(&self, lines: &[u8]) -> Result<(), String> {
+        match self {
+            Out::File(file) => file.append(lines).map_err(|e| e.to_string()),
+            Out::Locked(out) => match out.lock() {
+                Ok(mut out) => out.write_all(lines).and_then(|()| out.flush()).map_err(|e| e.to_string()),
+                Err(_) => Err("the audit log's lock is poisoned".to_string()),
+            },
+        }
+    }
 }
 
 impl LogBackend {
     /// Writes to `path` (`-`: standard output), created now as kube creates it at start.
     pub fn open(path: &str, rotation: Rotation, format: Format, metrics: AuditMetrics) -> anyhow::Result<Self> {
-        let out: Box<dyn Write + Send> = if path == "-" {
-            Box::new(std::io::stdout())
-        } else {
-            Box::new(
-                RotatingFile::open(std::path::Path::new(path), rotation)
-                    .with_context(|| format!("opening the audit log {path}"))?,
-            )
-        };
-        Ok(Self::new(out, format, metrics))
+        if path == "-" {
+            return Ok(Self::new(Box::new(std::io::stdout()), format, metrics));
+        }
+        let file = RotatingFile::open(std::path::Path::new(path), rotation)
+            .with_context(|| format!("opening the audit log {path}"))?;
+        Ok(Self { out: Out::File(file), format, metrics })
     }
 
+    /// Writes to `out`, one writer at a time.
     pub fn new(out: Box<dyn Write + Send>, format: Format, metrics: AuditMetrics) -> Self {
-        Self { out: Mutex::new(out), format, metrics }
+        Self { out: Out::Locked(Mutex::new(out)), format, metrics }
     }
 }
 
@@ -89,11 +107,7 @@ impl LogBackend {
 
     /// Writes `lines` (`count` events) with one `write`.
     fn write(&self, lines: &[u8], count: usize) -> bool {
-        let result = match self.out.lock() {
-            Ok(mut out) => out.write_all(lines).and_then(|()| out.flush()).map_err(|e| e.to_string()),
-            Err(_) => Err("the audit log's lock is poisoned".to_string()),
-        };
-        match result {
+        match self.out.write(lines) {
             Ok(()) => true,
             Err(error) => {
                 self.metrics.plugin_error("log", &error, Impacted::Lines { lines, count });

@@ -28,7 +28,7 @@ use http::{header, HeaderMap, HeaderValue, Uri};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusDetails};
 use serde_json::Value;
 
-use super::encode::{write_object_ref, write_user, EventRef, Parts};
+use super::encode::{write_constant_parts, write_object_ref, write_user, EventRef, Parts};
 use super::event::{Event, Level, ObjectReference, Stage};
 use super::policy::{Attributes, RequestAuditConfig};
 use super::request::{body_json, source_ip_list, strip_managed_fields, user_agent_text};
@@ -76,6 +76,9 @@ pub(crate) struct RequestParts {
     peer: Option<IpAddr>,
     user_agent: Option<HeaderValue>,
     object_ref: Option<RefText>,
+    /// What every event writes the same ([`write_constant_parts`]), and
+    /// where its first two pieces end.
+    encoded: (String, [usize; 2]),
 }
 
 /// A resource request's objectRef in one string (one allocation rather than
@@ -128,6 +131,25 @@ impl RefText {
 }
 
 impl RequestParts {
+    /// The pieces of JSON every event of the request writes the same: the
+    /// audit ID, the URI and verb, the source IPs and user agent.
+    pub fn encoded(&self) -> [&[u8]; 3] {
+        let (text, [id_end, uri_end]) = &self.encoded;
+        let bytes = text.as_bytes();
+        let piece = |from: usize, to: usize| bytes.get(from..to).unwrap_or_default();
+        [piece(0, *id_end), piece(*id_end, *uri_end), piece(*uri_end, bytes.len())]
+    }
+
+    /// Encodes what [`Self::encoded`] answers, once.
+    fn encode(&mut self) {
+        let mut out = Vec::with_capacity(self.uri.as_str().len() + 160);
+        let written =
+            write_constant_parts(&mut out, self).ok().and_then(|ends| Some((String::from_utf8(out).ok()?, ends)));
+        // Strings into a Vec, so it does not fail; were it to, the events
+        // would say less (an empty ID), never something else.
+        self.encoded = written.unwrap_or_else(|| ("\"\"".to_string(), [2, 2]));
+    }
+
     /// kube's source IPs of the request, in order; the peer's alone, without
     /// allocating, when no proxy header names others.
     pub fn for_each_source_ip(&self, mut f: impl FnMut(IpAddr)) {
@@ -268,7 +290,7 @@ impl AuditContext {
                 *slot = Some(value.clone());
             }
         }
-        let request = RequestParts {
+        let mut request = RequestParts {
             audit_id: arrival.audit_id,
             received: arrival.received,
             uri: uri
@@ -282,7 +304,9 @@ impl AuditContext {
             peer: arrival.peer.map(|p| p.ip().to_canonical()),
             user_agent,
             object_ref: arrival.info.is_resource_request.then(|| RefText::new(arrival.info)),
+            encoded: Default::default(),
         };
+        request.encode();
         if let Some(config) = arrival.config {
             auditor.metrics.level(config.level);
         }

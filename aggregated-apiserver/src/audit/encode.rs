@@ -99,36 +99,19 @@ impl Parts<'_> {
         out.extend_from_slice(b"{\"kind\":\"Event\",\"apiVersion\":\"audit.k8s.io/v1\",\"level\":\"");
         out.extend_from_slice(self.level.as_str().as_bytes());
         out.extend_from_slice(b"\",\"auditID\":");
-        match std::str::from_utf8(r.audit_id.as_bytes()) {
-            Ok(id) => json_str(out, id)?,
-            Err(_) => json_str(out, &String::from_utf8_lossy(r.audit_id.as_bytes()))?,
-        }
+        let [id, uri_and_verb, sources] = r.encoded();
+        out.extend_from_slice(id);
         out.extend_from_slice(b",\"stage\":\"");
         out.extend_from_slice(self.stage.as_str().as_bytes());
-        out.extend_from_slice(b"\",\"requestURI\":");
-        json_str(out, r.uri.as_str())?;
-        out.extend_from_slice(b",\"verb\":");
-        json_str(out, r.verb.as_str())?;
+        out.push(b'"');
+        out.extend_from_slice(uri_and_verb);
         out.extend_from_slice(b",\"user\":");
         out.extend_from_slice(self.user.unwrap_or("{}").as_bytes());
         if let Some(user) = self.impersonated_user {
             out.extend_from_slice(b",\"impersonatedUser\":");
             out.extend_from_slice(user.as_bytes());
         }
-        let mut first = true;
-        r.for_each_source_ip(|ip| {
-            out.extend_from_slice(if first { b",\"sourceIPs\":[\"" } else { b",\"" });
-            first = false;
-            write_ip(out, ip);
-            out.push(b'"');
-        });
-        if !first {
-            out.push(b']');
-        }
-        if let Some(agent) = r.user_agent() {
-            out.extend_from_slice(b",\"userAgent\":");
-            json_str(out, &agent)?;
-        }
+        out.extend_from_slice(sources);
         match self.object_ref {
             Some(reference) => write_object_ref(out, object_ref_fields(reference))?,
             None => r.write_object_ref(out)?,
@@ -182,6 +165,39 @@ impl Parts<'_> {
         event.annotations = self.annotations.clone();
         event
     }
+}
+
+/// What every event of a request writes the same, in three pieces: the
+/// `auditID`'s value; `,"requestURI":…,"verb":…`; and
+/// `,"sourceIPs":[…],"userAgent":…` (either may be left out, as the event
+/// leaves them out). Written once a request ([`RequestParts::encoded`])
+/// rather than for each of its events.
+pub(crate) fn write_constant_parts(out: &mut Vec<u8>, r: &RequestParts) -> serde_json::Result<[usize; 2]> {
+    match std::str::from_utf8(r.audit_id.as_bytes()) {
+        Ok(id) => json_str(out, id)?,
+        Err(_) => json_str(out, &String::from_utf8_lossy(r.audit_id.as_bytes()))?,
+    }
+    let id_end = out.len();
+    out.extend_from_slice(b",\"requestURI\":");
+    json_str(out, r.uri.as_str())?;
+    out.extend_from_slice(b",\"verb\":");
+    json_str(out, r.verb.as_str())?;
+    let uri_end = out.len();
+    let mut first = true;
+    r.for_each_source_ip(|ip| {
+        out.extend_from_slice(if first { b",\"sourceIPs\":[\"" } else { b",\"" });
+        first = false;
+        write_ip(out, ip);
+        out.push(b'"');
+    });
+    if !first {
+        out.push(b']');
+    }
+    if let Some(agent) = r.user_agent() {
+        out.extend_from_slice(b",\"userAgent\":");
+        json_str(out, &agent)?;
+    }
+    Ok([id_end, uri_end])
 }
 
 /// `user` as an event's `user` or `impersonatedUser`: the JSON serde writes

@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use crate::apimachinery::cel::{cel, lazy, Activation, DeclType, Env};
+use crate::apimachinery::cel::{cel, lazy, Activation, DeclType, Env, Expression};
 
 /// The environment of webhook match conditions. No cost limit at compile
 /// time, as kube's: the objects are untyped, so any estimate is the worst
@@ -38,6 +38,33 @@ pub fn policy_message_env() -> Env {
         .variable("params", DeclType::any())
         .variable("namespaceObject", DeclType::any())
         .variable("variables", DeclType::any())
+}
+
+/// Compiles one of a policy's expressions, the error in kube's words.
+pub fn compile(env: &Env, source: &str) -> Result<Expression, String> {
+    env.compile(source).map_err(|e| format!("compilation failed: {e}"))
+}
+
+/// Compiles a policy's `variables` in order, as kube's composited compiler
+/// does: each sees only those declared before it, so one reading a later
+/// (or undeclared) one does not compile (`undefined field 'b'`, reported
+/// where an expression reads it: `composited variable "a" fails to compile:
+/// ...`). The policy's other expressions are compiled where all are
+/// declared ([`declaring`]), so `variables.nosuch` does not compile there
+/// either.
+pub fn compile_variables<'a>(env: &Env, variables: impl IntoIterator<Item = (&'a str, &'a str)>) -> lazy::Named {
+    let mut declared: Vec<(String, Result<Expression, String>)> = Vec::new();
+    for (name, source) in variables {
+        let compiled = compile(&declaring(env, &declared), source);
+        declared.push((name.to_string(), compiled));
+    }
+    std::sync::Arc::new(declared)
+}
+
+/// `env` where `variables` has the fields `declared` names (any value each).
+pub fn declaring(env: &Env, declared: &[(String, Result<Expression, String>)]) -> Env {
+    let fields = declared.iter().map(|(name, _)| (name.as_str(), DeclType::any()));
+    env.clone().variable("variables", DeclType::object(fields))
 }
 
 /// The values of one evaluation.

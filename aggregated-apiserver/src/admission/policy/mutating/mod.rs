@@ -103,7 +103,8 @@ impl MutatingPolicies {
         inputs: &Inputs<'_>,
         attributes: &mut Attributes<'_>,
     ) -> Result<(), (MutationOutcome, String)> {
-        let expression = expression.as_ref().map_err(|e| (MutationOutcome::CompileError, e.clone()))?;
+        let expression =
+            expression.as_ref().map_err(|e| (MutationOutcome::CompileError, format!("compilation error: {e}")))?;
         let value = expression.evaluate(&inputs.activation(), PER_CALL_LIMIT).map(|out| out.value).map_err(|e| {
             let outcome = match e {
                 EvalError::CostLimitExceeded { .. } => MutationOutcome::OutOfBudget,

@@ -21,7 +21,7 @@ use kube::Client;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::admission::expressions;
+use crate::admission::expressions::{self, compile};
 use crate::admission::match_conditions::MatchConditions;
 use crate::admission::policy::match_resources::Match;
 use crate::admission::policy::params::ParamSources;
@@ -78,13 +78,12 @@ fn as_v1<A: Serialize, B: DeserializeOwned>(value: &A) -> Option<B> {
     serde_json::to_value(value).ok().and_then(|v| serde_json::from_value(v).ok())
 }
 
-fn compile(env: &Env, source: &str) -> Result<Expression, String> {
-    env.compile(source).map_err(|e| format!("compilation failed: {e}"))
-}
-
 impl Policy {
     fn compile(policy: &MutatingAdmissionPolicy, bindings: Vec<Binding>, env: &Env) -> Self {
         let spec = policy.spec.clone().unwrap_or_default();
+        let variables =
+            expressions::compile_variables(env, spec.variables.iter().flatten().map(|v| (&*v.name, &*v.expression)));
+        let env = &expressions::declaring(env, &variables);
         let constraints: MatchResources = spec.match_constraints.as_ref().and_then(as_v1).unwrap_or_default();
         let conditions: Vec<MatchCondition> = spec.match_conditions.as_ref().and_then(as_v1).unwrap_or_default();
         let mutations = spec
@@ -109,9 +108,7 @@ impl Policy {
             fail_open: spec.failure_policy.as_deref() == Some("Ignore"),
             param_kind: spec.param_kind.as_ref().and_then(as_v1),
             conditions: MatchConditions::compile(env, &conditions),
-            variables: Arc::new(
-                spec.variables.iter().flatten().map(|v| (v.name.clone(), compile(env, &v.expression))).collect(),
-            ),
+            variables,
             mutations,
             reinvoke_if_needed: spec.reinvocation_policy.as_deref() == Some("IfNeeded"),
             bindings,

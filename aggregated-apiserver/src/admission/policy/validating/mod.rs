@@ -72,89 +72,86 @@ impl Policies {
     pub fn readiness(&self) -> Result<(), String> {
         self.source.readiness()
     }
+}
 
-    /// Evaluates a policy for one binding and parameter: its denials (to
-    /// act on as the binding says), and its audit annotations.
-    fn evaluate(
-        &self,
-        policy: &Policy,
-        base: &Inputs<'_>,
-        annotations: &mut Vec<(String, String)>,
-    ) -> Vec<(usize, Denial)> {
-        let on_error =
-            |message: String| if policy.fail_open { Vec::new() } else { vec![(0, Denial { message, reason: None })] };
-        match policy.conditions.matches(base, policy.fail_open) {
-            Ok(true) => {}
-            Ok(false) => return Vec::new(),
-            Err(e) => return on_error(e),
-        }
-        // Evaluated when an expression first reads them, once for all of them.
-        let variables = base.variables_of(&policy.variables);
-        let inputs = Inputs { variables: &variables, ..*base };
-        let mut denials = Vec::new();
-        for (i, validation) in policy.validations.iter().enumerate() {
-            match evaluate(&validation.expression, &inputs) {
-                Ok(cel::Value::Bool(true)) => {}
-                Ok(cel::Value::Bool(false)) => {
-                    let message = validation
-                        .message_expression
-                        .as_ref()
-                        .and_then(|m| match evaluate(m, &inputs) {
-                            Ok(cel::Value::String(s)) => Some(s.trim().to_string()),
-                            _ => None,
-                        })
-                        .filter(|m| {
-                            !m.is_empty() && m.len() <= MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES && !m.contains('\n')
-                        })
-                        .or_else(|| {
-                            validation.message.as_deref().map(str::trim).filter(|m| !m.is_empty()).map(str::to_string)
-                        })
-                        .unwrap_or_else(|| format!("failed expression: {}", validation.source.trim()));
-                    denials.push((
-                        i,
-                        Denial { message, reason: Some(validation.reason.clone().unwrap_or_else(|| "Invalid".into())) },
-                    ));
-                }
-                Ok(_) => {
-                    if !policy.fail_open {
-                        let message = format!("expression '{}' resulted in error: no such overload", validation.source);
-                        denials.push((i, Denial { message, reason: None }));
-                    }
-                }
-                Err(e) => {
-                    if !policy.fail_open {
-                        denials.push((i, Denial { message: e, reason: None }));
-                    }
-                }
-            }
-        }
-        for (key, compiled) in &policy.audit_annotations {
-            match evaluate(compiled, &inputs) {
-                Ok(cel::Value::String(value)) => {
-                    let value: String = value.chars().take(MAX_AUDIT_ANNOTATION_VALUE_LENGTH).collect();
-                    annotations.push((format!("{}/{key}", policy.name), value));
-                }
-                Ok(cel::Value::Null) => {}
-                Ok(_) | Err(_) if policy.fail_open => {}
-                Ok(_) => denials.push((
-                    0,
-                    Denial {
-                        message: format!(
-                            "valueExpression '{key}' resulted in error: must evaluate to a string or null"
-                        ),
-                        reason: None,
-                    },
-                )),
-                Err(e) => denials.push((0, Denial { message: e, reason: None })),
-            }
-        }
-        denials
+/// Evaluates a policy for one binding and parameter: its denials (to
+/// act on as the binding says), and its audit annotations.
+fn evaluate_policy(
+    policy: &Policy,
+    base: &Inputs<'_>,
+    annotations: &mut Vec<(String, String)>,
+) -> Vec<(usize, Denial)> {
+    let on_error =
+        |message: String| if policy.fail_open { Vec::new() } else { vec![(0, Denial { message, reason: None })] };
+    match policy.conditions.matches(base, policy.fail_open) {
+        Ok(true) => {}
+        Ok(false) => return Vec::new(),
+        Err(e) => return on_error(e),
     }
+    // Evaluated when an expression first reads them, once for all of them.
+    let variables = base.variables_of(&policy.variables);
+    let inputs = Inputs { variables: &variables, ..*base };
+    let mut denials = Vec::new();
+    for (i, validation) in policy.validations.iter().enumerate() {
+        match evaluate(&validation.expression, &inputs) {
+            Ok(cel::Value::Bool(true)) => {}
+            Ok(cel::Value::Bool(false)) => {
+                let message = validation
+                    .message_expression
+                    .as_ref()
+                    .and_then(|m| match evaluate(m, &inputs) {
+                        Ok(cel::Value::String(s)) => Some(s.trim().to_string()),
+                        _ => None,
+                    })
+                    .filter(|m| {
+                        !m.is_empty() && m.len() <= MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES && !m.contains('\n')
+                    })
+                    .or_else(|| {
+                        validation.message.as_deref().map(str::trim).filter(|m| !m.is_empty()).map(str::to_string)
+                    })
+                    .unwrap_or_else(|| format!("failed expression: {}", validation.source.trim()));
+                denials.push((
+                    i,
+                    Denial { message, reason: Some(validation.reason.clone().unwrap_or_else(|| "Invalid".into())) },
+                ));
+            }
+            Ok(_) => {
+                if !policy.fail_open {
+                    let message = format!("expression '{}' resulted in error: no such overload", validation.source);
+                    denials.push((i, Denial { message, reason: None }));
+                }
+            }
+            Err(e) => {
+                if !policy.fail_open {
+                    denials.push((i, Denial { message: e, reason: None }));
+                }
+            }
+        }
+    }
+    for (key, compiled) in &policy.audit_annotations {
+        match evaluate(compiled, &inputs) {
+            Ok(cel::Value::String(value)) => {
+                let value: String = value.chars().take(MAX_AUDIT_ANNOTATION_VALUE_LENGTH).collect();
+                annotations.push((format!("{}/{key}", policy.name), value));
+            }
+            Ok(cel::Value::Null) => {}
+            Ok(_) | Err(_) if policy.fail_open => {}
+            Ok(_) => denials.push((
+                0,
+                Denial {
+                    message: format!("valueExpression '{key}' resulted in error: must evaluate to a string or null"),
+                    reason: None,
+                },
+            )),
+            Err(e) => denials.push((0, Denial { message: e, reason: None })),
+        }
+    }
+    denials
 }
 
 /// An expression's value, or the error in kube's words.
 fn evaluate(compiled: &Result<Expression, String>, inputs: &Inputs<'_>) -> Result<cel::Value, String> {
-    let expression = compiled.as_ref().map_err(Clone::clone)?;
+    let expression = compiled.as_ref().map_err(|e| format!("compilation error: {e}"))?;
     expression
         .evaluate(&inputs.activation(), PER_CALL_LIMIT)
         .map(|out| out.value)
@@ -250,7 +247,7 @@ impl AdmissionPlugin for Policies {
                         .authorizer
                         .settle(attributes.user, &session.checks, || {
                             let mut evaluated = Vec::new();
-                            (self.evaluate(policy, &inputs, &mut evaluated), evaluated)
+                            (evaluate_policy(policy, &inputs, &mut evaluated), evaluated)
                         })
                         .await;
                     annotations.extend(evaluated);
@@ -309,5 +306,70 @@ impl AdmissionPlugin for Policies {
             }),
             ..Default::default()
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::expressions::{policy_env, policy_message_env};
+    use crate::apimachinery::cel::authz::{self, Checks, Target};
+
+    fn policy(spec: Value) -> Policy {
+        let policy = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": spec})).unwrap();
+        Policy::compile(&policy, Vec::new(), &policy_env(), &policy_message_env())
+    }
+
+    /// The messages of the denials `policy` gives a create of `object`.
+    fn denials(policy: &Policy, object: &Value) -> Vec<String> {
+        let authorizer = authz::authorizer(Checks::new(), Target::default());
+        let inputs = Inputs {
+            object,
+            old_object: &Value::Null,
+            request: &Value::Null,
+            params: &Value::Null,
+            namespace_object: &Value::Null,
+            variables: &NO_VARIABLES,
+            authorizer: &authorizer,
+        };
+        evaluate_policy(policy, &inputs, &mut Vec::new()).into_iter().map(|(_, d)| d.message).collect()
+    }
+
+    #[test]
+    fn a_variable_reading_a_later_or_undeclared_one_does_not_compile() {
+        let spec = |failure: &str| {
+            json!({
+                "failurePolicy": failure,
+                "variables": [
+                    {"name": "a", "expression": "variables.b == 1"},
+                    {"name": "b", "expression": "1"},
+                    {"name": "c", "expression": "variables.b + 1"},
+                ],
+                "validations": [
+                    {"expression": "variables.a"},
+                    {"expression": "variables.c == 2"},
+                    {"expression": "variables.nosuch"},
+                ],
+            })
+        };
+        let object = json!({"metadata": {"name": "dolly"}});
+        let messages = denials(&policy(spec("Fail")), &object);
+        assert_eq!(messages.len(), 2, "{messages:#?}");
+        // kube's composited compiler declares a variable only once it is
+        // compiled: `b` is not a field of `variables` for `a`.
+        assert!(
+            messages[0].starts_with(
+                "expression 'variables.a' resulted in error: composited variable \"a\" fails to compile: compilation failed: ERROR: <input>:"
+            ) && messages[0].contains("undefined field 'b'"),
+            "{}",
+            messages[0]
+        );
+        assert!(
+            messages[1].starts_with("compilation error: compilation failed: ERROR: <input>:")
+                && messages[1].contains("undefined field 'nosuch'"),
+            "{}",
+            messages[1]
+        );
+        assert_eq!(denials(&policy(spec("Ignore")), &object), Vec::<String>::new());
     }
 }

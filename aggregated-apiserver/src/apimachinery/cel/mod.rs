@@ -83,6 +83,10 @@ pub const PER_CALL_LIMIT: u64 = 1_000_000;
 /// kube's `RuntimeCELCostBudget`: the most all the rules of one object (or
 /// one policy binding) may cost together (~1 s).
 pub const RUNTIME_CEL_COST_BUDGET: i64 = 10_000_000;
+/// kube's error when the expressions of one object, policy or mutation
+/// have spent [`RUNTIME_CEL_COST_BUDGET`] between them.
+pub const OUT_OF_BUDGET: &str =
+    "validation failed due to running out of cost budget, no further validation rules will be run";
 /// apiextensions' `StaticEstimatedCostLimit`: the most one rule's estimate
 /// may be, times the number of times the schema lets it run.
 pub const STATIC_ESTIMATED_COST_LIMIT: u64 = 10_000_000;

@@ -228,3 +228,13 @@ fn string_of_a_bool_is_its_name() {
         cel::Value::String("truefalse".to_string().into())
     );
 }
+
+#[test]
+fn a_comprehension_guarded_by_has_costs_nothing_where_the_field_is_missing() {
+    // As cel-go's runtime cost counts it: `has` is false, nothing ranges.
+    let env = Env::new(u64::MAX).variable("object", DeclType::any());
+    let e = env.compile("!has(object.m) || object.m.all(k, object.m.all(j, k != j || k == j))").unwrap();
+    let object = json!({"name": "dolly", "labels": {"a": "b"}});
+    let bound = e.cost_bound(&Activation::new().json("object", &object, &DeclType::any()));
+    assert!(bound < 100, "{bound}");
+}

@@ -21,14 +21,14 @@ use serde_json::{json, Value};
 
 use self::source::{Binding, Policy, Source};
 use crate::admission::authorizer::CelAuthorizer;
-use crate::admission::expressions::{Inputs, NO_VARIABLES};
+use crate::admission::expressions::{evaluate_within, Failure, Inputs, OutOfBudget, BUDGET, NO_VARIABLES};
 use crate::admission::matching::Request;
 use crate::admission::metrics::AdmissionMetrics;
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
 use crate::admission::policy::params::ParamSources;
 use crate::admission::webhook::review;
 use crate::admission::{AdmissionPlugin, Attributes};
-use crate::apimachinery::cel::{cel, Expression, MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, PER_CALL_LIMIT};
+use crate::apimachinery::cel::{cel, MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, OUT_OF_BUDGET};
 use crate::apimachinery::errors::{details, ApiError, ApiResult};
 
 /// kube's cap on the audit annotation values a policy sets.
@@ -88,51 +88,65 @@ fn evaluate_policy(
         Ok(false) => return Vec::new(),
         Err(e) => return on_error(e),
     }
-    // Evaluated when an expression first reads them, once for all of them.
+    // kube's validator: the validations, then the message expressions with
+    // what the validations left of their budget, then the audit
+    // annotations with a budget of their own; each with its own variables,
+    // evaluated when one of its expressions first reads them, their cost
+    // out of its budget.
     let variables = base.variables_of(&policy.variables);
     let inputs = Inputs { variables: &variables, ..*base };
+    let mut remaining = BUDGET;
+    let mut results = Vec::with_capacity(policy.validations.len());
+    for validation in &policy.validations {
+        match evaluate_within(&validation.expression, &inputs, &mut remaining) {
+            Ok(result) => results.push(result),
+            Err(OutOfBudget) => return on_error(OUT_OF_BUDGET.into()),
+        }
+    }
+    let messages = messages(policy, base, remaining);
     let mut denials = Vec::new();
-    for (i, validation) in policy.validations.iter().enumerate() {
-        match evaluate(&validation.expression, &inputs) {
-            Ok(cel::Value::Bool(true)) => {}
-            Ok(cel::Value::Bool(false)) => {
-                let message = validation
-                    .message_expression
-                    .as_ref()
-                    .and_then(|m| match evaluate(m, &inputs) {
-                        Ok(cel::Value::String(s)) => Some(s.trim().to_string()),
-                        _ => None,
-                    })
-                    .filter(|m| {
-                        !m.is_empty() && m.len() <= MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES && !m.contains('\n')
-                    })
-                    .or_else(|| {
-                        validation.message.as_deref().map(str::trim).filter(|m| !m.is_empty()).map(str::to_string)
-                    })
-                    .unwrap_or_else(|| format!("failed expression: {}", validation.source.trim()));
-                denials.push((
-                    i,
-                    Denial { message, reason: Some(validation.reason.clone().unwrap_or_else(|| "Invalid".into())) },
-                ));
-            }
-            Ok(_) => {
-                if !policy.fail_open {
-                    let message = format!("expression '{}' resulted in error: no such overload", validation.source);
-                    denials.push((i, Denial { message, reason: None }));
+    for (i, (validation, result)) in policy.validations.iter().zip(results).enumerate() {
+        let error = |message: String| (i, Denial { message, reason: None });
+        match (result, &messages) {
+            (Err(failure), _) => denials.push(error(failure.message)),
+            // kube fails every validation that gave a value when the
+            // messages ran out of budget, true ones too.
+            (Ok(_), Err(OutOfBudget)) => denials.push(error(format!("failed messageExpression: {OUT_OF_BUDGET}"))),
+            (Ok(cel::Value::Bool(true)), _) => {}
+            (Ok(cel::Value::Bool(false)), Ok(messages)) => {
+                let message = match messages.get(i) {
+                    Some(Some(Ok(cel::Value::String(s)))) => Some(s.trim().to_string()),
+                    _ => None,
                 }
+                .filter(|m| {
+                    !m.is_empty() && m.len() <= MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES && !m.contains('\n')
+                })
+                .or_else(|| validation.message.as_deref().map(str::trim).filter(|m| !m.is_empty()).map(str::to_string))
+                .unwrap_or_else(|| format!("failed expression: {}", validation.source.trim()));
+                let reason = validation.reason.clone().unwrap_or_else(|| "Invalid".into());
+                denials.push((i, Denial { message, reason: Some(reason) }));
             }
-            Err(e) => {
-                if !policy.fail_open {
-                    denials.push((i, Denial { message: e, reason: None }));
-                }
+            (Ok(_), _) => {
+                denials.push(error(format!("expression '{}' resulted in error: no such overload", validation.source)))
             }
         }
     }
+    // Errors deny under Fail only; failed validations always.
+    denials.retain(|(_, d)| d.reason.is_some() || !policy.fail_open);
+    let variables = base.variables_of(&policy.variables);
+    let inputs = Inputs { variables: &variables, ..*base };
+    let mut remaining = BUDGET;
+    let mut published = Vec::new();
     for (key, compiled) in &policy.audit_annotations {
-        match evaluate(compiled, &inputs) {
+        let result = match evaluate_within(compiled, &inputs, &mut remaining) {
+            Ok(result) => result,
+            // As kube: the policy's one decision, its annotations dropped.
+            Err(OutOfBudget) => return on_error(OUT_OF_BUDGET.into()),
+        };
+        match result {
             Ok(cel::Value::String(value)) => {
                 let value: String = value.chars().take(MAX_AUDIT_ANNOTATION_VALUE_LENGTH).collect();
-                annotations.push((format!("{}/{key}", policy.name), value));
+                published.push((format!("{}/{key}", policy.name), value));
             }
             Ok(cel::Value::Null) => {}
             Ok(_) | Err(_) if policy.fail_open => {}
@@ -143,19 +157,33 @@ fn evaluate_policy(
                     reason: None,
                 },
             )),
-            Err(e) => denials.push((0, Denial { message: e, reason: None })),
+            Err(failure) => denials.push((0, Denial { message: failure.message, reason: None })),
         }
     }
+    annotations.append(&mut published);
     denials
 }
 
-/// An expression's value, or the error in kube's words.
-fn evaluate(compiled: &Result<Expression, String>, inputs: &Inputs<'_>) -> Result<cel::Value, String> {
-    let expression = compiled.as_ref().map_err(|e| format!("compilation error: {e}"))?;
-    expression
-        .evaluate(&inputs.activation(), PER_CALL_LIMIT)
-        .map(|out| out.value)
-        .map_err(|e| format!("expression '{}' resulted in error: {e}", expression.source()))
+/// The values of the validations' message expressions (None where a
+/// validation has none), evaluated as kube evaluates them: all of them,
+/// whatever the validations gave, out of what the validations left of the
+/// budget; none to evaluate where no validation has one.
+type Messages = Result<Vec<Option<Result<cel::Value, Failure>>>, OutOfBudget>;
+
+fn messages(policy: &Policy, base: &Inputs<'_>, mut remaining: u64) -> Messages {
+    if policy.validations.iter().all(|v| v.message_expression.is_none()) {
+        return Ok(Vec::new());
+    }
+    let variables = base.variables_of(&policy.variables);
+    let inputs = Inputs { variables: &variables, ..*base };
+    let mut messages = Vec::with_capacity(policy.validations.len());
+    for validation in &policy.validations {
+        messages.push(match &validation.message_expression {
+            Some(compiled) => Some(evaluate_within(compiled, &inputs, &mut remaining)?),
+            None => None,
+        });
+    }
+    Ok(messages)
 }
 
 /// kube's `reasonToCode`.
@@ -371,5 +399,24 @@ mod tests {
             messages[1]
         );
         assert_eq!(denials(&policy(spec("Ignore")), &object), Vec::<String>::new());
+    }
+
+    /// Variables whose evaluations cost 0.8M each (the bound for 300
+    /// annotations), within the per-call limit each, and `n` of them read.
+    fn costly(n: usize) -> (Policy, Value) {
+        let every = "object.metadata.annotations.all(k, object.metadata.annotations.all(j, k != j || k == j))";
+        let variables: Vec<Value> = (0..n).map(|i| json!({"name": format!("v{i}"), "expression": every})).collect();
+        let all: Vec<String> = (0..n).map(|i| format!("variables.v{i}")).collect();
+        let spec = json!({"variables": variables, "validations": [{"expression": all.join(" && ")}]});
+        let annotations: serde_json::Map<String, Value> = (0..300).map(|i| (format!("a{i}"), json!("x"))).collect();
+        (policy(spec), json!({"metadata": {"name": "dolly", "annotations": annotations}}))
+    }
+
+    #[test]
+    fn variables_cost_out_of_the_policys_budget() {
+        let (within, object) = costly(12);
+        assert_eq!(denials(&within, &object), Vec::<String>::new());
+        let (past, object) = costly(13);
+        assert_eq!(denials(&past, &object), vec![OUT_OF_BUDGET.to_string()]);
     }
 }

@@ -118,7 +118,11 @@ impl Variables {
                     .map_err(|e| format!("composited variable \"{name}\" fails to evaluate: {e}"))
             }
         };
-        self.lock().insert(name.to_string(), value.clone());
+        // Unless it met an unanswered check: the evaluation that read it is
+        // discarded, and another reading it now may ask it.
+        if !matches!(&value, Err(e) if e.contains(super::authz::PENDING)) {
+            self.lock().insert(name.to_string(), value.clone());
+        }
         value
     }
 

@@ -404,16 +404,36 @@ thread_local! {
 
 /// The runtime cost of one evaluation beyond its bound: what calls whose
 /// cost is fixed but which may not run (authorization checks) spend when
-/// they do.
+/// they do; and whether the evaluation met a check not answered yet.
 #[derive(Debug, Clone, Copy)]
 struct Runtime {
     remaining: u64,
     charged: u64,
     exceeded: bool,
+    /// How many evaluations are running on this thread, this one included
+    /// (0 between evaluations): a variable's is nested in its reader's.
+    depth: u32,
+    /// The evaluation (or one it is nested in, or one nested in it) met an
+    /// unanswered check ([`authz`]): it will be discarded, and no other
+    /// check it meets is asked for. cel-go would have had the answer and
+    /// maybe not gone on (`||`, `&&`, `exists` short-circuit): a check
+    /// past the first unanswered one waits for the next evaluation, which
+    /// meets it only if that answer does not decide.
+    pending: bool,
 }
 
 impl Runtime {
-    const UNLIMITED: Runtime = Runtime { remaining: u64::MAX, charged: 0, exceeded: false };
+    const UNLIMITED: Runtime = Runtime { remaining: u64::MAX, charged: 0, exceeded: false, depth: 0, pending: false };
+}
+
+/// Notes that the evaluation running on this thread met an unanswered
+/// check; whether one was met already (the check is then not to be asked).
+pub(super) fn meet_pending() -> bool {
+    let mut runtime = RUNTIME.get();
+    let met = runtime.pending;
+    runtime.pending = true;
+    RUNTIME.set(runtime);
+    met
 }
 
 /// Charges `cost` to the evaluation running on this thread: an error (the
@@ -532,7 +552,14 @@ impl Expression {
         let failed = |message: String| EvalError::Failed { message, cost: bound };
         // This evaluation's own runtime charges; an evaluation it makes (a
         // lazily evaluated variable) has its own, and this one's resume after.
-        let outer = RUNTIME.replace(Runtime { remaining: per_call_limit - bound, ..Runtime::UNLIMITED });
+        let outer = RUNTIME.get();
+        RUNTIME.set(Runtime {
+            remaining: per_call_limit - bound,
+            depth: outer.depth.saturating_add(1),
+            // A variable read after its reader met an unanswered check asks none.
+            pending: outer.depth > 0 && outer.pending,
+            ..Runtime::UNLIMITED
+        });
         let outcome = FUNCTIONS.with(|functions| {
             let mut ctx = functions.new_inner_scope();
             for (name, binding) in &vars.vars {
@@ -552,6 +579,10 @@ impl Expression {
                 .map_err(|e| failed(execution_error(&e)))
         });
         let runtime = RUNTIME.replace(outer);
+        if outer.depth > 0 && runtime.pending {
+            // The reader of a variable that met one asks no more either.
+            meet_pending();
+        }
         let cost = bound.saturating_add(runtime.charged);
         if runtime.exceeded {
             return Err(EvalError::CostLimitExceeded { bound: cost.max(per_call_limit.saturating_add(1)) });

@@ -128,15 +128,38 @@ impl Policy {
     }
 }
 
-/// How often discovery is asked again while the cluster does not serve the
-/// policies: one small request, and policies in effect within as long once
-/// it serves them.
+/// How often discovery is asked again whether the cluster serves the
+/// policies: one small request, and policies in effect (or dropped) within
+/// as long once it serves them (or no longer does).
 const RECHECK: Duration = Duration::from_secs(10);
 
 /// Whether the cluster serves the policies: not known yet, no, yes.
 const UNKNOWN: u8 = 0;
 const NOT_SERVED: u8 = 1;
 const SERVED: u8 = 2;
+
+/// Whether discovery lists the policies' resource: Err where it could not
+/// be asked (kept as it was known).
+async fn served(client: &Client) -> Result<bool, kube::Error> {
+    match client.list_api_group_resources(GROUP_VERSION).await {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == RESOURCE)),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Returns once discovery says the cluster no longer serves the policies,
+/// asking every [`RECHECK`] (one small request); a failed ask changes nothing.
+async fn until_gone(client: &Client) {
+    loop {
+        tokio::time::sleep(RECHECK).await;
+        match served(client).await {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => tracing::debug!(error = %e, "discovery of {GROUP_VERSION} failed; asking again later"),
+        }
+    }
+}
 
 /// The policies and bindings.
 pub struct Source {
@@ -161,20 +184,38 @@ impl Source {
 
     /// Asks discovery (until it answers) whether the cluster serves the
     /// policies, and again every [`RECHECK`] while it does not; then watches
-    /// them.
+    /// them, asking discovery again every [`RECHECK`] whether it still does:
+    /// once it does not (the API turned off), the policies are dropped, as
+    /// kube's plugin has none once their API is gone, and the plugin waits
+    /// for them to be served again.
     async fn discover_and_watch(self: Arc<Self>, client: Client) {
         loop {
-            let served = match client.list_api_group_resources(GROUP_VERSION).await {
-                Ok(list) => list.resources.iter().any(|r| r.name == RESOURCE),
-                Err(kube::Error::Api(e)) if e.code == 404 => false,
+            self.until_served(&client).await;
+            tokio::select! {
+                () = follow_both(client.clone(), &self.synced, |p, b| self.rebuild(p, b)) => {}
+                () = until_gone(&client) => {}
+            }
+            // The watches are stopped: nothing rebuilds the policies now.
+            self.served.store(NOT_SERVED, Ordering::Release);
+            self.policies.store(Arc::new(Vec::new()));
+            self.synced.reset();
+            tracing::info!(
+                "the cluster no longer serves {RESOURCE}.{GROUP_VERSION}: MutatingAdmissionPolicy is off until it does again"
+            );
+        }
+    }
+
+    /// Returns once discovery says the cluster serves the policies.
+    async fn until_served(&self, client: &Client) {
+        loop {
+            match served(client).await {
+                Ok(true) => break,
+                Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(error = %e, "discovery of {GROUP_VERSION} failed; retrying");
                     tokio::time::sleep(Duration::from_secs(2)).await;
                     continue;
                 }
-            };
-            if served {
-                break;
             }
             if self.served.swap(NOT_SERVED, Ordering::AcqRel) == UNKNOWN {
                 tracing::info!(
@@ -192,7 +233,6 @@ impl Source {
         } else {
             tracing::info!("the cluster serves {RESOURCE}.{GROUP_VERSION} now: following MutatingAdmissionPolicies");
         }
-        follow_both(client, &self.synced, |p, b| self.rebuild(p, b)).await;
     }
 
     fn rebuild(&self, policies: &Store<MutatingAdmissionPolicy>, bindings: &Store<MutatingAdmissionPolicyBinding>) {

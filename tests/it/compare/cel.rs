@@ -248,3 +248,52 @@ async fn rules_compile_where_kube_compiles_them() {
     }
     assert!(differences.is_empty(), "{differences:#?}");
 }
+
+/// A rule that does not compile is reported in kube's words, placed as
+/// cel-go places it (`ERROR: <input>:<line>:<column>: ...`, the line and a
+/// caret under the place): kube-apiserver's refusal of the same rule in a
+/// CRD (a server-side dry run) holds the message this server gives.
+#[tokio::test]
+async fn rules_that_do_not_compile_are_reported_as_kube_reports_them() {
+    use aggregated_apiserver::apimachinery::schema::validations::SchemaRules;
+    let cmp = comparison("cmp-cel-errors").await;
+    let object = json!({"type": "object", "properties": {"a": {"type": "string"}, "n": {"type": "integer"}}});
+    let string = json!({"type": "string"});
+    let cases = [
+        (&object, "self.nope == 1"),
+        (&object, "self.n > 0 && undeclared == 1"),
+        (&object, "self.n > 0 &&\n  self.a.size() > 1 && self.nope"),
+        (&object, "!has(self.nope)"),
+        (&object, "self.n >"),
+        (&string, "self.x == 'y'"),
+    ];
+    let mut differences = Vec::new();
+    for (i, (field, rule)) in cases.iter().enumerate() {
+        let mut field = (*field).clone();
+        field["x-kubernetes-validations"] = json!([{"rule": rule, "message": "m"}]);
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"f": field}}}});
+        let ours = SchemaRules::compile(&schema).err().map(|e| e.to_string()).unwrap_or_default();
+        let Some(at) = ours.find("compilation failed: ") else {
+            differences.push(format!("{rule:?}: ours compiled, or failed otherwise: {ours}"));
+            continue;
+        };
+        let message = &ours[at..];
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("errors{i}.oracle.example.com")},
+            "spec": {"group": "oracle.example.com", "scope": "Namespaced",
+                "names": {"plural": format!("errors{i}"), "singular": format!("error{i}"), "kind": format!("Error{i}")},
+                "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": schema}}]}
+        });
+        let out = crate::common::kubectl_stdin(
+            &cmp.cp.kubeconfig,
+            &["apply", "--dry-run=server", "-f", "-"],
+            Some(&crd.to_string()),
+        );
+        assert!(!out.0 && out.2.contains("is invalid"), "kube accepted {rule:?} or failed otherwise: {out:?}");
+        if !out.2.contains(message) {
+            differences.push(format!("{rule:?}:\n  ours: {message:?}\n  kube: {:?}", out.2.trim()));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}

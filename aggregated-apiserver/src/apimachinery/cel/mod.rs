@@ -63,6 +63,7 @@ pub mod authz;
 mod cost;
 pub mod decl;
 pub mod escape;
+mod issues;
 pub mod lazy;
 pub mod mutation;
 mod value;
@@ -177,7 +178,7 @@ impl Env {
             .enable_optional_syntax(true)
             .max_recursion_depth(MAX_RECURSION_DEPTH)
             .parse(source)
-            .map_err(|e| CompileError::Syntax(syntax_error(source, &e)))?;
+            .map_err(|e| CompileError::Syntax(issues::syntax(source, &e)))?;
         let mut scope = cost::Scope {
             vars: self.variables.iter().map(|(n, t)| (n.as_str(), t.clone(), true)).collect(),
             // What a request can hold, kube's bound for what it declares unbounded.
@@ -185,11 +186,18 @@ impl Env {
             strict: true,
         };
         let estimate = cost::estimate(&ast, &mut scope).map_err(|u| {
+            let place = |s: &cost::Selected| issues::selection(source, &s.path, &s.field, s.test);
             CompileError::Undeclared(match u {
-                cost::Undeclared::Variable(v) => format!("ERROR: <input>: undeclared reference to '{v}'"),
-                cost::Undeclared::Field(f) => format!("ERROR: <input>: undefined field '{f}'"),
-                cost::Undeclared::Selection(t) => {
-                    format!("ERROR: <input>: type '{t}' does not support field selection")
+                cost::Undeclared::Variable(v) => issues::display(
+                    source,
+                    issues::variable(source, &v),
+                    &format!("undeclared reference to '{v}' (in container '')"),
+                ),
+                cost::Undeclared::Field(s) => {
+                    issues::display(source, place(&s), &format!("undefined field '{}'", s.field))
+                }
+                cost::Undeclared::Selection(t, s) => {
+                    issues::display(source, place(&s), &format!("type '{t}' does not support field selection"))
                 }
             })
         })?;
@@ -204,16 +212,6 @@ impl Env {
         authz::rewrite(&mut ast);
         lazy::rewrite(&mut ast);
         Ok(Expression { source: source.to_string(), ast, max_cost, uses })
-    }
-}
-
-fn syntax_error(source: &str, e: &cel::ParseErrors) -> String {
-    // The `cel` crate's errors render with their position, as cel-go's do.
-    let text = e.to_string();
-    if text.is_empty() {
-        format!("ERROR: <input>: Syntax error in {source:?}")
-    } else {
-        text
     }
 }
 

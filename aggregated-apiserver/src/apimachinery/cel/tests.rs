@@ -41,12 +41,22 @@ fn compile_errors_name_the_problem() {
     let (env, _) = env_self(json!({"type": "object", "properties": {"a": {"type": "string"}}}));
     let syntax = env.compile("self.a ==").unwrap_err();
     assert!(matches!(syntax, CompileError::Syntax(_)), "{syntax:?}");
-    assert!(syntax.to_string().contains("Syntax error"), "{syntax}");
+    // Placed, with the line and a caret under the place, as cel-go shows them.
+    let syntax = syntax.to_string();
+    assert!(syntax.starts_with("ERROR: <input>:1:10: Syntax error: mismatched input '<EOF>'"), "{syntax}");
+    assert!(syntax.ends_with("\n | self.a ==\n | .........^"), "{syntax}");
     assert_eq!(
         env.compile("other.a == 'x'").unwrap_err().to_string(),
-        "ERROR: <input>: undeclared reference to 'other'"
+        "ERROR: <input>:1:1: undeclared reference to 'other' (in container '')\n | other.a == 'x'\n | ^"
     );
-    assert_eq!(env.compile("self.b == 'x'").unwrap_err().to_string(), "ERROR: <input>: undefined field 'b'");
+    assert_eq!(
+        env.compile("self.a == 'x' &&\n  self.b == 'x'").unwrap_err().to_string(),
+        "ERROR: <input>:2:7: undefined field 'b'\n |   self.b == 'x'\n | ......^"
+    );
+    assert_eq!(
+        env.compile("has(self.b)").unwrap_err().to_string(),
+        "ERROR: <input>:1:4: undefined field 'b'\n | has(self.b)\n | ...^"
+    );
     // Comprehension variables and type names are in scope.
     env.compile("[1, 2].all(x, x > 0) && type(self.a) == string").unwrap();
 }

@@ -385,18 +385,14 @@ mod tests {
         assert_eq!(messages.len(), 2, "{messages:#?}");
         // kube's composited compiler declares a variable only once it is
         // compiled: `b` is not a field of `variables` for `a`.
-        assert!(
-            messages[0].starts_with(
-                "expression 'variables.a' resulted in error: composited variable \"a\" fails to compile: compilation failed: ERROR: <input>:"
-            ) && messages[0].contains("undefined field 'b'"),
-            "{}",
-            messages[0]
+        assert_eq!(
+            messages[0],
+            "expression 'variables.a' resulted in error: composited variable \"a\" fails to compile: compilation failed: \
+             ERROR: <input>:1:10: undefined field 'b'\n | variables.b == 1\n | .........^"
         );
-        assert!(
-            messages[1].starts_with("compilation error: compilation failed: ERROR: <input>:")
-                && messages[1].contains("undefined field 'nosuch'"),
-            "{}",
-            messages[1]
+        assert_eq!(
+            messages[1],
+            "compilation error: compilation failed: ERROR: <input>:1:10: undefined field 'nosuch'\n | variables.nosuch\n | .........^"
         );
         assert_eq!(denials(&policy(spec("Ignore")), &object), Vec::<String>::new());
     }

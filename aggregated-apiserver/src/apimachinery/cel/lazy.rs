@@ -1,10 +1,13 @@
 //! Named expressions evaluated on first use (kube's composited `variables`
 //! of admission policies, k8s.io/apiserver `plugin/cel/composition.go`):
 //! `variables.x` evaluates `x`'s expression the first time an evaluation
-//! reads it, keeps its value for the rest of that set of evaluations (one
-//! admission of one policy), and keeps it as CEL made it (an `Object{...}`,
-//! an authorization decision), not converted to JSON and back. A variable no
-//! evaluation reads is never evaluated, so one that would fail fails nothing.
+//! reads it, keeps its value for the rest of that set of evaluations (what
+//! kube evaluates together: a policy's validations, their messages, its
+//! audit annotations, one mutation), and keeps it as CEL made it (an
+//! `Object{...}`, an authorization decision), not converted to JSON and
+//! back. A variable no evaluation reads is never evaluated, so one that
+//! would fail fails nothing. What evaluating them costs is added up for the
+//! expression that read them to be charged ([`take_cost`]).
 //!
 //! The `cel` crate has no lazy values: `variables` is bound to an opaque
 //! value holding the expressions and their inputs, and every `variables.x`

@@ -75,6 +75,7 @@ pub use decl::DeclType;
 pub use kube_cel::cel;
 use kube_cel::KubeCelExt;
 use serde_json::Value as Json;
+pub use value::go_type_name;
 
 use cel::common::ast::Expr;
 use cel::{Context, ExecutionError, IdedExpr};

@@ -28,7 +28,7 @@ use crate::admission::namespace_lifecycle::NamespaceLifecycle;
 use crate::admission::policy::params::ParamSources;
 use crate::admission::webhook::review;
 use crate::admission::{AdmissionPlugin, Attributes};
-use crate::apimachinery::cel::{cel, MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, OUT_OF_BUDGET};
+use crate::apimachinery::cel::{cel, go_type_name, MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, OUT_OF_BUDGET};
 use crate::apimachinery::errors::{details, ApiError, ApiResult};
 
 /// kube's cap on the audit annotation values a policy sets.
@@ -144,19 +144,25 @@ fn evaluate_policy(
             Err(OutOfBudget) => return on_error(OUT_OF_BUDGET.into()),
         };
         match result {
+            // Trimmed, and left out when nothing is left, as kube does.
+            Ok(cel::Value::String(value)) if value.trim().is_empty() => {}
             Ok(cel::Value::String(value)) => {
-                let value: String = value.chars().take(MAX_AUDIT_ANNOTATION_VALUE_LENGTH).collect();
+                let value: String = value.trim().chars().take(MAX_AUDIT_ANNOTATION_VALUE_LENGTH).collect();
                 published.push((format!("{}/{key}", policy.name), value));
             }
             Ok(cel::Value::Null) => {}
-            Ok(_) | Err(_) if policy.fail_open => {}
-            Ok(_) => denials.push((
-                0,
-                Denial {
-                    message: format!("valueExpression '{key}' resulted in error: must evaluate to a string or null"),
-                    reason: None,
-                },
-            )),
+            // kube denies a value of another type whatever the failure
+            // policy (its API refuses an expression not typed string or
+            // null, so only an older policy can give one).
+            Ok(other) => {
+                let source = compiled.as_ref().map(|e| e.source()).unwrap_or_default();
+                let message = format!(
+                    "valueExpression '{source}' resulted in unsupported return type: {}. Return type must be either string or null.",
+                    go_type_name(&other)
+                );
+                denials.push((0, Denial { message, reason: None }));
+            }
+            Err(_) if policy.fail_open => {}
             Err(failure) => denials.push((0, Denial { message: failure.message, reason: None })),
         }
     }
@@ -348,8 +354,9 @@ mod tests {
         Policy::compile(&policy, Vec::new(), &policy_env(), &policy_message_env())
     }
 
-    /// The messages of the denials `policy` gives a create of `object`.
-    fn denials(policy: &Policy, object: &Value) -> Vec<String> {
+    /// The messages of the denials `policy` gives a create of `object`,
+    /// and the audit annotations it sets.
+    fn evaluated(policy: &Policy, object: &Value) -> (Vec<String>, Vec<(String, String)>) {
         let authorizer = authz::authorizer(Checks::new(), Target::default());
         let inputs = Inputs {
             object,
@@ -360,7 +367,13 @@ mod tests {
             variables: &NO_VARIABLES,
             authorizer: &authorizer,
         };
-        evaluate_policy(policy, &inputs, &mut Vec::new()).into_iter().map(|(_, d)| d.message).collect()
+        let mut annotations = Vec::new();
+        let denials = evaluate_policy(policy, &inputs, &mut annotations);
+        (denials.into_iter().map(|(_, d)| d.message).collect(), annotations)
+    }
+
+    fn denials(policy: &Policy, object: &Value) -> Vec<String> {
+        evaluated(policy, object).0
     }
 
     #[test]
@@ -395,6 +408,21 @@ mod tests {
             "compilation error: compilation failed: ERROR: <input>:1:10: undefined field 'nosuch'\n | variables.nosuch\n | .........^"
         );
         assert_eq!(denials(&policy(spec("Ignore")), &object), Vec::<String>::new());
+    }
+
+    #[test]
+    fn audit_annotations_are_trimmed_and_must_be_strings_or_null() {
+        let values = [("padded", "'  padded  '"), ("blank", "'   '"), ("none", "null"), ("number", "1 + 1")];
+        let annotations: Vec<Value> =
+            values.iter().map(|(key, value)| json!({"key": key, "valueExpression": value})).collect();
+        let spec = json!({"failurePolicy": "Ignore", "auditAnnotations": annotations});
+        let (messages, annotations) = evaluated(&policy(spec), &json!({"metadata": {"name": "dolly"}}));
+        assert_eq!(annotations, vec![("p/padded".to_string(), "padded".to_string())]);
+        // Under Ignore too, as kube.
+        assert_eq!(
+            messages,
+            vec!["valueExpression '1 + 1' resulted in unsupported return type: int. Return type must be either string or null."]
+        );
     }
 
     /// Variables whose evaluations cost 0.8M each (the bound for 300

@@ -102,4 +102,9 @@ impl ApiProxy {
     pub fn reveal(&self) {
         self.hidden.store(false, Ordering::SeqCst);
     }
+
+    /// Hides the group version again, as a cluster that turned it off.
+    pub fn hide(&self) {
+        self.hidden.store(true, Ordering::SeqCst);
+    }
 }

@@ -14,10 +14,13 @@ use crate::apimachinery::cel::cel;
 use crate::auth::authn::UserInfo;
 use crate::auth::authz::{self as server_authz, Authorizer};
 
-/// Evaluations of one expression (or policy) at most: each answers all the
-/// checks its evaluation met, so only checks that depend on earlier answers
-/// take another round.
-const MAX_ROUNDS: usize = 8;
+/// Evaluations of one expression (or policy) at most: each answers the
+/// first unanswered check each of its expressions met, so a round is
+/// needed per check along one expression's evaluation (where cel-go
+/// would have asked them one after the other). Kube's costs bound those:
+/// two per expression or variable within the per-call limit, about 28
+/// within a policy's budget.
+const MAX_ROUNDS: usize = 32;
 
 /// Answers admission's authorization checks.
 #[derive(Clone, Default)]

@@ -8,7 +8,9 @@
 
 use serde_json::Value;
 
-use crate::apimachinery::cel::{cel, lazy, Activation, DeclType, Env};
+use crate::apimachinery::cel::{
+    cel, lazy, Activation, DeclType, Env, EvalError, Expression, PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET,
+};
 
 /// The environment of webhook match conditions. No cost limit at compile
 /// time, as kube's: the objects are untyped, so any estimate is the worst
@@ -38,6 +40,33 @@ pub fn policy_message_env() -> Env {
         .variable("params", DeclType::any())
         .variable("namespaceObject", DeclType::any())
         .variable("variables", DeclType::any())
+}
+
+/// Compiles one of a policy's expressions, the error in kube's words.
+pub fn compile(env: &Env, source: &str) -> Result<Expression, String> {
+    env.compile(source).map_err(|e| format!("compilation failed: {e}"))
+}
+
+/// Compiles a policy's `variables` in order, as kube's composited compiler
+/// does: each sees only those declared before it, so one reading a later
+/// (or undeclared) one does not compile (`undefined field 'b'`, reported
+/// where an expression reads it: `composited variable "a" fails to compile:
+/// ...`). The policy's other expressions are compiled where all are
+/// declared ([`declaring`]), so `variables.nosuch` does not compile there
+/// either.
+pub fn compile_variables<'a>(env: &Env, variables: impl IntoIterator<Item = (&'a str, &'a str)>) -> lazy::Named {
+    let mut declared: Vec<(String, Result<Expression, String>)> = Vec::new();
+    for (name, source) in variables {
+        let compiled = compile(&declaring(env, &declared), source);
+        declared.push((name.to_string(), compiled));
+    }
+    std::sync::Arc::new(declared)
+}
+
+/// `env` where `variables` has the fields `declared` names (any value each).
+pub fn declaring(env: &Env, declared: &[(String, Result<Expression, String>)]) -> Env {
+    let fields = declared.iter().map(|(name, _)| (name.as_str(), DeclType::any()));
+    env.clone().variable("variables", DeclType::object(fields))
 }
 
 /// The values of one evaluation.
@@ -85,4 +114,59 @@ impl<'a> Inputs<'a> {
         ];
         lazy::variables(named.clone(), &json, &[("authorizer", self.authorizer.clone())])
     }
+}
+
+/// kube's `RuntimeCELCostBudget`: what the expressions of one of its
+/// `ForInput` calls may cost together (a policy's validations with their
+/// messages, its audit annotations, one mutation), with the variables they
+/// read.
+pub const BUDGET: u64 = RUNTIME_CEL_COST_BUDGET as u64;
+
+/// What became of one expression that gave no value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// It did not compile.
+    Compile,
+    /// It would cost more than kube's per-call limit.
+    CostLimit,
+    /// It failed.
+    Invalid,
+}
+
+/// An expression that gave no value, in kube's words.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+/// The expressions of one budget spent it: kube's
+/// [`crate::apimachinery::cel::OUT_OF_BUDGET`], and nothing more is run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutOfBudget;
+
+/// Evaluates one expression as kube's `Evaluate` does: what the variables
+/// it made evaluate cost, then what it cost itself, come out of
+/// `remaining` (failed or not), or the budget is spent. `inputs.variables`
+/// must be this budget's own ([`Inputs::variables_of`]).
+pub fn evaluate_within(
+    compiled: &Result<Expression, String>,
+    inputs: &Inputs<'_>,
+    remaining: &mut u64,
+) -> Result<Result<cel::Value, Failure>, OutOfBudget> {
+    let expression = match compiled {
+        Ok(expression) => expression,
+        Err(e) => return Ok(Err(Failure { kind: FailureKind::Compile, message: format!("compilation error: {e}") })),
+    };
+    let outcome = expression.evaluate(&inputs.activation(), PER_CALL_LIMIT);
+    for cost in [lazy::take_cost(inputs.variables), lazy::outcome_cost(&outcome, PER_CALL_LIMIT)] {
+        *remaining = remaining.checked_sub(cost).ok_or(OutOfBudget)?;
+    }
+    Ok(outcome.map(|out| out.value).map_err(|e| Failure {
+        kind: match e {
+            EvalError::CostLimitExceeded { .. } => FailureKind::CostLimit,
+            EvalError::Failed { .. } => FailureKind::Invalid,
+        },
+        message: format!("expression '{}' resulted in error: {e}", expression.source()),
+    }))
 }

@@ -24,7 +24,7 @@ impl MatchConditions {
         let conditions = conditions
             .iter()
             .map(|c| {
-                let compiled = env.compile(&c.expression).map_err(|e| format!("compilation failed: {e}"));
+                let compiled = crate::admission::expressions::compile(env, &c.expression);
                 (c.name.clone(), compiled)
             })
             .collect();
@@ -49,7 +49,7 @@ impl MatchConditions {
             let expression = match compiled {
                 Ok(expression) => expression,
                 Err(why) => {
-                    errors.push(why.clone());
+                    errors.push(format!("compilation error: {why}"));
                     continue;
                 }
             };

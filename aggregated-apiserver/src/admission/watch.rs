@@ -61,6 +61,16 @@ impl Synced {
         Self { what, lists: (0..lists).map(|_| AtomicBool::new(false)).collect(), last_error: Mutex::new(None) }
     }
 
+    /// Forgets that the lists were read (their watches stopped).
+    pub fn reset(&self) {
+        for list in &self.lists {
+            list.store(false, Ordering::Release);
+        }
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = None;
+        }
+    }
+
     /// Whether every list has been read.
     pub fn all(&self) -> bool {
         self.lists.iter().all(|l| l.load(Ordering::Acquire))

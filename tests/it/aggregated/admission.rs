@@ -276,10 +276,12 @@ async fn mutating_policies_stay_off_where_the_cluster_does_not_serve_them() {
 /// A cluster that starts serving MutatingAdmissionPolicies while the server
 /// runs (kube 1.34 has them off by default; a cluster turns them on): the
 /// plugin, which found them not served, asks discovery again and applies
-/// them, with no API call per write. Here a proxy in front of the control
-/// plane hides the group version until the test reveals it.
+/// them, with no API call per write; and one that stops serving them again:
+/// the plugin notices and applies them no more. Here a proxy in front of
+/// the control plane hides the group version until the test reveals it,
+/// and then hides it again.
 #[tokio::test]
-async fn mutating_policies_take_effect_once_the_cluster_serves_them() {
+async fn mutating_policies_take_effect_while_the_cluster_serves_them() {
     let cp = cluster::controlplane();
     let proxy = ApiProxy::start(cp, "admissionregistration.k8s.io/v1beta1").await;
     let server = Server::start_with_cluster(&[], Some(&proxy.kubeconfig)).await;
@@ -321,6 +323,22 @@ async fn mutating_policies_take_effect_once_the_cluster_serves_them() {
         assert!(std::time::Instant::now() < deadline, "the policy did not take effect in 60 s: {code} {body:#}");
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
+    // The API turned off: the policy, still stored, is applied no more.
+    proxy.hide();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (code, body) = create().await;
+        if code == 201 && body["metadata"]["labels"]["later"].is_null() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the policy was still applied 60 s after its API went away: {code} {body:#}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let log = std::fs::read_to_string(&server.log_file).unwrap();
+    assert!(log.contains("MutatingAdmissionPolicy is off until it does again"), "{log}");
     for (kind, name) in
         [("mutatingadmissionpolicybinding", "adm-map-later-binding"), ("mutatingadmissionpolicy", "adm-map-later")]
     {

@@ -593,3 +593,52 @@ async fn policy_variables_are_evaluated_when_read_as_for_the_crd() {
         uninstall(cmp.cp, kind, name);
     }
 }
+
+/// What a policy's variables cost to evaluate comes out of the budget of
+/// the expressions that read them (kube's `RuntimeCELCostBudget`): each of
+/// these is well within the per-call limit, all of them are not within
+/// the budget, and the validation reading them fails in kube's words.
+#[tokio::test]
+async fn policy_variables_cost_out_of_the_policys_budget_as_for_the_crd() {
+    let cmp = comparison("adm-variables-budget").await;
+    let ns = cmp.ns.clone();
+    let rules = json!([{"apiGroups": [OUR_GROUP, CRD_GROUP], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["llamas"]}]);
+    // Over 300 annotations: about 0.63M by kube's count, 0.8M by our bound.
+    let every = "!has(object.metadata.annotations) || \
+                 object.metadata.annotations.all(k, object.metadata.annotations.all(j, k != j || k == j))";
+    let variables: Vec<Value> = (0..24).map(|i| json!({"name": format!("v{i}"), "expression": every})).collect();
+    let all: Vec<String> = (0..24).map(|i| format!("variables.v{i}")).collect();
+    let yaml = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "adm-variables-budget"},
+         "spec": {
+            "matchConstraints": {"resourceRules": rules, "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
+            "failurePolicy": "Fail",
+            "variables": variables,
+            "validations": [
+                {"expression": "!has(object.metadata.labels) || !('probe' in object.metadata.labels)", "message": "a probe"},
+                {"expression": all.join(" && ")},
+            ],
+         }},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "adm-variables-budget-binding"},
+         "spec": {"policyName": "adm-variables-budget", "validationActions": ["Deny"]}},
+    ]});
+    cmp.cp.apply(&yaml.to_string());
+    wait_until_refused(&cmp, llama("probe", json!({"probe": "yes"})), 422, "a probe").await;
+    let mut costly = llama("costly", json!({}));
+    let annotations: serde_json::Map<String, Value> = (0..300).map(|i| (format!("a{i}"), json!("x"))).collect();
+    costly["metadata"]["annotations"] = Value::Object(annotations);
+    let mut cheap = llama("cheap", json!({}));
+    cheap["metadata"]["annotations"] = json!({"a": "b", "c": "d"});
+    let outcome = cmp
+        .run(&[Step::post("{llamas}").json(cheap).expect(201), Step::post("{llamas}").json(costly).expect(422)])
+        .await;
+    outcome.assert_identical();
+    let message = outcome.step(1).crd.body["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains("running out of cost budget"), "{message}");
+    for (kind, name) in [
+        ("validatingadmissionpolicybinding", "adm-variables-budget-binding"),
+        ("validatingadmissionpolicy", "adm-variables-budget"),
+    ] {
+        uninstall(cmp.cp, kind, name);
+    }
+}

@@ -167,6 +167,20 @@ async fn rules_are_published_in_openapi() {
     assert_eq!(published(&client, &url, v2("com.example.farm.crd.v1alpha.Llama")).await, ours[0]);
 }
 
+/// What kube-apiserver answers (kubectl's success, stdout, stderr) to a
+/// server-side dry run creating a CRD of kind `singular` with `schema`: its
+/// compiler and cost estimator as the oracle of this server's.
+fn kube_dry_run(cmp: &Comparison, singular: &str, schema: &Value) -> (bool, String, String) {
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{singular}s.oracle.example.com")},
+        "spec": {"group": "oracle.example.com", "scope": "Namespaced",
+            "names": {"plural": format!("{singular}s"), "singular": singular, "kind": format!("K{singular}")},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": schema}}]}
+    });
+    crate::common::kubectl_stdin(&cmp.cp.kubeconfig, &["apply", "--dry-run=server", "-f", "-"], Some(&crd.to_string()))
+}
+
 /// Which rules kube-apiserver accepts in a CRD (its compiler and cost
 /// estimator, asked with a server-side dry run) against which this server
 /// accepts in a kind's schema: the same, but for the differences pinned here.
@@ -225,18 +239,7 @@ async fn rules_compile_where_kube_compiles_them() {
         field["x-kubernetes-validations"] = json!([{"rule": rule}]);
         let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"f": field}}}});
         let ours = SchemaRules::compile(&schema).is_ok();
-        let crd = json!({
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": format!("oracles{i}.oracle.example.com")},
-            "spec": {"group": "oracle.example.com", "scope": "Namespaced",
-                "names": {"plural": format!("oracles{i}"), "singular": format!("oracle{i}"), "kind": format!("Oracle{i}")},
-                "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": schema}}]}
-        });
-        let out = crate::common::kubectl_stdin(
-            &cmp.cp.kubeconfig,
-            &["apply", "--dry-run=server", "-f", "-"],
-            Some(&crd.to_string()),
-        );
+        let out = kube_dry_run(&cmp, &format!("oracle{i}"), &schema);
         let kube = out.0;
         assert!(kube || out.2.contains("is invalid"), "kubectl failed otherwise for {rule}: {out:?}");
         if (ours, kube) != (*ours_expected, *kube_expected) {
@@ -247,4 +250,42 @@ async fn rules_compile_where_kube_compiles_them() {
         }
     }
     assert!(differences.is_empty(), "{differences:#?}");
+}
+
+/// A rule that does not compile is reported in kube's words, placed as
+/// cel-go places it (`ERROR: <input>:<line>:<column>: ...`, the line and a
+/// caret under the place): kube-apiserver's refusal of the same rule in a
+/// CRD (a server-side dry run) holds the message this server gives.
+#[tokio::test]
+async fn rules_that_do_not_compile_are_reported_as_kube_reports_them() {
+    use aggregated_apiserver::apimachinery::schema::validations::SchemaRules;
+    let cmp = comparison("cmp-cel-errors").await;
+    let object = json!({"type": "object", "properties": {"a": {"type": "string"}, "n": {"type": "integer"}}});
+    let string = json!({"type": "string"});
+    let cases = [
+        (&object, "self.nope == 1"),
+        (&object, "self.n > 0 && undeclared == 1"),
+        (&object, "self.n > 0 &&\n  self.a.size() > 1 && self.nope"),
+        (&object, "!has(self.nope)"),
+        (&object, "self.n >"),
+        (&string, "self.x == 'y'"),
+    ];
+    let mut differences = Vec::new();
+    for (i, (field, rule)) in cases.iter().enumerate() {
+        let mut field = (*field).clone();
+        field["x-kubernetes-validations"] = json!([{"rule": rule, "message": "m"}]);
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"f": field}}}});
+        let ours = SchemaRules::compile(&schema).err().map(|e| e.to_string()).unwrap_or_default();
+        let Some(at) = ours.find("compilation failed: ") else {
+            differences.push(format!("{rule:?}: ours compiled, or failed otherwise: {ours}"));
+            continue;
+        };
+        let message = &ours[at..];
+        let out = kube_dry_run(&cmp, &format!("error{i}"), &schema);
+        assert!(!out.0 && out.2.contains("is invalid"), "kube accepted {rule:?} or failed otherwise: {out:?}");
+        if !out.2.contains(message) {
+            differences.push(format!("{rule:?}:\n  ours: {message:?}\n  kube: {:?}", out.2.trim()));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
 }

@@ -153,6 +153,21 @@ async fn mutating_admission_policies_mutate_as_for_the_crd() {
         ]}),
         json!({}),
     ));
+    // Each mutation has variables of its own, evaluated from the object as
+    // the mutations before it left it (kube makes them anew per mutation).
+    items.extend(policy(
+        "adm-map-vars",
+        &ns,
+        "vars",
+        json!({"reinvocationPolicy": "Never",
+        "variables": [{"name": "sawFirst", "expression": "'first' in object.metadata.labels ? 'yes' : 'no'"}],
+        "mutations": [
+            apply("Object{metadata: Object.metadata{labels: {'before': variables.sawFirst}}}"),
+            apply("Object{metadata: Object.metadata{labels: {'first': 'done'}}}"),
+            apply("Object{metadata: Object.metadata{labels: {'after': variables.sawFirst}}}"),
+        ]}),
+        json!({}),
+    ));
     cmp.cp.apply(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string());
 
     // Every policy in effect on both servers before the comparison.
@@ -172,6 +187,7 @@ async fn mutating_admission_policies_mutate_as_for_the_crd() {
         json!("yes"),
     )
     .await;
+    wait_until_mutated(&cmp, llama("probe", json!({"map": "vars"})), "/metadata/labels/first", json!("done")).await;
     wait_until_refused(&cmp, llama("probe", json!({"map": "fail"})), 403, "adm-map-fail").await;
     wait_until_refused(&cmp, llama("probe", json!({"map": "broken"})), 403, "adm-map-broken").await;
     wait_until_refused(&cmp, llama("probe", json!({"map": "invalid"})), 422, "earTag").await;
@@ -189,6 +205,7 @@ async fn mutating_admission_policies_mutate_as_for_the_crd() {
         Step::post("{llamas}").json(llama("ignored", json!({"map": "ignore"}))).expect(201),
         Step::post("{llamas}").json(llama("tested", json!({"map": "test"}))).expect(201),
         Step::post("{llamas}").json(llama("broken", json!({"map": "broken"}))).expect(403),
+        Step::post("{llamas}").json(llama("variables", json!({"map": "vars"}))).expect(201),
         Step::get("{llamas}/applied").expect(200),
         Step::delete("{llamas}/applied").expect(200),
     ])
@@ -215,6 +232,7 @@ async fn mutating_admission_policies_mutate_as_for_the_crd() {
         "adm-map-ignore",
         "adm-map-test",
         "adm-map-broken",
+        "adm-map-vars",
     ] {
         uninstall(cmp.cp, "mutatingadmissionpolicybinding", &format!("{name}-binding"));
         uninstall(cmp.cp, "mutatingadmissionpolicy", name);

@@ -15,7 +15,12 @@
 //! have no side effects, so an evaluation that ran into an unanswered check
 //! is simply discarded; one that succeeded while a check was pending (its
 //! error absorbed by `||`, `&&` or a comprehension, as cel-go absorbs it)
-//! stands, since the check's answer could not have changed it.
+//! stands, since the check's answer could not have changed it. Only the
+//! first unanswered check an evaluation meets is asked for: cel-go, which
+//! has each answer before it goes on, may not go on (`a || b` with `a`
+//! allowed never asks `b`), so a later one waits for the evaluation that
+//! meets it with the earlier ones answered, and no review is asked that
+//! kube would not ask.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -85,15 +90,16 @@ impl Checks {
         Arc::new(Self::default())
     }
 
-    fn lookup(&self, check: &Check) -> Option<Decision> {
+    fn answered(&self, check: &Check) -> Option<Decision> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).0.get(check).cloned()
+    }
+
+    /// Records `check` as asked for and not answered.
+    fn ask(&self, check: Check) {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(decision) = inner.0.get(check) {
-            return Some(decision.clone());
+        if !inner.1.contains(&check) {
+            inner.1.push(check);
         }
-        if !inner.1.contains(check) {
-            inner.1.push(check.clone());
-        }
-        None
     }
 
     /// The checks asked for and not answered, taken.
@@ -214,10 +220,15 @@ pub(super) fn register(ctx: &mut cel::Context<'static>) {
             let b = downcast::<Builder>(&this).ok_or(ExecutionError::NoSuchOverload)?;
             super::charge(CHECK_COST)?;
             let check = Check { subject: b.subject.clone(), target: b.target.clone(), verb: verb.to_string() };
-            match b.checks.lookup(&check) {
-                Some(decision) => Ok(Value::Opaque(Arc::new(DecisionVal(decision)))),
-                None => Err(ftx.error(PENDING)),
+            if let Some(decision) = b.checks.answered(&check) {
+                return Ok(Value::Opaque(Arc::new(DecisionVal(decision))));
             }
+            // Asked only if it is the first unanswered one this evaluation
+            // meets: what it answers may decide whether cel-go would go on.
+            if !super::meet_pending() {
+                b.checks.ask(check);
+            }
+            Err(ftx.error(PENDING))
         },
     );
     fn decision(ctx: &mut cel::Context<'static>, name: &'static str, get: fn(&Decision) -> Value) {
@@ -349,15 +360,21 @@ mod tests {
     fn checks_cost_what_kube_charges_for_them() {
         let env = Env::new(u64::MAX).variable("authorizer", DeclType::any());
         let two = "authorizer.path('/a').check('get').allowed() && authorizer.path('/b').check('get').allowed()";
-        let checks = Checks::new();
-        let value = || authorizer(checks.clone(), Target::default());
-        let e = env.compile(two).unwrap();
-        assert!(e.evaluate(&Activation::new().cel("authorizer", value(), DeclType::Null), PER_CALL_LIMIT).is_err());
-        // Within the limit; both are asked (CEL's logic evaluates both sides).
-        assert_eq!(checks.take_pending().len(), 2);
+        let allowed = |_: &Check| Decision { allowed: true, ..Default::default() };
+        // Two run within the limit.
+        let (value, asked) = eval(two, allowed);
+        assert_eq!((value, asked.len()), (Ok(Value::Bool(true)), 2));
         let three = format!("{two} && authorizer.path('/c').check('get').allowed()");
         let e = env.compile(&three).unwrap();
-        let out = e.evaluate(&Activation::new().cel("authorizer", value(), DeclType::Null), PER_CALL_LIMIT);
+        let checks = Checks::new();
+        let value = || authorizer(checks.clone(), Target::default());
+        let mut out = e.evaluate(&Activation::new().cel("authorizer", value(), DeclType::Null), PER_CALL_LIMIT);
+        for _ in 0..3 {
+            for check in checks.take_pending() {
+                checks.answer(check, Decision { allowed: true, ..Default::default() });
+            }
+            out = e.evaluate(&Activation::new().cel("authorizer", value(), DeclType::Null), PER_CALL_LIMIT);
+        }
         assert_eq!(out.unwrap_err().to_string(), "operation cancelled: actual cost limit exceeded");
         // Only the checks that run are charged: once /a is answered allowed,
         // the other two do not run, and three written are within the limit.
@@ -382,6 +399,45 @@ mod tests {
             matches!(out, Some((Value::Bool(true), cost)) if cost >= CHECK_COST as u64 && cost < 2 * CHECK_COST as u64),
             "{out:?}"
         );
+    }
+
+    #[test]
+    fn no_check_is_asked_where_an_answer_short_circuits() {
+        // As cel-go evaluates them, with each answer in hand before going on.
+        let allowed = |_: &Check| Decision { allowed: true, ..Default::default() };
+        let denied = |_: &Check| Decision::default();
+        let (a, b) = ("authorizer.path('/a').check('get').allowed()", "authorizer.path('/b').check('get').allowed()");
+        let (value, asked) = eval(&format!("{a} || {b}"), allowed);
+        assert_eq!((value, asked.len()), (Ok(Value::Bool(true)), 1), "`||` after an allowed check");
+        let (value, asked) = eval(&format!("{a} && {b}"), denied);
+        assert_eq!((value, asked.len()), (Ok(Value::Bool(false)), 1), "`&&` after a denied check");
+        let (value, asked) = eval(&format!("{a} || {b}"), denied);
+        assert_eq!((value, asked.len()), (Ok(Value::Bool(false)), 2), "both where the first does not decide");
+        let (value, asked) = eval("['/a', '/b', '/c'].exists(p, authorizer.path(p).check('get').allowed())", allowed);
+        assert_eq!((value, asked.len()), (Ok(Value::Bool(true)), 1), "`exists` stops at the first allowed");
+        // A variable read past an unanswered check asks nothing either.
+        let env = Env::new(u64::MAX).variable("authorizer", DeclType::any()).variable("variables", DeclType::any());
+        let named: super::super::lazy::Named =
+            std::sync::Arc::new(vec![("b".to_string(), Ok(env.compile(b).unwrap()))]);
+        let e = env.compile(&format!("{a} || variables.b")).unwrap();
+        let checks = Checks::new();
+        let mut asked = 0;
+        let out = loop {
+            let value = authorizer(checks.clone(), Target::default());
+            let variables = super::super::lazy::variables(named.clone(), &[], &[("authorizer", value.clone())]);
+            let activation =
+                Activation::new().cel("authorizer", value, DeclType::Null).cel("variables", variables, DeclType::Null);
+            let out = e.evaluate(&activation, PER_CALL_LIMIT);
+            let pending = checks.take_pending();
+            if pending.is_empty() {
+                break out;
+            }
+            for check in pending {
+                asked += 1;
+                checks.answer(check, Decision { allowed: true, ..Default::default() });
+            }
+        };
+        assert_eq!((out.map(|o| o.value), asked), (Ok(Value::Bool(true)), 1));
     }
 
     #[test]

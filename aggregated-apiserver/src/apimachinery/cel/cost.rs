@@ -40,9 +40,35 @@ pub(super) struct Estimate {
 #[derive(Debug)]
 pub(super) enum Undeclared {
     Variable(String),
-    Field(String),
+    Field(Selected),
     /// A field selected from a value of this type, which has none.
-    Selection(&'static str),
+    Selection(&'static str, Selected),
+}
+
+/// A field selection, told enough to find it in the source again.
+#[derive(Debug)]
+pub(super) struct Selected {
+    pub field: String,
+    /// What it is selected from, where that is a plain path
+    /// (`self.spec`: `["self", "spec"]`); empty otherwise.
+    pub path: Vec<String>,
+    /// Inside `has()`.
+    pub test: bool,
+}
+
+/// The names of a plain path (`self.spec.x`), none for anything else.
+fn path_of(e: &IdedExpr) -> Vec<String> {
+    match &e.expr {
+        Expr::Ident(n) => vec![n.clone()],
+        Expr::Select(s) if !s.test => {
+            let mut path = path_of(&s.operand);
+            if !path.is_empty() {
+                path.push(s.field.clone());
+            }
+            path
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// The CEL type name of a declared type that has no fields to select.
@@ -126,14 +152,15 @@ pub(super) fn estimate<'a>(e: &'a IdedExpr, scope: &mut Scope<'a>) -> Result<Est
         },
         Expr::Select(sel) => {
             let operand = estimate(&sel.operand, scope)?;
+            let selected = || Selected { field: sel.field.clone(), path: path_of(&sel.operand), test: sel.test };
             if scope.strict {
                 if let Some(name) = unselectable(&operand.ty) {
-                    return Err(Undeclared::Selection(name));
+                    return Err(Undeclared::Selection(name, selected()));
                 }
             }
             let ty = match operand.ty.field(&sel.field) {
                 Some(t) => t,
-                None if scope.strict => return Err(Undeclared::Field(sel.field.clone())),
+                None if scope.strict => return Err(Undeclared::Field(selected())),
                 None => DeclType::Null,
             };
             Ok(Estimate {

@@ -244,6 +244,10 @@ impl DeclType {
                 fields.values().cloned().reduce(merge).unwrap_or(DeclType::Null)
             }
             DeclType::Dyn { max_size } => DeclType::Dyn { max_size: *max_size },
+            // Null (or a field the value at hand does not have): an
+            // expression indexing or ranging over it fails there, so what
+            // follows it is never run (`!has(x.m) || x.m.all(...)`).
+            DeclType::Null => DeclType::Null,
             _ => DeclType::any(),
         }
     }
@@ -257,6 +261,7 @@ impl DeclType {
                 DeclType::String { max_len: fields.keys().map(|k| k.len() as u64).max().unwrap_or(0) }
             }
             DeclType::Dyn { max_size } => DeclType::Dyn { max_size: *max_size },
+            DeclType::Null => DeclType::Null,
             _ => DeclType::any(),
         }
     }

@@ -1,16 +1,20 @@
 //! Named expressions evaluated on first use (kube's composited `variables`
 //! of admission policies, k8s.io/apiserver `plugin/cel/composition.go`):
 //! `variables.x` evaluates `x`'s expression the first time an evaluation
-//! reads it, keeps its value for the rest of that set of evaluations (one
-//! admission of one policy), and keeps it as CEL made it (an `Object{...}`,
-//! an authorization decision), not converted to JSON and back. A variable no
-//! evaluation reads is never evaluated, so one that would fail fails nothing.
+//! reads it, keeps its value for the rest of that set of evaluations (what
+//! kube evaluates together: a policy's validations, their messages, its
+//! audit annotations, one mutation), and keeps it as CEL made it (an
+//! `Object{...}`, an authorization decision), not converted to JSON and
+//! back. A variable no evaluation reads is never evaluated, so one that
+//! would fail fails nothing. What evaluating them costs is added up for the
+//! expression that read them to be charged ([`take_cost`]).
 //!
 //! The `cel` crate has no lazy values: `variables` is bound to an opaque
 //! value holding the expressions and their inputs, and every `variables.x`
 //! is rewritten at compile time into a call of [`LAZY`] with it.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cel::common::ast::{CallExpr, Expr, LiteralValue};
@@ -38,6 +42,9 @@ struct Shared {
     inputs: Vec<(&'static str, Value, DeclType)>,
     /// By name; a failure is kept too (kube evaluates a variable once).
     evaluated: Mutex<HashMap<String, Result<Value, String>>>,
+    /// What the evaluations of variables cost since [`take_cost`] last
+    /// took it (kube's composition context's `reportCost`).
+    cost: AtomicU64,
 }
 
 /// The opaque `variables` value: the variables up to `visible` (a variable's
@@ -79,7 +86,7 @@ pub fn variables(named: Named, json: &[(&'static str, &Json)], cel: &[(&'static 
     inputs.extend(cel.iter().map(|(name, v)| (*name, v.clone(), DeclType::Null)));
     let visible = named.len();
     Value::Opaque(Arc::new(Variables {
-        shared: Arc::new(Shared { named, inputs, evaluated: Mutex::new(HashMap::new()) }),
+        shared: Arc::new(Shared { named, inputs, evaluated: Mutex::new(HashMap::new()), cost: AtomicU64::new(0) }),
         visible,
     }))
 }
@@ -106,19 +113,46 @@ impl Variables {
                     activation = activation.cel(input, value.clone(), shape.clone());
                 }
                 activation = activation.cel(VARIABLES, earlier, DeclType::Null);
-                expression
-                    .evaluate(&activation, PER_CALL_LIMIT)
+                let outcome = expression.evaluate(&activation, PER_CALL_LIMIT);
+                // Charged whether it succeeded or not, as kube reports it.
+                self.shared.cost.fetch_add(outcome_cost(&outcome, PER_CALL_LIMIT), Ordering::Relaxed);
+                outcome
                     .map(|out| out.value)
                     .map_err(|e| format!("composited variable \"{name}\" fails to evaluate: {e}"))
             }
         };
-        self.lock().insert(name.to_string(), value.clone());
+        // Unless it met an unanswered check: the evaluation that read it is
+        // discarded, and another reading it now may ask it.
+        if !matches!(&value, Err(e) if e.contains(super::authz::PENDING)) {
+            self.lock().insert(name.to_string(), value.clone());
+        }
         value
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Result<Value, String>>> {
         // Values only: a poisoned lock still holds consistent ones.
         self.shared.evaluated.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What the variables of `variables` cost to evaluate since this was last
+/// asked, taken (kube's `GetAndResetCost`): what the expression that read
+/// them must add to its own cost. Zero for any other value.
+pub fn take_cost(variables: &Value) -> u64 {
+    match variables {
+        Value::Opaque(o) => o.downcast_ref::<Variables>().map_or(0, |v| v.shared.cost.swap(0, Ordering::Relaxed)),
+        _ => 0,
+    }
+}
+
+/// What an evaluation cost: its bound (and the checks it ran), or, for one
+/// that was not run or was stopped past `per_call_limit`, just past the
+/// limit, where kube's cost tracker cancels it.
+pub fn outcome_cost(outcome: &Result<super::Evaluated, super::EvalError>, per_call_limit: u64) -> u64 {
+    match outcome {
+        Ok(out) => out.cost,
+        Err(super::EvalError::Failed { cost, .. }) => *cost,
+        Err(super::EvalError::CostLimitExceeded { bound }) => (*bound).min(per_call_limit.saturating_add(1)),
     }
 }
 

@@ -63,6 +63,7 @@ pub mod authz;
 mod cost;
 pub mod decl;
 pub mod escape;
+mod issues;
 pub mod lazy;
 pub mod mutation;
 mod value;
@@ -74,6 +75,7 @@ pub use decl::DeclType;
 pub use kube_cel::cel;
 use kube_cel::KubeCelExt;
 use serde_json::Value as Json;
+pub use value::go_type_name;
 
 use cel::common::ast::Expr;
 use cel::{Context, ExecutionError, IdedExpr};
@@ -83,6 +85,10 @@ pub const PER_CALL_LIMIT: u64 = 1_000_000;
 /// kube's `RuntimeCELCostBudget`: the most all the rules of one object (or
 /// one policy binding) may cost together (~1 s).
 pub const RUNTIME_CEL_COST_BUDGET: i64 = 10_000_000;
+/// kube's error when the expressions of one object, policy or mutation
+/// have spent [`RUNTIME_CEL_COST_BUDGET`] between them.
+pub const OUT_OF_BUDGET: &str =
+    "validation failed due to running out of cost budget, no further validation rules will be run";
 /// apiextensions' `StaticEstimatedCostLimit`: the most one rule's estimate
 /// may be, times the number of times the schema lets it run.
 pub const STATIC_ESTIMATED_COST_LIMIT: u64 = 10_000_000;
@@ -173,7 +179,7 @@ impl Env {
             .enable_optional_syntax(true)
             .max_recursion_depth(MAX_RECURSION_DEPTH)
             .parse(source)
-            .map_err(|e| CompileError::Syntax(syntax_error(source, &e)))?;
+            .map_err(|e| CompileError::Syntax(issues::syntax(source, &e)))?;
         let mut scope = cost::Scope {
             vars: self.variables.iter().map(|(n, t)| (n.as_str(), t.clone(), true)).collect(),
             // What a request can hold, kube's bound for what it declares unbounded.
@@ -181,11 +187,18 @@ impl Env {
             strict: true,
         };
         let estimate = cost::estimate(&ast, &mut scope).map_err(|u| {
+            let place = |s: &cost::Selected| issues::selection(source, &s.path, &s.field, s.test);
             CompileError::Undeclared(match u {
-                cost::Undeclared::Variable(v) => format!("ERROR: <input>: undeclared reference to '{v}'"),
-                cost::Undeclared::Field(f) => format!("ERROR: <input>: undefined field '{f}'"),
-                cost::Undeclared::Selection(t) => {
-                    format!("ERROR: <input>: type '{t}' does not support field selection")
+                cost::Undeclared::Variable(v) => issues::display(
+                    source,
+                    issues::variable(source, &v),
+                    &format!("undeclared reference to '{v}' (in container '')"),
+                ),
+                cost::Undeclared::Field(s) => {
+                    issues::display(source, place(&s), &format!("undefined field '{}'", s.field))
+                }
+                cost::Undeclared::Selection(t, s) => {
+                    issues::display(source, place(&s), &format!("type '{t}' does not support field selection"))
                 }
             })
         })?;
@@ -200,16 +213,6 @@ impl Env {
         authz::rewrite(&mut ast);
         lazy::rewrite(&mut ast);
         Ok(Expression { source: source.to_string(), ast, max_cost, uses })
-    }
-}
-
-fn syntax_error(source: &str, e: &cel::ParseErrors) -> String {
-    // The `cel` crate's errors render with their position, as cel-go's do.
-    let text = e.to_string();
-    if text.is_empty() {
-        format!("ERROR: <input>: Syntax error in {source:?}")
-    } else {
-        text
     }
 }
 
@@ -400,16 +403,36 @@ thread_local! {
 
 /// The runtime cost of one evaluation beyond its bound: what calls whose
 /// cost is fixed but which may not run (authorization checks) spend when
-/// they do.
+/// they do; and whether the evaluation met a check not answered yet.
 #[derive(Debug, Clone, Copy)]
 struct Runtime {
     remaining: u64,
     charged: u64,
     exceeded: bool,
+    /// How many evaluations are running on this thread, this one included
+    /// (0 between evaluations): a variable's is nested in its reader's.
+    depth: u32,
+    /// The evaluation (or one it is nested in, or one nested in it) met an
+    /// unanswered check ([`authz`]): it will be discarded, and no other
+    /// check it meets is asked for. cel-go would have had the answer and
+    /// maybe not gone on (`||`, `&&`, `exists` short-circuit): a check
+    /// past the first unanswered one waits for the next evaluation, which
+    /// meets it only if that answer does not decide.
+    pending: bool,
 }
 
 impl Runtime {
-    const UNLIMITED: Runtime = Runtime { remaining: u64::MAX, charged: 0, exceeded: false };
+    const UNLIMITED: Runtime = Runtime { remaining: u64::MAX, charged: 0, exceeded: false, depth: 0, pending: false };
+}
+
+/// Notes that the evaluation running on this thread met an unanswered
+/// check; whether one was met already (the check is then not to be asked).
+pub(super) fn meet_pending() -> bool {
+    let mut runtime = RUNTIME.get();
+    let met = runtime.pending;
+    runtime.pending = true;
+    RUNTIME.set(runtime);
+    met
 }
 
 /// Charges `cost` to the evaluation running on this thread: an error (the
@@ -528,7 +551,14 @@ impl Expression {
         let failed = |message: String| EvalError::Failed { message, cost: bound };
         // This evaluation's own runtime charges; an evaluation it makes (a
         // lazily evaluated variable) has its own, and this one's resume after.
-        let outer = RUNTIME.replace(Runtime { remaining: per_call_limit - bound, ..Runtime::UNLIMITED });
+        let outer = RUNTIME.get();
+        RUNTIME.set(Runtime {
+            remaining: per_call_limit - bound,
+            depth: outer.depth.saturating_add(1),
+            // A variable read after its reader met an unanswered check asks none.
+            pending: outer.depth > 0 && outer.pending,
+            ..Runtime::UNLIMITED
+        });
         let outcome = FUNCTIONS.with(|functions| {
             let mut ctx = functions.new_inner_scope();
             for (name, binding) in &vars.vars {
@@ -548,6 +578,10 @@ impl Expression {
                 .map_err(|e| failed(execution_error(&e)))
         });
         let runtime = RUNTIME.replace(outer);
+        if outer.depth > 0 && runtime.pending {
+            // The reader of a variable that met one asks no more either.
+            meet_pending();
+        }
         let cost = bound.saturating_add(runtime.charged);
         if runtime.exceeded {
             return Err(EvalError::CostLimitExceeded { bound: cost.max(per_call_limit.saturating_add(1)) });

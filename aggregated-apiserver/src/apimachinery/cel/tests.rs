@@ -41,12 +41,22 @@ fn compile_errors_name_the_problem() {
     let (env, _) = env_self(json!({"type": "object", "properties": {"a": {"type": "string"}}}));
     let syntax = env.compile("self.a ==").unwrap_err();
     assert!(matches!(syntax, CompileError::Syntax(_)), "{syntax:?}");
-    assert!(syntax.to_string().contains("Syntax error"), "{syntax}");
+    // Placed, with the line and a caret under the place, as cel-go shows them.
+    let syntax = syntax.to_string();
+    assert!(syntax.starts_with("ERROR: <input>:1:10: Syntax error: mismatched input '<EOF>'"), "{syntax}");
+    assert!(syntax.ends_with("\n | self.a ==\n | .........^"), "{syntax}");
     assert_eq!(
         env.compile("other.a == 'x'").unwrap_err().to_string(),
-        "ERROR: <input>: undeclared reference to 'other'"
+        "ERROR: <input>:1:1: undeclared reference to 'other' (in container '')\n | other.a == 'x'\n | ^"
     );
-    assert_eq!(env.compile("self.b == 'x'").unwrap_err().to_string(), "ERROR: <input>: undefined field 'b'");
+    assert_eq!(
+        env.compile("self.a == 'x' &&\n  self.b == 'x'").unwrap_err().to_string(),
+        "ERROR: <input>:2:7: undefined field 'b'\n |   self.b == 'x'\n | ......^"
+    );
+    assert_eq!(
+        env.compile("has(self.b)").unwrap_err().to_string(),
+        "ERROR: <input>:1:4: undefined field 'b'\n | has(self.b)\n | ...^"
+    );
     // Comprehension variables and type names are in scope.
     env.compile("[1, 2].all(x, x > 0) && type(self.a) == string").unwrap();
 }
@@ -227,4 +237,14 @@ fn string_of_a_bool_is_its_name() {
         eval("string(self.a == 3) + string(false)", json!({"a": 3})).unwrap(),
         cel::Value::String("truefalse".to_string().into())
     );
+}
+
+#[test]
+fn a_comprehension_guarded_by_has_costs_nothing_where_the_field_is_missing() {
+    // As cel-go's runtime cost counts it: `has` is false, nothing ranges.
+    let env = Env::new(u64::MAX).variable("object", DeclType::any());
+    let e = env.compile("!has(object.m) || object.m.all(k, object.m.all(j, k != j || k == j))").unwrap();
+    let object = json!({"name": "dolly", "labels": {"a": "b"}});
+    let bound = e.cost_bound(&Activation::new().json("object", &object, &DeclType::any()));
+    assert!(bound < 100, "{bound}");
 }

@@ -110,3 +110,16 @@ pub(super) fn display(v: &Value) -> String {
         other => format!("{other:?}"),
     }
 }
+
+/// The name cel-go gives the type of `v` (`int`, `double`, `map`,
+/// `google.protobuf.Timestamp`, ...), as its messages print it.
+pub fn go_type_name(v: &Value) -> String {
+    match v {
+        Value::Float(_) => "double".into(),
+        Value::Timestamp(_) => "google.protobuf.Timestamp".into(),
+        Value::Duration(_) => "google.protobuf.Duration".into(),
+        Value::Null => "null_type".into(),
+        Value::Opaque(o) => o.runtime_type_name().to_string(),
+        other => other.type_of().to_string(),
+    }
+}

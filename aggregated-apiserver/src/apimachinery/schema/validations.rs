@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 use super::{sadditional, sget, sitems, sprops, Additional, MAX_WALK_DEPTH};
 use crate::apimachinery::cel::{
     cost_error_message, Activation, DeclType, Env, EvalError, Expression, MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES,
-    MAX_REQUEST_SIZE_BYTES, PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET, STATIC_ESTIMATED_COST_LIMIT,
+    MAX_REQUEST_SIZE_BYTES, OUT_OF_BUDGET, PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET, STATIC_ESTIMATED_COST_LIMIT,
     STATIC_ESTIMATED_CRD_COST_LIMIT,
 };
 use crate::apimachinery::field_error::{FieldError, FieldErrorKind};
@@ -580,11 +580,7 @@ impl Run {
         let Some(decl) = node.decl.as_ref() else { return };
         let t = node.type_name.as_str();
         if self.budget <= 0 {
-            return self.stop_with(
-                path,
-                t,
-                "validation failed due to running out of cost budget, no further validation rules will be run".into(),
-            );
+            return self.stop_with(path, t, OUT_OF_BUDGET.into());
         }
         for c in &node.rules {
             let optional = c.rule.optional_old_self.unwrap_or(false);
@@ -615,12 +611,7 @@ impl Run {
                 }
             };
             if cost as i64 > self.budget {
-                return self.stop_with(
-                    path,
-                    t,
-                    "validation failed due to running out of cost budget, no further validation rules will be run"
-                        .into(),
-                );
+                return self.stop_with(path, t, OUT_OF_BUDGET.into());
             }
             self.budget -= cost as i64;
             let value = match result {

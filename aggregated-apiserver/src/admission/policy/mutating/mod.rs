@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use self::source::{Binding, PatchType, Policy, Source};
 use crate::admission::authorizer::CelAuthorizer;
-use crate::admission::expressions::{Inputs, NO_VARIABLES};
+use crate::admission::expressions::{evaluate_within, FailureKind, Inputs, OutOfBudget, BUDGET, NO_VARIABLES};
 use crate::admission::matching::Request;
 use crate::admission::metrics::{AdmissionMetrics, MutationOutcome};
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
@@ -40,7 +40,7 @@ use crate::admission::webhook::review;
 use crate::admission::{forbidden, AdmissionPlugin, Attributes, Operation};
 use crate::apimachinery::cel::authz::Checks;
 use crate::apimachinery::cel::mutation::{json_patch, object_json};
-use crate::apimachinery::cel::{cel, EvalError, Expression, PER_CALL_LIMIT};
+use crate::apimachinery::cel::{cel, Expression, OUT_OF_BUDGET};
 use crate::apimachinery::errors::{ApiError, ApiResult};
 use crate::apimachinery::serializer::BodyType;
 use crate::apimachinery::typed;
@@ -95,7 +95,9 @@ impl MutatingPolicies {
         self.source.readiness()
     }
 
-    /// Applies one mutation to `attributes.object`.
+    /// Applies one mutation to `attributes.object`: its expression is
+    /// evaluated out of a budget of its own, with the variables it reads
+    /// (kube's `ForInput` of one mutation).
     fn apply(
         &self,
         patch_type: PatchType,
@@ -103,14 +105,19 @@ impl MutatingPolicies {
         inputs: &Inputs<'_>,
         attributes: &mut Attributes<'_>,
     ) -> Result<(), (MutationOutcome, String)> {
-        let expression = expression.as_ref().map_err(|e| (MutationOutcome::CompileError, e.clone()))?;
-        let value = expression.evaluate(&inputs.activation(), PER_CALL_LIMIT).map(|out| out.value).map_err(|e| {
-            let outcome = match e {
-                EvalError::CostLimitExceeded { .. } => MutationOutcome::OutOfBudget,
-                EvalError::Failed { .. } => MutationOutcome::Invalid,
-            };
-            (outcome, format!("expression '{}' resulted in error: {e}", expression.source()))
-        })?;
+        let mut remaining = BUDGET;
+        let value = match evaluate_within(expression, inputs, &mut remaining) {
+            Ok(Ok(value)) => value,
+            Ok(Err(failure)) => {
+                let outcome = match failure.kind {
+                    FailureKind::Compile => MutationOutcome::CompileError,
+                    FailureKind::CostLimit => MutationOutcome::OutOfBudget,
+                    FailureKind::Invalid => MutationOutcome::Invalid,
+                };
+                return Err((outcome, failure.message));
+            }
+            Err(OutOfBudget) => return Err((MutationOutcome::OutOfBudget, OUT_OF_BUDGET.into())),
+        };
         self.patch(patch_type, &value, attributes).map_err(|e| (MutationOutcome::Invalid, e))
     }
 
@@ -179,14 +186,14 @@ impl MutatingPolicies {
         if attributes.reinvocation.is_reinvoke && !attributes.reinvocation.policies.should_reinvoke(key) {
             return false;
         }
-        // The variables are computed once for the invocation, when first
-        // read, from the object as it came (kube caches them for the
-        // invocation).
-        let variables = base.variables_of(&policy.variables);
         for mutation in &policy.mutations {
-            // Each mutation sees the object as the ones before left it.
+            // Each mutation sees the object as the ones before left it, and
+            // variables of its own, evaluated from that object when it
+            // first reads them (kube makes them anew for each mutation).
             let current = attributes.object.clone();
-            let inputs = Inputs { object: current.as_ref().unwrap_or(&null), variables: &variables, ..base };
+            let inputs = Inputs { object: current.as_ref().unwrap_or(&null), ..base };
+            let variables = inputs.variables_of(&policy.variables);
+            let inputs = Inputs { variables: &variables, ..inputs };
             let started = Instant::now();
             let outcome = match self.apply(mutation.patch_type, &mutation.expression, &inputs, attributes) {
                 Ok(()) => MutationOutcome::Applied,

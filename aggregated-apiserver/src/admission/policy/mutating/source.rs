@@ -21,7 +21,7 @@ use kube::Client;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::admission::expressions;
+use crate::admission::expressions::{self, compile};
 use crate::admission::match_conditions::MatchConditions;
 use crate::admission::policy::match_resources::Match;
 use crate::admission::policy::params::ParamSources;
@@ -78,13 +78,12 @@ fn as_v1<A: Serialize, B: DeserializeOwned>(value: &A) -> Option<B> {
     serde_json::to_value(value).ok().and_then(|v| serde_json::from_value(v).ok())
 }
 
-fn compile(env: &Env, source: &str) -> Result<Expression, String> {
-    env.compile(source).map_err(|e| format!("compilation failed: {e}"))
-}
-
 impl Policy {
     fn compile(policy: &MutatingAdmissionPolicy, bindings: Vec<Binding>, env: &Env) -> Self {
         let spec = policy.spec.clone().unwrap_or_default();
+        let variables =
+            expressions::compile_variables(env, spec.variables.iter().flatten().map(|v| (&*v.name, &*v.expression)));
+        let env = &expressions::declaring(env, &variables);
         let constraints: MatchResources = spec.match_constraints.as_ref().and_then(as_v1).unwrap_or_default();
         let conditions: Vec<MatchCondition> = spec.match_conditions.as_ref().and_then(as_v1).unwrap_or_default();
         let mutations = spec
@@ -109,9 +108,7 @@ impl Policy {
             fail_open: spec.failure_policy.as_deref() == Some("Ignore"),
             param_kind: spec.param_kind.as_ref().and_then(as_v1),
             conditions: MatchConditions::compile(env, &conditions),
-            variables: Arc::new(
-                spec.variables.iter().flatten().map(|v| (v.name.clone(), compile(env, &v.expression))).collect(),
-            ),
+            variables,
             mutations,
             reinvoke_if_needed: spec.reinvocation_policy.as_deref() == Some("IfNeeded"),
             bindings,
@@ -131,15 +128,38 @@ impl Policy {
     }
 }
 
-/// How often discovery is asked again while the cluster does not serve the
-/// policies: one small request, and policies in effect within as long once
-/// it serves them.
+/// How often discovery is asked again whether the cluster serves the
+/// policies: one small request, and policies in effect (or dropped) within
+/// as long once it serves them (or no longer does).
 const RECHECK: Duration = Duration::from_secs(10);
 
 /// Whether the cluster serves the policies: not known yet, no, yes.
 const UNKNOWN: u8 = 0;
 const NOT_SERVED: u8 = 1;
 const SERVED: u8 = 2;
+
+/// Whether discovery lists the policies' resource: Err where it could not
+/// be asked (kept as it was known).
+async fn served(client: &Client) -> Result<bool, kube::Error> {
+    match client.list_api_group_resources(GROUP_VERSION).await {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == RESOURCE)),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Returns once discovery says the cluster no longer serves the policies,
+/// asking every [`RECHECK`] (one small request); a failed ask changes nothing.
+async fn until_gone(client: &Client) {
+    loop {
+        tokio::time::sleep(RECHECK).await;
+        match served(client).await {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => tracing::debug!(error = %e, "discovery of {GROUP_VERSION} failed; asking again later"),
+        }
+    }
+}
 
 /// The policies and bindings.
 pub struct Source {
@@ -164,20 +184,38 @@ impl Source {
 
     /// Asks discovery (until it answers) whether the cluster serves the
     /// policies, and again every [`RECHECK`] while it does not; then watches
-    /// them.
+    /// them, asking discovery again every [`RECHECK`] whether it still does:
+    /// once it does not (the API turned off), the policies are dropped, as
+    /// kube's plugin has none once their API is gone, and the plugin waits
+    /// for them to be served again.
     async fn discover_and_watch(self: Arc<Self>, client: Client) {
         loop {
-            let served = match client.list_api_group_resources(GROUP_VERSION).await {
-                Ok(list) => list.resources.iter().any(|r| r.name == RESOURCE),
-                Err(kube::Error::Api(e)) if e.code == 404 => false,
+            self.until_served(&client).await;
+            tokio::select! {
+                () = follow_both(client.clone(), &self.synced, |p, b| self.rebuild(p, b)) => {}
+                () = until_gone(&client) => {}
+            }
+            // The watches are stopped: nothing rebuilds the policies now.
+            self.served.store(NOT_SERVED, Ordering::Release);
+            self.policies.store(Arc::new(Vec::new()));
+            self.synced.reset();
+            tracing::info!(
+                "the cluster no longer serves {RESOURCE}.{GROUP_VERSION}: MutatingAdmissionPolicy is off until it does again"
+            );
+        }
+    }
+
+    /// Returns once discovery says the cluster serves the policies.
+    async fn until_served(&self, client: &Client) {
+        loop {
+            match served(client).await {
+                Ok(true) => break,
+                Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(error = %e, "discovery of {GROUP_VERSION} failed; retrying");
                     tokio::time::sleep(Duration::from_secs(2)).await;
                     continue;
                 }
-            };
-            if served {
-                break;
             }
             if self.served.swap(NOT_SERVED, Ordering::AcqRel) == UNKNOWN {
                 tracing::info!(
@@ -195,7 +233,6 @@ impl Source {
         } else {
             tracing::info!("the cluster serves {RESOURCE}.{GROUP_VERSION} now: following MutatingAdmissionPolicies");
         }
-        follow_both(client, &self.synced, |p, b| self.rebuild(p, b)).await;
     }
 
     fn rebuild(&self, policies: &Store<MutatingAdmissionPolicy>, bindings: &Store<MutatingAdmissionPolicyBinding>) {

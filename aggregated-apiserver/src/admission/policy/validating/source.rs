@@ -14,7 +14,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::runtime::reflector::Store;
 use kube::Client;
 
-use crate::admission::expressions;
+use crate::admission::expressions::{self, compile};
 use crate::admission::match_conditions::MatchConditions;
 use crate::admission::policy::match_resources::Match;
 use crate::admission::policy::params::ParamSources;
@@ -58,10 +58,6 @@ pub struct Policy {
     pub uses_namespace: bool,
 }
 
-fn compile(env: &Env, source: &str) -> Result<Expression, String> {
-    env.compile(source).map_err(|e| format!("compilation failed: {e}"))
-}
-
 impl Policy {
     /// Whether any of the policy's expressions reads the variable `name`.
     fn uses(&self, name: &str) -> bool {
@@ -72,17 +68,24 @@ impl Policy {
             || self.audit_annotations.iter().any(|(_, e)| reads(e))
     }
 
-    fn compile(policy: &ValidatingAdmissionPolicy, bindings: Vec<Binding>, env: &Env, message_env: &Env) -> Self {
+    pub(super) fn compile(
+        policy: &ValidatingAdmissionPolicy,
+        bindings: Vec<Binding>,
+        env: &Env,
+        message_env: &Env,
+    ) -> Self {
         let spec = policy.spec.clone().unwrap_or_default();
+        let variables =
+            expressions::compile_variables(env, spec.variables.iter().flatten().map(|v| (&*v.name, &*v.expression)));
+        let env = &expressions::declaring(env, &variables);
+        let message_env = &expressions::declaring(message_env, &variables);
         let mut compiled = Self {
             name: policy.metadata.name.clone().unwrap_or_default(),
             match_constraints: Match::of(&spec.match_constraints.unwrap_or_default()),
             fail_open: spec.failure_policy.as_deref() == Some("Ignore"),
             param_kind: spec.param_kind,
             conditions: MatchConditions::compile(env, spec.match_conditions.as_deref().unwrap_or_default()),
-            variables: Arc::new(
-                spec.variables.iter().flatten().map(|v| (v.name.clone(), compile(env, &v.expression))).collect(),
-            ),
+            variables,
             validations: spec
                 .validations
                 .iter()

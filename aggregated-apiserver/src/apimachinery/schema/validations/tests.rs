@@ -157,7 +157,7 @@ fn bad_rules_fail_compilation_with_their_place() {
     let s = json!({"type": "object", "x-kubernetes-validations": [{"rule": "!has(self.metadata.uid)"}],
         "properties": {"metadata": {"type": "object"}}});
     let e = SchemaRules::compile(&s).err().map(|e| e.to_string()).unwrap_or_default();
-    assert!(e.contains("openAPIV3Schema.x-kubernetes-validations[0].rule: Invalid value: \"!has(self.metadata.uid)\": compilation failed: ERROR: <input>: undefined field 'uid'"), "{e}");
+    assert!(e.contains("openAPIV3Schema.x-kubernetes-validations[0].rule: Invalid value: \"!has(self.metadata.uid)\": compilation failed: ERROR: <input>:1:5: undefined field 'uid'\n | !has(self.metadata.uid)\n | ....^"), "{e}");
     let e = err(json!([{"rule": "self.weight > 1.0", "optionalOldSelf": true}]));
     assert!(e.contains("x-kubernetes-validations[0].optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule"), "{e}");
     let e = err(json!([{"rule": "true", "reason": "Nope"}]));

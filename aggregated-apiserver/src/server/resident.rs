@@ -18,13 +18,14 @@
 //! hands the heap's free pages back ([`super::allocator::release_free_memory`]).
 //! It runs once, when the server is first ready (all readiness checks pass):
 //! by then every informer has listed, and the code a request needs is mapped
-//! in again by the first few requests (tens of minor faults, once).
+//! in again by the first few requests (a few hundred minor faults, once).
 //!
 //! A page of those segments that is not the file's any more (a debugger's
 //! breakpoint or a uprobe written into the code, a text relocation) is left
-//! mapped: `/proc/self/pagemap` tells file pages from private copies, and
-//! only runs of file pages (or pages not mapped) are released, since
-//! releasing a private copy would drop what was written into it.
+//! mapped: `/proc/self/pagemap` tells file pages from private copies
+//! (swapped out or not), and only runs of file pages or pages not mapped at
+//! all are released, since releasing a private copy would drop what was
+//! written into it.
 
 use std::sync::Once;
 
@@ -83,10 +84,16 @@ fn release_binary_pages() -> usize {
             tracing::debug!("/proc/self/pagemap unreadable: start-up pages kept");
             return released;
         }
-        // Bit 63: present; bit 61: a file page (a private copy has it clear).
+        // Bit 63: present; bit 62: swapped out (only a private copy can be);
+        // bit 61: a file page (a private copy has it clear).
         let releasable = |i: usize| {
             let entry = u64::from_le_bytes(entries[i * 8..i * 8 + 8].try_into().unwrap_or_default());
-            entry >> 63 & 1 == 0 || entry >> 61 & 1 == 1
+            let (present, swapped, file) = (entry >> 63 & 1 == 1, entry >> 62 & 1 == 1, entry >> 61 & 1 == 1);
+            if present {
+                file
+            } else {
+                !swapped
+            }
         };
         let mut i = 0;
         while i < pages {

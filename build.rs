@@ -14,6 +14,9 @@
 //! revision was given). It runs again only when the variable changes or HEAD
 //! or the branch it points at moves, so builds stay incremental: a few git
 //! calls, no tree status.
+//!
+//! It also links the binary with packed relative relocations
+//! ([`pack_relative_relocs`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -43,8 +46,41 @@ fn head_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// Links the binary with `-z pack-relative-relocs` (DT_RELR) when the target
+/// is Linux with glibc 2.36 or later, the first to apply such relocations.
+///
+/// A position-independent executable holds ~53,000 relative relocations (a
+/// pointer in a vtable, a `&str` in a static table each): as RELA entries of
+/// 24 bytes, 1.3 MB that the dynamic loader reads at every start, and so
+/// 1.3 MB of the binary resident in every process, idle or not. Packed, they
+/// take a few kilobytes; the relocated data, its protection (RELRO) and the
+/// executable's address randomisation stay as they were. glibc is the host's
+/// when the target is the host (it is in every build of ours, the image's
+/// static one included); a cross build, or an older or unknown glibc, links
+/// as before, because a loader older than 2.36 refuses such a binary.
+fn pack_relative_relocs() {
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" || var("TARGET") != var("HOST") {
+        return;
+    }
+    let glibc = Command::new("getconf")
+        .arg("GNU_LIBC_VERSION")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| {
+            let (major, minor) = text.trim().strip_prefix("glibc ")?.split_once('.')?;
+            let minor = minor.split('.').next()?;
+            Some((major.parse::<u32>().ok()?, minor.parse::<u32>().ok()?))
+        });
+    if glibc.is_some_and(|version| version >= (2, 36)) {
+        println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
+    }
+}
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    pack_relative_relocs();
     println!("cargo:rerun-if-env-changed=FARM_SOURCE_REVISION");
     let given = std::env::var("FARM_SOURCE_REVISION").ok().map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
     let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());

@@ -10,6 +10,7 @@ pub mod health;
 pub mod metrics;
 pub mod open_files;
 pub mod options;
+pub mod resident;
 pub mod setup;
 pub mod tls;
 
@@ -184,6 +185,11 @@ async fn route(app: &App, mut req: Request<Body>) -> Response {
     }
     let reveal = app.guard.is_none() || req.extensions().get::<authorization::Authorized>().is_some();
     if let Some(r) = app.health.serve(path, req.uri().query(), reveal) {
+        // The first answer that the server is ready ends start-up (see
+        // resident), before the prober reads it; later ones find it done.
+        if path == "/readyz" && r.status() == http::StatusCode::OK {
+            resident::startup_over();
+        }
         return r;
     }
     match path {
@@ -252,6 +258,20 @@ pub async fn run(
 
     let shutdown = CancellationToken::new();
     let app = App::new(&options, identity, shutdown.clone(), serve).await?;
+    {
+        // Start-up ends when the server is first ready: a readiness probe
+        // ends it then (see route); this ends it for a server nobody probes.
+        let app = app.clone();
+        tokio::spawn(async move {
+            while !app.health.ready.iter().all(|check| check.check().is_ok()) {
+                if app.resources.shutdown.is_cancelled() {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            resident::startup_over();
+        });
+    }
     let handle = axum_server::Handle::new();
     {
         let handle = handle.clone();

@@ -98,10 +98,22 @@ fn namespace_of(t: &Target) -> &'static str {
     }
 }
 
-/// Lines in an audit log (events, one a line) that name `needle`.
+/// Lines in an audit log (events, one a line) that name `needle`, its
+/// rotated files (`<stem>-<time>.log`) included.
 fn events_naming(log: &Path, needle: &str) -> Result<usize> {
-    let text = std::fs::read_to_string(log).with_context(|| format!("reading {}", log.display()))?;
-    Ok(text.lines().filter(|l| l.contains(needle)).count())
+    let dir = log.parent().ok_or_else(|| anyhow!("{} has no directory", log.display()))?;
+    let stem = log.file_stem().and_then(|s| s.to_str()).ok_or_else(|| anyhow!("{}", log.display()))?;
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let rotated = name.strip_prefix(stem).is_some_and(|rest| rest.starts_with('-') && rest.ends_with(".log"));
+        if name == format!("{stem}.log") || rotated {
+            let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+            count += text.lines().filter(|l| l.contains(needle)).count();
+        }
+    }
+    Ok(count)
 }
 
 async fn run(pace: &Pace, out: &mut String) -> Result<()> {
@@ -132,7 +144,7 @@ async fn run(pace: &Pace, out: &mut String) -> Result<()> {
         farm_log.display().to_string(),
     ];
     let audited = farm(&cp, &[], &audit_args).await?;
-    let batch_log = dir.path().join("farm-audit-batch.log");
+    let batch_log = dir.path().join("farm-batch-audit.log");
     let batch_args = [
         "--audit-policy-file".to_string(),
         policy.display().to_string(),
@@ -204,6 +216,7 @@ async fn run(pace: &Pace, out: &mut String) -> Result<()> {
     );
     let load_after = common::loadavg();
 
+    report(pace, &rows, out, &load_before, &load_after, started.elapsed())?;
     // The levels did what they say: events for the audited namespaces, none for the other.
     if events_naming(&batch_log, &format!("\"namespace\":\"{METADATA_NS}\""))? == 0 {
         bail!("farm-apiserver's batch audit log {} has no events", batch_log.display());
@@ -221,7 +234,6 @@ async fn run(pace: &Pace, out: &mut String) -> Result<()> {
             );
         }
     }
-    report(pace, &rows, out, &load_before, &load_after, started.elapsed())?;
     drop(batched);
     drop(audited);
     drop(plain);

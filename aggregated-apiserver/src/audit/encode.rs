@@ -216,16 +216,8 @@ pub(crate) fn write_user(out: &mut Vec<u8>, user: &UserInfo) -> serde_json::Resu
         out.extend_from_slice(key);
     };
     if !user.extra.is_empty() {
-        key(out, b"\"extra\":{");
-        for (i, (name, values)) in user.extra.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            json_str(out, name)?;
-            out.push(b':');
-            write_strs(out, values)?;
-        }
-        out.push(b'}');
+        key(out, b"\"extra\":");
+        write_object(out, &user.extra, |out, values| write_strs(out, values))?;
     }
     if !user.groups.is_empty() {
         key(out, b"\"groups\":");
@@ -238,6 +230,25 @@ pub(crate) fn write_user(out: &mut Vec<u8>, user: &UserInfo) -> serde_json::Resu
     if !user.name.is_empty() {
         key(out, b"\"username\":");
         json_str(out, &user.name)?;
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// A JSON object of `entries` in their order, each value written by `value`.
+fn write_object<'a, V: 'a>(
+    out: &mut Vec<u8>,
+    entries: impl IntoIterator<Item = (&'a String, &'a V)>,
+    value: impl Fn(&mut Vec<u8>, &V) -> serde_json::Result<()>,
+) -> serde_json::Result<()> {
+    out.push(b'{');
+    for (i, (key, v)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        json_str(out, key)?;
+        out.push(b':');
+        value(out, v)?;
     }
     out.push(b'}');
     Ok(())
@@ -356,16 +367,8 @@ pub(crate) fn write_end(
     out.extend_from_slice(b",\"stageTimestamp\":");
     write_time(out, stage)?;
     if !annotations.is_empty() {
-        out.extend_from_slice(b",\"annotations\":{");
-        for (i, (key, value)) in annotations.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            json_str(out, key)?;
-            out.push(b':');
-            json_str(out, value)?;
-        }
-        out.push(b'}');
+        out.extend_from_slice(b",\"annotations\":");
+        write_object(out, annotations, |out, value| json_str(out, value))?;
     }
     out.push(b'}');
     Ok(())

@@ -132,6 +132,56 @@ async fn webhooks_are_told_who_asked_and_what_as_kube_tells_them() {
     let complete = events.iter().find(|e| e["stage"] == "ResponseComplete").unwrap();
     assert_eq!(complete["annotations"]["watched.farm.test/checked"], "yes", "{complete:#}");
 
+    // So are a ValidatingAdmissionPolicy's audit annotations (`<policy>/<key>`)
+    // and, under an Audit binding, its failures (kube's validation_failure).
+    cp.apply(&format!(
+        "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: audited.farm.test}}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {{apiGroups: [\"{OUR_GROUP}\"], apiVersions: [\"*\"], operations: [CREATE], resources: [llamas]}}
+  validations:
+  - {{expression: \"!object.metadata.name.startsWith('audited')\", message: no audited llamas}}
+  auditAnnotations:
+  - {{key: named, valueExpression: \"'named ' + object.metadata.name\"}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: audited.farm.test}}
+spec: {{policyName: audited.farm.test, validationActions: [Audit]}}
+"
+    ));
+    // In effect within seconds of its creation: created Llamas until one's event carries it.
+    let mut annotations = Value::Null;
+    for attempt in 0..60 {
+        let name = format!("audited-{attempt}");
+        let llama = json!({"apiVersion": format!("{OUR_GROUP}/{VERSION}"), "kind": "Llama", "metadata": {"name": name}, "spec": {"weight": 1, "height": 1}});
+        let answer = admin.post(&url).json(&llama).send().await.unwrap();
+        assert_eq!(answer.status(), 201, "an Audit binding never refuses");
+        let audit_id = crate::common::audit::audit_id(answer.headers());
+        let events = crate::common::audit::wait_for(&log, &audit_id, "ResponseComplete").await;
+        let complete = events.iter().find(|e| e["stage"] == "ResponseComplete").unwrap();
+        annotations = complete["annotations"].clone();
+        if annotations.get("audited.farm.test/named").is_some() {
+            assert_eq!(annotations["audited.farm.test/named"], format!("named {name}"), "{annotations:#}");
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    assert!(annotations.get("audited.farm.test/named").is_some(), "never annotated: {annotations:#}");
+    let failures: Value = serde_json::from_str(
+        annotations["validation.policy.admission.k8s.io/validation_failure"].as_str().unwrap_or_default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}: {annotations:#}"));
+    assert_eq!(
+        failures,
+        json!([{"message": "no audited llamas", "policy": "audited.farm.test", "binding": "audited.farm.test",
+            "expressionIndex": 0, "validationActions": ["Audit"]}]),
+    );
+
     // The calls are counted under kube's metric names.
     let (cert, key) = files(&cp, "adminCertFile", "adminKeyFile");
     let direct = client_with_identity(&reg.server, &cert, &key);

@@ -67,7 +67,7 @@ const METADATA_NS: &str = "audit-metadata";
 const REQUEST_RESPONSE_NS: &str = "audit-requestresponse";
 /// The batch mode measured: batches of up to 100 events, written at the
 /// latest a second after their first.
-const BATCH_MAX_SIZE: usize = 100;
+const BATCH_MAX_SIZE: &str = "100";
 const BATCH_MAX_WAIT: &str = "1s";
 const POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -136,27 +136,30 @@ async fn run(pace: &Pace, out: &mut String) -> Result<()> {
 
     eprintln!("{} starting farm-apiserver without auditing and with the policy", stamp());
     let plain = farm(&cp, &[], &[]).await?;
+    // The policy, and the log at `log`.
+    let audit_args = |log: &Path| {
+        vec![
+            "--audit-policy-file".to_string(),
+            policy.display().to_string(),
+            "--audit-log-path".to_string(),
+            log.display().to_string(),
+        ]
+    };
     let farm_log = dir.path().join("farm-audit.log");
-    let audit_args = [
-        "--audit-policy-file".to_string(),
-        policy.display().to_string(),
-        "--audit-log-path".to_string(),
-        farm_log.display().to_string(),
-    ];
-    let audited = farm(&cp, &[], &audit_args).await?;
+    let audited = farm(&cp, &[], &audit_args(&farm_log)).await?;
     let batch_log = dir.path().join("farm-batch-audit.log");
-    let batch_args = [
-        "--audit-policy-file".to_string(),
-        policy.display().to_string(),
-        "--audit-log-path".to_string(),
-        batch_log.display().to_string(),
-        "--audit-log-mode".to_string(),
-        "batch".to_string(),
-        "--audit-log-batch-max-size".to_string(),
-        BATCH_MAX_SIZE.to_string(),
-        "--audit-log-batch-max-wait".to_string(),
-        BATCH_MAX_WAIT.to_string(),
-    ];
+    let mut batch_args = audit_args(&batch_log);
+    batch_args.extend(
+        [
+            "--audit-log-mode",
+            "batch",
+            "--audit-log-batch-max-size",
+            BATCH_MAX_SIZE,
+            "--audit-log-batch-max-wait",
+            BATCH_MAX_WAIT,
+        ]
+        .map(String::from),
+    );
     let batched = farm(&cp, &[], &batch_args).await?;
 
     let farm_target = |name: &'static str, server: &common::Server| -> Result<Target> {

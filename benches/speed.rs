@@ -68,6 +68,7 @@
 //! | `SPEED_WATCH_WRITES` | 200 | sequential writes timed to their watch event |
 //! | `SPEED_CHARTS` | `docs/bench` | where the charts go (empty: none) |
 //! | `SPEED_SERVER_ENV` | — | `KEY=VALUE,...` set on the farm-apiserver processes (e.g. `GLIBC_TUNABLES=...`, `LD_PRELOAD=...` to compare allocators) |
+//! | `SPEED_COMPARE_ENV` | — | `KEY=VALUE,...`: a second farm-apiserver on memory with this environment, measured beside the first in every GET, LIST and create round, with its ratios to it (two runs differ by up to 15%; two processes in one run, much less) |
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -110,20 +111,27 @@ struct Config {
     watch_writes: usize,
     charts: Option<PathBuf>,
     server_env: Vec<(String, String)>,
+    compare_env: Option<Vec<(String, String)>>,
+}
+
+/// `KEY=VALUE,...` from the variable `name`.
+fn env_list(name: &str) -> Result<Vec<(String, String)>> {
+    std::env::var(name)
+        .unwrap_or_default()
+        .split(',')
+        .filter(|kv| !kv.trim().is_empty())
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+                .ok_or_else(|| anyhow!("{name}: {kv:?} is not KEY=VALUE"))
+        })
+        .collect()
 }
 
 impl Config {
     fn from_env() -> Result<Config> {
-        let server_env = std::env::var("SPEED_SERVER_ENV")
-            .unwrap_or_default()
-            .split(',')
-            .filter(|kv| !kv.trim().is_empty())
-            .map(|kv| {
-                kv.split_once('=')
-                    .map(|(k, v)| (k.trim().to_string(), v.to_string()))
-                    .ok_or_else(|| anyhow!("SPEED_SERVER_ENV: {kv:?} is not KEY=VALUE"))
-            })
-            .collect::<Result<_>>()?;
+        let server_env = env_list("SPEED_SERVER_ENV")?;
+        let compare_env = std::env::var_os("SPEED_COMPARE_ENV").map(|_| env_list("SPEED_COMPARE_ENV")).transpose()?;
         let charts = match std::env::var("SPEED_CHARTS") {
             Ok(dir) if dir.is_empty() => None,
             Ok(dir) => Some(PathBuf::from(dir)),
@@ -139,6 +147,7 @@ impl Config {
             watch_writes: report::env_usize("SPEED_WATCH_WRITES", 200)?.max(1),
             charts,
             server_env,
+            compare_env,
         })
     }
 }
@@ -294,6 +303,7 @@ const CRD: &str = "kube-apiserver (CRD)";
 const DIRECT: &str = "farm-apiserver direct (memory)";
 const AGGREGATED: &str = "farm-apiserver via aggregator (memory)";
 const ETCD: &str = "farm-apiserver direct (etcd)";
+const COMPARED: &str = "farm-apiserver direct (memory), SPEED_COMPARE_ENV";
 const GET: &str = "GET one Llama";
 const GET_RV0: &str = "GET one Llama, resourceVersion=0";
 const LIST: &str = "LIST 1,000 Llamas";
@@ -320,6 +330,10 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
     let prefix = format!("/farm-speed/{}", uuid::Uuid::new_v4().simple());
     let etcd_args = ["--storage", "etcd", "--etcd-servers", &etcd_endpoint, "--etcd-prefix", &prefix];
     let on_etcd = farm(cp, &cfg.server_env, &etcd_args.map(String::from)).await?;
+    let compared_server = match &cfg.compare_env {
+        Some(env) => Some(farm(cp, env, &[]).await?),
+        None => None,
+    };
     register(cp, &memory).await?;
 
     let farm_path = format!("/apis/{FARM_GROUP_VERSION}");
@@ -352,11 +366,22 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
         pid: on_etcd.pid(),
         ..direct.clone()
     };
+    let compared = match &compared_server {
+        Some(s) => Some(Target {
+            key: "compared",
+            name: COMPARED,
+            addr: SocketAddr::from(([127, 0, 0, 1], s.port)),
+            tls: client_tls(&std::fs::read(&s.ca_file)?)?,
+            pid: s.pid(),
+            ..direct.clone()
+        }),
+        None => None,
+    };
     wait_serving(&crd, LIST_NS).await?;
     wait_serving(&aggregated, LIST_NS).await?;
 
     eprintln!("{} seeding {} Llamas on each store", stamp(), cfg.llamas);
-    for t in [&direct, &etcd, &crd] {
+    for t in [&direct, &etcd, &crd].into_iter().chain(compared.as_ref()) {
         let op = Op::Create { collection: t.collection(LIST_NS), prefix: "llama".into() };
         load(t, &op, 8, Stop::Count(cfg.llamas as u64)).await?;
     }
@@ -393,16 +418,26 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
     let rss_idle = common::rss_mib(memory.pid());
     eprintln!("{} measuring (load average {load_before})", stamp());
     let mut rows = Vec::new();
-    rows.extend(case(&cfg.pace, GET, &[&minimal, &direct, &aggregated, &etcd, &crd], |t| Op::Get(one(t))).await?);
     rows.extend(
-        case(&cfg.pace, GET_RV0, &[&direct, &etcd], |t| Op::Get(format!("{}?resourceVersion=0", one(t)))).await?,
+        case(&cfg.pace, GET, &beside(compared.as_ref(), &[&minimal, &direct, &aggregated, &etcd, &crd]), |t| {
+            Op::Get(one(t))
+        })
+        .await?,
     );
     rows.extend(
-        case(&cfg.pace, LIST, &[&minimal_list, &direct, &aggregated, &etcd, &crd], |t| Op::Get(t.collection(LIST_NS)))
-            .await?,
+        case(&cfg.pace, GET_RV0, &beside(compared.as_ref(), &[&direct, &etcd]), |t| {
+            Op::Get(format!("{}?resourceVersion=0", one(t)))
+        })
+        .await?,
     );
     rows.extend(
-        case(&cfg.pace, CREATE, &[&direct, &aggregated, &etcd, &crd], |t| Op::Create {
+        case(&cfg.pace, LIST, &beside(compared.as_ref(), &[&minimal_list, &direct, &aggregated, &etcd, &crd]), |t| {
+            Op::Get(t.collection(LIST_NS))
+        })
+        .await?,
+    );
+    rows.extend(
+        case(&cfg.pace, CREATE, &beside(compared.as_ref(), &[&direct, &aggregated, &etcd, &crd]), |t| Op::Create {
             collection: t.collection(CREATE_NS),
             prefix: format!("c-{}-{}", t.key, uuid::Uuid::new_v4().simple()),
         })
@@ -422,6 +457,18 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
     drop(minimal_proc);
     drop(minimal_list_proc);
     Ok(())
+}
+
+/// The targets, with the compared server (if any) right after the one it is compared with.
+fn beside<'t>(compared: Option<&'t Target>, targets: &[&'t Target]) -> Vec<&'t Target> {
+    let mut all = Vec::new();
+    for &t in targets {
+        all.push(t);
+        if t.key == "direct" {
+            all.extend(compared);
+        }
+    }
+    all
 }
 
 fn report(
@@ -508,6 +555,17 @@ fn report(
     line("creates, direct memory / CRD", rate(CREATE, DIRECT) / rate(CREATE, CRD), None)?;
     line("watch event latency p50, CRD / direct (x faster)", p50(WATCH, CRD) / p50(WATCH, DIRECT), None)?;
     line("watch event latency p50, CRD / etcd (x faster)", p50(WATCH, CRD) / p50(WATCH, ETCD), None)?;
+    if let Some(env) = &cfg.compare_env {
+        let cpu = |case: &str, target: &str| find(rows, case, target).map(Run::server_ms).unwrap_or(f64::NAN);
+        for case in [GET, GET_RV0, LIST, CREATE] {
+            line(&format!("{case}, {env:?} / direct (memory)"), rate(case, COMPARED) / rate(case, DIRECT), None)?;
+            line(
+                &format!("{case}, server CPU per request, {env:?} / direct (memory)"),
+                cpu(case, COMPARED) / cpu(case, DIRECT),
+                None,
+            )?;
+        }
+    }
     writeln!(
         out,
         "\nfarm-apiserver (memory) RSS: {:.1} MiB after seeding {} Llamas, {:.1} MiB at the end (it then holds \

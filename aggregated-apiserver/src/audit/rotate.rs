@@ -100,7 +100,7 @@ impl RotatingFile {
 
     fn rotate(&self, current: &mut Current) -> io::Result<()> {
         current.file = None;
-        let backup = backup_name(&self.path, Utc::now());
+        let backup = free_backup_name(&self.path, Utc::now());
         if self.path.exists() {
             fs::rename(&self.path, &backup)?;
         }
@@ -135,6 +135,24 @@ fn open_append(path: &Path) -> io::Result<File> {
 fn backup_name(path: &Path, at: DateTime<Utc>) -> PathBuf {
     let (stem, ext) = split_name(path);
     path.with_file_name(format!("{stem}-{}{ext}", at.format(BACKUP_TIME_FORMAT)))
+}
+
+/// The backup name for a rotation at `at`, or at the first millisecond
+/// after it that no earlier backup has taken (plain or compressed): two
+/// rotations within one millisecond (a small `--audit-log-maxsize` under
+/// load) would otherwise rename onto one name, and the first backup would
+/// be lost. lumberjack has that limit; this keeps every file, and the
+/// names still sort as the rotations happened.
+fn free_backup_name(path: &Path, mut at: DateTime<Utc>) -> PathBuf {
+    loop {
+        let backup = backup_name(path, at);
+        let mut compressed = backup.as_os_str().to_owned();
+        compressed.push(".gz");
+        if !backup.exists() && !Path::new(&compressed).exists() {
+            return backup;
+        }
+        at += chrono::TimeDelta::milliseconds(1);
+    }
 }
 
 /// The file name's stem and its extension with the dot (`audit`, `.log`).
@@ -254,8 +272,6 @@ mod tests {
         let line = vec![b'x'; 300 * 1024];
         for _ in 0..15 {
             f.append(&line).unwrap();
-            // Distinct backup names (millisecond resolution).
-            std::thread::sleep(Duration::from_millis(3));
         }
         // 15 × 300 KiB in 1 MiB files of 3 lines: 4 rotations, 2 backups kept.
         wait_for("two backups", || names(path.parent().unwrap()).len() == 3);
@@ -269,6 +285,27 @@ mod tests {
         assert!(f.append(&vec![b'y'; 2 * 1024 * 1024]).is_err(), "a line larger than a file is refused");
         #[cfg(unix)]
         assert_eq!(std::os::unix::fs::PermissionsExt::mode(&fs::metadata(&path).unwrap().permissions()) & 0o777, 0o600);
+    }
+
+    #[test]
+    fn rotations_within_one_millisecond_keep_every_backup() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let f = RotatingFile::open(&path, Rotation { max_size_mb: 1, ..Default::default() }).unwrap();
+        let line = vec![b'x'; 600 * 1024];
+        // Every append but the first rolls the file over, with no pause
+        // between them: several rotations fall in each millisecond.
+        for _ in 0..20 {
+            f.append(&line).unwrap();
+        }
+        let files = names(dir.path());
+        assert_eq!(files.len(), 20, "19 backups and the current file: {files:?}");
+        let mut times: Vec<NaiveDateTime> = backups(&path).unwrap().into_iter().map(|(t, _, _)| t).collect();
+        times.dedup();
+        assert_eq!(times.len(), 19, "each backup its own time: {files:?}");
+        for name in files {
+            assert_eq!(fs::metadata(dir.path().join(&name)).unwrap().len(), 600 * 1024, "{name}");
+        }
     }
 
     /// Threads appending at once (no lock of ours around the writes) leave
@@ -288,10 +325,6 @@ mod tests {
                         line.resize(999, b'a' + t as u8);
                         line.push(b'\n');
                         f.append(&line).unwrap();
-                        if i % 100 == 0 {
-                            // Rotations apart by more than a backup name's millisecond.
-                            std::thread::sleep(Duration::from_millis(2));
-                        }
                     }
                 })
             })

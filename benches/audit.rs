@@ -13,6 +13,9 @@
 //! * `audit-off`: no rule matches, level None (kube-apiserver still runs its
 //!   audit filter and evaluates the policy; farm-apiserver does as well);
 //! * `audit-metadata`: `level: Metadata`, both stages written;
+//! * `audit-metadata-shipped`: `level: Metadata` without RequestReceived,
+//!   as the chart's and `manifests/`' policy (and kube's sample policies)
+//!   write it: one event a request;
 //! * `audit-requestresponse`: `level: RequestResponse`.
 //!
 //! A second farm-apiserver runs without any audit option ("audit off"), the
@@ -64,6 +67,7 @@ const CRD_GROUP_VERSION: &str = "bench-audit.farm.example.com/v1alpha";
 /// The namespace of each level, and the policy that says so.
 const OFF_NS: &str = "audit-off";
 const METADATA_NS: &str = "audit-metadata";
+const METADATA_SHIPPED_NS: &str = "audit-metadata-shipped";
 const REQUEST_RESPONSE_NS: &str = "audit-requestresponse";
 /// The batch mode measured: batches of up to 100 events, written at the
 /// latest a second after their first.
@@ -74,6 +78,9 @@ kind: Policy
 rules:
 - level: Metadata
   namespaces: [\"audit-metadata\"]
+- level: Metadata
+  namespaces: [\"audit-metadata-shipped\"]
+  omitStages: [\"RequestReceived\"]
 - level: RequestResponse
   namespaces: [\"audit-requestresponse\"]
 ";
@@ -81,10 +88,12 @@ rules:
 const FARM_OFF: &str = "farm-apiserver, no auditing";
 const FARM_NONE: &str = "farm-apiserver, level None";
 const FARM_METADATA: &str = "farm-apiserver, Metadata";
+const FARM_METADATA_SHIPPED: &str = "farm-apiserver, Metadata without RequestReceived";
 const FARM_REQUEST_RESPONSE: &str = "farm-apiserver, RequestResponse";
 const FARM_METADATA_BATCH: &str = "farm-apiserver, Metadata, batch";
 const CRD_NONE: &str = "kube-apiserver (CRD), level None";
 const CRD_METADATA: &str = "kube-apiserver (CRD), Metadata";
+const CRD_METADATA_SHIPPED: &str = "kube-apiserver (CRD), Metadata without RequestReceived";
 const CRD_REQUEST_RESPONSE: &str = "kube-apiserver (CRD), RequestResponse";
 const GET: &str = "GET one Llama";
 const CREATE: &str = "create (POST)";
@@ -93,14 +102,15 @@ const CREATE: &str = "create (POST)";
 fn namespace_of(t: &Target) -> &'static str {
     match t.name {
         FARM_METADATA | FARM_METADATA_BATCH | CRD_METADATA => METADATA_NS,
+        FARM_METADATA_SHIPPED | CRD_METADATA_SHIPPED => METADATA_SHIPPED_NS,
         FARM_REQUEST_RESPONSE | CRD_REQUEST_RESPONSE => REQUEST_RESPONSE_NS,
         _ => OFF_NS,
     }
 }
 
-/// Lines in an audit log (events, one a line) that name `needle`, its
-/// rotated files (`<stem>-<time>.log`) included.
-fn events_naming(log: &Path, needle: &str) -> Result<usize> {
+/// Lines in an audit log (events, one a line) that name every one of
+/// `needles`, its rotated files (`<stem>-<time>.log`) included.
+fn events_naming(log: &Path, needles: &[&str]) -> Result<usize> {
     let dir = log.parent().ok_or_else(|| anyhow!("{} has no directory", log.display()))?;
     let stem = log.file_stem().and_then(|s| s.to_str()).ok_or_else(|| anyhow!("{}", log.display()))?;
     let mut count = 0;
@@ -110,7 +120,7 @@ fn events_naming(log: &Path, needle: &str) -> Result<usize> {
         let rotated = name.strip_prefix(stem).is_some_and(|rest| rest.starts_with('-') && rest.ends_with(".log"));
         if name == format!("{stem}.log") || rotated {
             let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-            count += text.lines().filter(|l| l.contains(needle)).count();
+            count += text.lines().filter(|l| needles.iter().all(|n| l.contains(n))).count();
         }
     }
     Ok(count)
@@ -129,7 +139,7 @@ async fn run(pace: &Pace, out: &mut String) -> Result<()> {
         &format!("--audit-log-path={}", kube_log.display()),
     ]);
     let token: Arc<str> = bench_token(&cp)?.into();
-    for ns in [OFF_NS, METADATA_NS, REQUEST_RESPONSE_NS] {
+    for ns in [OFF_NS, METADATA_NS, METADATA_SHIPPED_NS, REQUEST_RESPONSE_NS] {
         cluster::namespace(&cp, ns);
     }
     common::crd::install_llama_crd(&cp, CRD_GROUP).map_err(anyhow::Error::msg)?;
@@ -190,14 +200,17 @@ async fn run(pace: &Pace, out: &mut String) -> Result<()> {
         farm_target(FARM_OFF, &plain)?,
         farm_target(FARM_NONE, &audited)?,
         farm_target(FARM_METADATA, &audited)?,
+        farm_target(FARM_METADATA_SHIPPED, &audited)?,
         farm_target(FARM_REQUEST_RESPONSE, &audited)?,
         farm_target(FARM_METADATA_BATCH, &batched)?,
         crd_target(CRD_NONE)?,
         crd_target(CRD_METADATA)?,
+        crd_target(CRD_METADATA_SHIPPED)?,
         crd_target(CRD_REQUEST_RESPONSE)?,
     ];
     let all: Vec<&Target> = targets.iter().collect();
-    wait_serving(&targets[5], OFF_NS).await?;
+    let crd_none = targets.iter().find(|t| t.name == CRD_NONE).ok_or_else(|| anyhow!("no {CRD_NONE}"))?;
+    wait_serving(crd_none, OFF_NS).await?;
 
     eprintln!("{} one Llama to GET in each namespace of each server", stamp());
     // Each target is one server process and one namespace, none shared.
@@ -221,18 +234,22 @@ async fn run(pace: &Pace, out: &mut String) -> Result<()> {
 
     report(pace, &rows, out, &load_before, &load_after, started.elapsed())?;
     // The levels did what they say: events for the audited namespaces, none for the other.
-    if events_naming(&batch_log, &format!("\"namespace\":\"{METADATA_NS}\""))? == 0 {
+    let in_ns = |ns: &str| format!("\"namespace\":\"{ns}\"");
+    if events_naming(&batch_log, &[&in_ns(METADATA_NS)])? == 0 {
         bail!("farm-apiserver's batch audit log {} has no events", batch_log.display());
     }
     for (log, who) in [(&farm_log, "farm-apiserver"), (&kube_log, "kube-apiserver")] {
         let (metadata, full, off) = (
-            events_naming(log, &format!("\"namespace\":\"{METADATA_NS}\""))?,
-            events_naming(log, &format!("\"namespace\":\"{REQUEST_RESPONSE_NS}\""))?,
-            events_naming(log, &format!("\"namespace\":\"{OFF_NS}\""))?,
+            events_naming(log, &[&in_ns(METADATA_NS)])?,
+            events_naming(log, &[&in_ns(REQUEST_RESPONSE_NS)])?,
+            events_naming(log, &[&in_ns(OFF_NS)])?,
         );
-        if metadata == 0 || full == 0 || off != 0 {
+        let shipped = events_naming(log, &[&in_ns(METADATA_SHIPPED_NS)])?;
+        let shipped_received = events_naming(log, &[&in_ns(METADATA_SHIPPED_NS), "\"stage\":\"RequestReceived\""])?;
+        if metadata == 0 || full == 0 || off != 0 || shipped == 0 || shipped_received != 0 {
             bail!(
-                "{who}'s audit log {}: {metadata} Metadata events, {full} RequestResponse, {off} at None",
+                "{who}'s audit log {}: {metadata} Metadata events, {shipped} Metadata without RequestReceived \
+                 ({shipped_received} RequestReceived among them), {full} RequestResponse, {off} at None",
                 log.display()
             );
         }
@@ -284,9 +301,11 @@ fn report(
         let comparisons = [
             ("farm-apiserver", "None", FARM_NONE, FARM_OFF),
             ("farm-apiserver", "Metadata", FARM_METADATA, FARM_OFF),
+            ("farm-apiserver", "Metadata without RequestReceived", FARM_METADATA_SHIPPED, FARM_OFF),
             ("farm-apiserver", "Metadata, batch", FARM_METADATA_BATCH, FARM_OFF),
             ("farm-apiserver", "RequestResponse", FARM_REQUEST_RESPONSE, FARM_OFF),
             ("kube-apiserver (CRD)", "Metadata", CRD_METADATA, CRD_NONE),
+            ("kube-apiserver (CRD)", "Metadata without RequestReceived", CRD_METADATA_SHIPPED, CRD_NONE),
             ("kube-apiserver (CRD)", "RequestResponse", CRD_REQUEST_RESPONSE, CRD_NONE),
         ];
         for (server, level, target, base) in comparisons {

@@ -96,7 +96,7 @@ struct RefText {
 impl RefText {
     fn new(info: &RequestInfo) -> Self {
         let fields =
-            [&info.resource, &info.namespace, &info.name, &info.api_group, &info.api_version, &info.subresource];
+            [info.resource(), info.namespace(), info.name(), info.api_group(), info.api_version(), info.subresource()];
         let raw: usize = fields.iter().map(|f| f.len()).sum();
         let mut bytes = Vec::with_capacity(2 * raw + 96);
         let mut ends = [0; 6];
@@ -104,7 +104,7 @@ impl RefText {
             bytes.extend_from_slice(field.as_bytes());
             *end = bytes.len();
         }
-        let [resource, namespace, name, group, version, subresource] = fields.map(String::as_str);
+        let [resource, namespace, name, group, version, subresource] = fields;
         let json = [resource, namespace, name, "", group, version, "", subresource];
         let encoded = write_object_ref(&mut bytes, json).is_ok();
         if !encoded {
@@ -377,18 +377,14 @@ impl AuditContext {
     /// the request's own description is gone (a refusal before authentication).
     pub(crate) fn request_info(&self) -> RequestInfo {
         let r = &self.0.request;
-        let mut info = RequestInfo { path: r.uri.path().to_string(), verb: r.verb.clone(), ..Default::default() };
-        if let Some(fields) = &r.object_ref {
-            let [resource, namespace, name, group, version, subresource] = fields.fields();
-            info.is_resource_request = true;
-            info.api_group = group.into();
-            info.api_version = version.into();
-            info.namespace = namespace.into();
-            info.resource = resource.into();
-            info.subresource = subresource.into();
-            info.name = name.into();
+        match &r.object_ref {
+            Some(fields) => {
+                let [resource, namespace, name, group, version, subresource] = fields.fields();
+                let parts = [group, version, namespace, resource, subresource, name];
+                RequestInfo::resource_request(r.verb.clone(), r.uri.path(), parts)
+            }
+            None => RequestInfo::non_resource(r.verb.clone(), r.uri.path()),
         }
-        info
     }
 
     /// The user the request acts as after impersonation (kube's `LogImpersonatedUser`).

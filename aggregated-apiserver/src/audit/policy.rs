@@ -338,7 +338,7 @@ fn request_matches(rule: &PolicyRule, info: &RequestInfo) -> bool {
         return matches_resource(rule, info);
     }
     if !rule.non_resource_urls.is_empty() {
-        return !info.is_resource_request && rule.non_resource_urls.iter().any(|spec| path_matches(&info.path, spec));
+        return !info.is_resource_request && rule.non_resource_urls.iter().any(|spec| path_matches(info.path(), spec));
     }
     true
 }
@@ -357,18 +357,18 @@ fn matches_resource(rule: &PolicyRule, info: &RequestInfo) -> bool {
     if !info.is_resource_request {
         return false;
     }
-    if !rule.namespaces.is_empty() && !rule.namespaces.contains(&info.namespace) {
+    if !rule.namespaces.is_empty() && !rule.namespaces.iter().any(|ns| ns == info.namespace()) {
         return false;
     }
     if rule.resources.is_empty() {
         return true;
     }
-    let (resource, subresource) = (info.resource.as_str(), info.subresource.as_str());
-    rule.resources.iter().filter(|gr| gr.group == info.api_group).any(|gr| {
+    let (resource, subresource) = (info.resource(), info.subresource());
+    rule.resources.iter().filter(|gr| gr.group == info.api_group()).any(|gr| {
         if gr.resources.is_empty() {
             return true;
         }
-        if !gr.resource_names.is_empty() && !gr.resource_names.contains(&info.name) {
+        if !gr.resource_names.is_empty() && !gr.resource_names.iter().any(|n| n == info.name()) {
             return false;
         }
         gr.resources.iter().any(|res| {

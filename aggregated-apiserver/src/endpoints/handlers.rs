@@ -183,21 +183,21 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
     // What kube-apiserver's CRD handler does not route at all gets its plain
     // "404 page not found": an unknown resource, and (for a namespaced kind)
     // anything but a list or watch across all namespaces.
-    let Some(reg) = res.find(&info.api_group, &info.api_version, &info.resource).cloned() else {
+    let Some(reg) = res.find(info.api_group(), info.api_version(), info.resource()).cloned() else {
         return Ok(page_not_found());
     };
     let kind = reg.kind.clone();
     let names = kind.names();
-    if !kind.namespaced() && !info.namespace.is_empty() {
+    if !kind.namespaced() && !info.namespace().is_empty() {
         return Ok(page_not_found());
     }
-    let all_namespaces = kind.namespaced() && info.namespace.is_empty();
+    let all_namespaces = kind.namespaced() && info.namespace().is_empty();
     if all_namespaces && !matches!(info.verb, RequestVerb::Resource(Verb::List | Verb::Watch)) {
         return Ok(page_not_found());
     }
-    let target = Target { group: names.group, kind: names.kind, resource: names.plural, name: &info.name };
+    let target = Target { group: names.group, kind: names.kind, resource: names.plural, name: info.name() };
     // Segments after the subresource are ignored, as kube's request info does.
-    let part = match info.subresource.as_str() {
+    let part = match info.subresource() {
         "" => Part::Main,
         "status" if kind.has_status_subresource() => Part::Status,
         // An unknown subresource: kube's CRD handler answers NotFound for the named object.
@@ -208,7 +208,7 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
     // (the name in the path is not used), a PUT or PATCH on the collection
     // fails for want of a name, and the status subresource has get, update
     // and patch only.
-    let named = !info.name.is_empty();
+    let named = !info.name().is_empty();
     let RequestVerb::Resource(verb) = info.verb else {
         // kube's request info has no verb for other methods (OPTIONS...).
         return Err(ApiError::method_not_allowed(target.without_name(), ""));
@@ -230,8 +230,8 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
         return Err(ApiError::service_unavailable(why));
     }
     let query = Query::parse(req.uri().query())?;
-    let ns = info.namespace.as_str();
-    let name = info.name.as_str();
+    let ns = info.namespace();
+    let name = info.name();
     let (parts, body) = req.into_parts();
     let accept = header_str(&parts.headers, header::ACCEPT);
     // The user admission reports to webhooks: the one the aggregator

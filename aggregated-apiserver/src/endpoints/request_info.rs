@@ -55,24 +55,96 @@ impl PartialEq<&str> for RequestVerb {
     }
 }
 
+/// A request as kube's RequestInfoFactory describes it. Its path and parts
+/// are pieces of one string, so describing a request (every request is
+/// described) makes one allocation, not one a part.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RequestInfo {
     /// False for discovery, OpenAPI, health and other non-resource paths.
     pub is_resource_request: bool,
     pub verb: RequestVerb,
-    pub path: String,
-    pub api_group: String,
-    pub api_version: String,
-    pub namespace: String,
-    pub resource: String,
-    pub subresource: String,
-    pub name: String,
+    /// The path, then any part that is not a piece of it.
+    text: String,
+    /// Where the path and each part lie in `text` ([`PATH`] and the others).
+    spans: [Span; 7],
     /// The path has more segments than any resource path.
     pub extra_segments: bool,
 }
 
+/// A part's start and end in [`RequestInfo::text`].
+type Span = (u32, u32);
+
+const PATH: usize = 0;
+const GROUP: usize = 1;
+const VERSION: usize = 2;
+const NAMESPACE: usize = 3;
+const RESOURCE: usize = 4;
+const SUBRESOURCE: usize = 5;
+const NAME: usize = 6;
+
+impl RequestInfo {
+    fn part(&self, which: usize) -> &str {
+        let (start, end) = self.spans[which];
+        self.text.get(start as usize..end as usize).unwrap_or_default()
+    }
+
+    pub fn path(&self) -> &str {
+        self.part(PATH)
+    }
+
+    pub fn api_group(&self) -> &str {
+        self.part(GROUP)
+    }
+
+    pub fn api_version(&self) -> &str {
+        self.part(VERSION)
+    }
+
+    pub fn namespace(&self) -> &str {
+        self.part(NAMESPACE)
+    }
+
+    pub fn resource(&self) -> &str {
+        self.part(RESOURCE)
+    }
+
+    pub fn subresource(&self) -> &str {
+        self.part(SUBRESOURCE)
+    }
+
+    pub fn name(&self) -> &str {
+        self.part(NAME)
+    }
+
+    /// A non-resource request for `path`.
+    pub fn non_resource(verb: RequestVerb, path: &str) -> Self {
+        let mut spans = [(0, 0); 7];
+        spans[PATH] = (0, span_end(path.len()));
+        Self { verb, text: path.to_string(), spans, ..Default::default() }
+    }
+
+    /// A resource request described by its parts (group, version,
+    /// namespace, resource, subresource, name), as a record keeps them.
+    pub fn resource_request(verb: RequestVerb, path: &str, parts: [&str; 6]) -> Self {
+        let mut text = String::with_capacity(path.len() + parts.iter().map(|p| p.len()).sum::<usize>());
+        let mut spans = [(0, 0); 7];
+        for (span, part) in spans.iter_mut().zip(std::iter::once(path).chain(parts)) {
+            let start = span_end(text.len());
+            text.push_str(part);
+            *span = (start, span_end(text.len()));
+        }
+        Self { is_resource_request: true, verb, text, spans, extra_segments: false }
+    }
+}
+
+/// An offset in a request's text as a span holds it. A path longer than 4
+/// GiB never reaches here (hyper refuses a head that large).
+fn span_end(offset: usize) -> u32 {
+    u32::try_from(offset).unwrap_or(u32::MAX)
+}
+
 fn non_resource(method: &Method, path: &str) -> RequestInfo {
-    RequestInfo { verb: RequestVerb::of_method(method), path: path.to_string(), ..Default::default() }
+    RequestInfo::non_resource(RequestVerb::of_method(method), path)
 }
 
 /// Whether the query asks for a watch: its first `watch` value read as the
@@ -87,38 +159,67 @@ pub fn query_watch(query: Option<&str>) -> bool {
     query.bool("watch").unwrap_or(false)
 }
 
+/// The most segments of a path looked at: /apis/{group}/{version}/watch/
+/// namespaces/{namespace}/{resource}/{name}/{subresource}, and one more to
+/// know there are extra ones.
+const MAX_SEGMENTS: usize = 10;
+
 pub fn classify(method: &Method, path: &str, query: Option<&str>) -> RequestInfo {
-    let mut parts: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    // The path's non-empty segments, as spans of it (the first MAX_SEGMENTS;
+    // `count` counts them all).
+    let mut segments = [(0usize, 0usize); MAX_SEGMENTS];
+    let mut count = 0;
+    let mut start = 0;
+    for piece in path.split('/') {
+        let at = start;
+        start += piece.len() + 1;
+        if piece.is_empty() {
+            continue;
+        }
+        if let Some(slot) = segments.get_mut(count) {
+            *slot = (at, at + piece.len());
+        }
+        count += 1;
+    }
+    let segment = |i: usize| segments.get(i).filter(|_| i < count).and_then(|&(s, e)| path.get(s..e));
     // Resource paths are /apis/{group}/{version}/... (the core /api/v1 is not served here).
-    if parts.len() < 4 || parts[0] != "apis" {
+    if count < 4 || segment(0) != Some("apis") {
         return non_resource(method, path);
     }
-    let mut info = RequestInfo {
-        is_resource_request: true,
-        path: path.to_string(),
-        api_group: parts[1].to_string(),
-        api_version: parts[2].to_string(),
-        ..Default::default()
+    let mut spans = [(0, 0); 7];
+    spans[PATH] = (0, span_end(path.len()));
+    let mut take = |which: usize, i: usize| {
+        if let Some(&(s, e)) = segments.get(i).filter(|_| i < count) {
+            spans[which] = (span_end(s), span_end(e));
+        }
     };
-    parts.drain(..3);
-    let mut is_watch_path = false;
-    if parts.first() == Some(&"watch") {
-        is_watch_path = true;
-        parts.remove(0);
+    take(GROUP, 1);
+    take(VERSION, 2);
+    let mut next = 3;
+    let is_watch_path = segment(next) == Some("watch");
+    if is_watch_path {
+        next += 1;
     }
-    if parts.first() == Some(&"namespaces") && parts.len() >= 3 {
-        info.namespace = parts[1].to_string();
-        parts.drain(..2);
-    } else if parts.first() == Some(&"namespaces") && parts.len() == 2 {
+    let left = count - next;
+    if segment(next) == Some("namespaces") && left >= 3 {
+        take(NAMESPACE, next + 1);
+        next += 2;
+    } else if segment(next) == Some("namespaces") && left == 2 {
         // /namespaces/{name}: the namespace object itself, not served here.
-        info.namespace = parts[1].to_string();
+        take(NAMESPACE, next + 1);
     }
-    info.resource = parts.first().map(|s| s.to_string()).unwrap_or_default();
-    info.name = parts.get(1).map(|s| s.to_string()).unwrap_or_default();
-    info.subresource = parts.get(2).map(|s| s.to_string()).unwrap_or_default();
-    info.extra_segments = parts.len() > 3;
-    let collection = info.name.is_empty();
-    info.verb = match *method {
+    take(RESOURCE, next);
+    take(NAME, next + 1);
+    take(SUBRESOURCE, next + 2);
+    let info = RequestInfo {
+        is_resource_request: true,
+        verb: RequestVerb::default(),
+        text: path.to_string(),
+        spans,
+        extra_segments: count - next > 3,
+    };
+    let collection = info.name().is_empty();
+    let verb = match *method {
         Method::GET | Method::HEAD if is_watch_path => RequestVerb::Resource(Verb::Watch),
         // Only a collection GET can become a watch through the query
         // (requestinfo.go): a GET of one object with `?watch=true` is a get.
@@ -132,7 +233,7 @@ pub fn classify(method: &Method, path: &str, query: Option<&str>) -> RequestInfo
         Method::DELETE => RequestVerb::Resource(Verb::Delete),
         _ => RequestVerb::of_method(method),
     };
-    info
+    RequestInfo { verb, ..info }
 }
 
 #[cfg(test)]
@@ -142,16 +243,48 @@ mod tests {
     #[test]
     fn classifies_like_kube() {
         let i = classify(&Method::GET, "/apis/farm.example.com/v1alpha/namespaces/ns/llamas", Some("watch=true"));
-        assert_eq!((i.verb.as_str(), i.namespace.as_str(), i.resource.as_str()), ("watch", "ns", "llamas"));
+        assert_eq!((i.verb.as_str(), i.namespace(), i.resource()), ("watch", "ns", "llamas"));
         let i = classify(&Method::PUT, "/apis/farm.example.com/v1alpha/namespaces/ns/llamas/a/status", None);
-        assert_eq!((i.verb.as_str(), i.name.as_str(), i.subresource.as_str()), ("update", "a", "status"));
+        assert_eq!((i.verb.as_str(), i.name(), i.subresource()), ("update", "a", "status"));
         let i = classify(&Method::DELETE, "/apis/farm.example.com/v1alpha/namespaces/ns/llamas", None);
         assert_eq!(i.verb, "deletecollection");
         let i = classify(&Method::GET, "/apis/farm.example.com/v1alpha/llamas", None);
-        assert_eq!((i.verb.as_str(), i.namespace.as_str()), ("list", ""));
+        assert_eq!((i.verb.as_str(), i.namespace()), ("list", ""));
         let i = classify(&Method::GET, "/apis/farm.example.com/v1alpha", None);
         assert!(!i.is_resource_request);
         assert!(!classify(&Method::GET, "/healthz", None).is_resource_request);
+    }
+
+    #[test]
+    fn every_part_is_read_from_the_path() {
+        fn parts(i: &RequestInfo) -> [&str; 7] {
+            [i.path(), i.api_group(), i.api_version(), i.namespace(), i.resource(), i.name(), i.subresource()]
+        }
+        let path = "/apis/farm.example.com/v1alpha/watch/namespaces/ns/llamas/a/status";
+        let i = classify(&Method::GET, path, None);
+        assert_eq!(parts(&i), [path, "farm.example.com", "v1alpha", "ns", "llamas", "a", "status"]);
+        assert!(!i.extra_segments);
+        // Empty segments are skipped.
+        let i = classify(&Method::GET, "//apis//g/v1/namespaces/ns/llamas/a/", None);
+        assert_eq!(parts(&i)[1..], ["g", "v1", "ns", "llamas", "a", ""]);
+        let i = classify(&Method::GET, "/apis/g/v1/namespaces/ns/llamas/a/status/more/and/more/still", None);
+        assert_eq!(parts(&i)[3..], ["ns", "llamas", "a", "status"]);
+        assert!(i.extra_segments);
+        // /namespaces/{name}: the namespace object, with its name as the namespace.
+        let i = classify(&Method::GET, "/apis/g/v1/namespaces/ns", None);
+        assert_eq!(parts(&i)[3..], ["ns", "namespaces", "ns", ""]);
+        let i = classify(&Method::GET, "/apis/g/v1/llamas/\u{e9}t\u{e9}", None);
+        assert_eq!(i.name(), "\u{e9}t\u{e9}");
+        let i = classify(&Method::GET, "/apis/g", None);
+        assert_eq!((i.is_resource_request, i.path(), i.resource()), (false, "/apis/g", ""));
+        let rebuilt = RequestInfo::resource_request(
+            RequestVerb::Resource(Verb::Get),
+            "/apis/g/v1/namespaces/ns/llamas/a",
+            ["g", "v1", "ns", "llamas", "", "a"],
+        );
+        let i = classify(&Method::GET, "/apis/g/v1/namespaces/ns/llamas/a", None);
+        assert_eq!(parts(&rebuilt), parts(&i));
+        assert_eq!(parts(&RequestInfo::default()), [""; 7]);
     }
 
     #[test]
@@ -166,6 +299,6 @@ mod tests {
         let named = classify(&Method::GET, "/apis/farm.example.com/v1alpha/namespaces/n/llamas/a", Some("watch=true"));
         assert_eq!(named.verb, "get");
         let path = classify(&Method::GET, "/apis/farm.example.com/v1alpha/watch/namespaces/n/llamas/a", None);
-        assert_eq!((path.verb.as_str(), path.name.as_str()), ("watch", "a"));
+        assert_eq!((path.verb.as_str(), path.name()), ("watch", "a"));
     }
 }

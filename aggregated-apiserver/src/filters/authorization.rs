@@ -3,7 +3,6 @@
 //! filters before established. A denial is kube's 403; a review that could not
 //! be made is kube's 500, never a 403 that hides the failure.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::{Next, Request};
@@ -12,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use crate::apimachinery::errors::ApiError;
 use crate::audit::AuditContext;
 use crate::auth::authn::UserInfo;
-use crate::auth::authz::{self, Attributes, Authorizer, Decision};
+use crate::auth::authz::{self, Attributes, AttributesRef, Authorizer, Decision};
 use crate::endpoints::handlers::ServedKinds;
 use crate::endpoints::request_info::RequestInfo;
 
@@ -81,7 +80,7 @@ async fn authorized(authz: &Authorization, mut req: Request) -> Result<Request, 
     let Some(info) = req.extensions().get::<RequestInfo>() else {
         return Err(ApiError::internal_error("no request info found: the filter chain is wrong").into_response());
     };
-    if !info.is_resource_request && authz.always_allow.allows(&info.path) {
+    if !info.is_resource_request && authz.always_allow.allows(info.path()) {
         // kube's path authorizer allows these with no reason.
         annotate(&req, DECISION_ALLOW, "");
         return Ok(req);
@@ -89,27 +88,28 @@ async fn authorized(authz: &Authorization, mut req: Request) -> Result<Request, 
     let Some(user) = req.extensions().get::<UserInfo>() else {
         return Err(ApiError::internal_error("no user found for request").into_response());
     };
-    let attrs = Attributes::from_request(info);
+    // Borrowed from the request's description: a cache hit copies nothing.
+    let attrs = AttributesRef::from_request(info);
     let also_requires = authz
         .resources
-        .find(&info.api_group, &info.api_version, &info.resource)
+        .find(info.api_group(), info.api_version(), info.resource())
         .filter(|_| info.is_resource_request)
         .map(|r| r.kind.also_requires())
         .unwrap_or(&[]);
-    // The request's own attributes borrowed, not copied: what it also requires is made from them.
-    let wanted = std::iter::once(Cow::Borrowed(&attrs))
-        .chain(also_requires.iter().map(|(group, resource)| Cow::Owned(attrs.for_resource(group, resource))));
+    let also: Vec<Attributes> =
+        also_requires.iter().map(|(group, resource)| attrs.for_resource(group, resource)).collect();
+    let wanted = std::iter::once(attrs).chain(also.iter().map(Attributes::view));
     let uri = req.uri().path_and_query().map_or_else(|| req.uri().path(), |pq| pq.as_str());
     // The reason of the request's own decision (not of what it also requires).
     let mut allowed_because: Option<std::sync::Arc<str>> = None;
     for attrs in wanted {
-        match authz.authorizer.authorize(user, &attrs).await {
+        match authz.authorizer.authorize_ref(user, attrs).await {
             Decision::Allow { reason } => {
                 allowed_because.get_or_insert(reason);
             }
             Decision::Deny { reason } => {
                 annotate(&req, DECISION_FORBID, &reason);
-                return Err(authz::forbidden(user, &attrs, &reason).into_response());
+                return Err(authz::forbidden(user, &attrs.to_owned(), &reason).into_response());
             }
             Decision::Error { message } => {
                 if let Some(audit) = req.extensions().get::<AuditContext>() {

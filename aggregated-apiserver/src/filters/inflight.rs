@@ -251,7 +251,7 @@ enum Held {
 fn admit(inflight: &InFlight, req: &Request) -> Option<Admitted> {
     let nothing = Admitted { held: Held::Nothing, flow: None };
     let Some(info) = req.extensions().get::<RequestInfo>() else { return Some(nothing) };
-    if crate::server::health::is_probe_path(&info.path) && !info.is_resource_request {
+    if crate::server::health::is_probe_path(info.path()) && !info.is_resource_request {
         return Some(nothing);
     }
     let user = req.extensions().get::<UserInfo>();

@@ -55,7 +55,7 @@ fn metric_labels(resources: &ServedKinds, info: &RequestInfo) -> (&'static str, 
         RequestVerb::Method(_) => "other",
     };
     let resource = resources
-        .find(&info.api_group, &info.api_version, &info.resource)
+        .find(info.api_group(), info.api_version(), info.resource())
         .map(|r| r.kind.names().plural)
         .unwrap_or("other");
     (verb, resource)

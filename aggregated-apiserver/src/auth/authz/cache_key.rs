@@ -11,7 +11,7 @@ use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use super::{Attributes, User};
+use super::{Attributes, AttributesRef, User};
 
 /// What a decision is cached under.
 pub type CacheKey = (User, Attributes);
@@ -19,23 +19,23 @@ pub type CacheKey = (User, Attributes);
 /// A key whichever way it is held: owned (in the cache) or borrowed (a lookup).
 pub trait KeyView {
     fn user(&self) -> &User;
-    fn attributes(&self) -> &Attributes;
+    fn attributes(&self) -> AttributesRef<'_>;
 }
 
 impl KeyView for CacheKey {
     fn user(&self) -> &User {
         &self.0
     }
-    fn attributes(&self) -> &Attributes {
-        &self.1
+    fn attributes(&self) -> AttributesRef<'_> {
+        self.1.view()
     }
 }
 
-impl KeyView for (&User, &Attributes) {
+impl KeyView for (&User, AttributesRef<'_>) {
     fn user(&self) -> &User {
         self.0
     }
-    fn attributes(&self) -> &Attributes {
+    fn attributes(&self) -> AttributesRef<'_> {
         self.1
     }
 }
@@ -48,7 +48,8 @@ impl<'a> Borrow<dyn KeyView + 'a> for Arc<CacheKey> {
 }
 
 /// Hashes as the tuple `(User, Attributes)` does (each part in order, nothing
-/// else), as `Borrow` requires of a borrowed form.
+/// else; [`AttributesRef`] hashes as [`Attributes`]), as `Borrow` requires of
+/// a borrowed form.
 impl Hash for dyn KeyView + '_ {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.user().hash(state);
@@ -80,13 +81,14 @@ mod tests {
         someone.extra.insert("scopes".into(), vec!["a".into(), "b".into()]);
         for attrs in [res("get", "llamas", "", "ns", "dolly"), non_res("get", "/apis")] {
             let owned: Arc<CacheKey> = Arc::new((someone.clone(), attrs.clone()));
-            let borrowed = (&someone, &attrs);
+            let borrowed = (&someone, attrs.view());
             let as_view: &dyn KeyView = &borrowed;
             let owned_view: &dyn KeyView = owned.borrow();
             assert_eq!(state.hash_one(&owned), state.hash_one(as_view));
+            assert_eq!(state.hash_one(&attrs), state.hash_one(attrs.view()), "the view hashes as the attributes");
             assert!(owned_view == as_view);
             let other = res("get", "llamas", "", "ns", "other");
-            let different: &dyn KeyView = &(&someone, &other);
+            let different: &dyn KeyView = &(&someone, other.view());
             assert!(owned_view != different);
         }
     }

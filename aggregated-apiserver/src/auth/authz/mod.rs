@@ -109,18 +109,49 @@ pub struct Attributes {
     pub resource_request: bool,
 }
 
-impl Attributes {
-    pub fn from_request(info: &RequestInfo) -> Self {
+/// [`Attributes`] borrowed, from a request's description or from owned
+/// attributes: what a cache lookup reads, without a copy of each string
+/// (a request's own check is one lookup, and a copy was seven allocations).
+/// Hashes and compares as the owned attributes do (same fields, same order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttributesRef<'a> {
+    pub verb: &'a str,
+    pub api_group: &'a str,
+    pub api_version: &'a str,
+    pub resource: &'a str,
+    pub subresource: &'a str,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub path: &'a str,
+    pub resource_request: bool,
+}
+
+impl<'a> AttributesRef<'a> {
+    pub fn from_request(info: &'a RequestInfo) -> Self {
         Self {
-            verb: info.verb.as_str().to_string(),
-            api_group: info.api_group.clone(),
-            api_version: info.api_version.clone(),
-            resource: info.resource.clone(),
-            subresource: info.subresource.clone(),
-            namespace: info.namespace.clone(),
-            name: info.name.clone(),
-            path: info.path.clone(),
+            verb: info.verb.as_str(),
+            api_group: info.api_group(),
+            api_version: info.api_version(),
+            resource: info.resource(),
+            subresource: info.subresource(),
+            namespace: info.namespace(),
+            name: info.name(),
+            path: info.path(),
             resource_request: info.is_resource_request,
+        }
+    }
+
+    pub fn to_owned(self) -> Attributes {
+        Attributes {
+            verb: self.verb.to_string(),
+            api_group: self.api_group.to_string(),
+            api_version: self.api_version.to_string(),
+            resource: self.resource.to_string(),
+            subresource: self.subresource.to_string(),
+            namespace: self.namespace.to_string(),
+            name: self.name.to_string(),
+            path: self.path.to_string(),
+            resource_request: self.resource_request,
         }
     }
 
@@ -129,42 +160,58 @@ impl Attributes {
     /// version is kept when the group is unchanged, is `v1` for the core group
     /// and empty (any version; RBAC ignores it) otherwise. The path is cleared:
     /// a review of a resource request does not look at it.
-    pub fn for_resource(&self, api_group: &str, resource: &str) -> Self {
+    pub fn for_resource(self, api_group: &str, resource: &str) -> Attributes {
         let api_version = if api_group == self.api_group {
-            self.api_version.clone()
+            self.api_version
         } else if api_group.is_empty() {
-            "v1".to_string()
+            "v1"
         } else {
-            String::new()
+            ""
         };
-        Self {
-            verb: self.verb.clone(),
-            api_group: api_group.to_string(),
-            api_version,
-            resource: resource.to_string(),
-            subresource: String::new(),
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
-            path: String::new(),
-            resource_request: true,
-        }
+        AttributesRef { api_group, api_version, resource, subresource: "", path: "", resource_request: true, ..self }
+            .to_owned()
     }
 
     /// The bytes a client controls, as the webhook authorizer counts them.
     fn controlled_size(&self) -> usize {
         [
-            &self.namespace,
-            &self.verb,
-            &self.api_group,
-            &self.api_version,
-            &self.resource,
-            &self.subresource,
-            &self.name,
-            &self.path,
+            self.namespace,
+            self.verb,
+            self.api_group,
+            self.api_version,
+            self.resource,
+            self.subresource,
+            self.name,
+            self.path,
         ]
         .iter()
         .map(|s| s.len())
         .sum()
+    }
+}
+
+impl Attributes {
+    pub fn from_request(info: &RequestInfo) -> Self {
+        AttributesRef::from_request(info).to_owned()
+    }
+
+    pub fn view(&self) -> AttributesRef<'_> {
+        AttributesRef {
+            verb: &self.verb,
+            api_group: &self.api_group,
+            api_version: &self.api_version,
+            resource: &self.resource,
+            subresource: &self.subresource,
+            namespace: &self.namespace,
+            name: &self.name,
+            path: &self.path,
+            resource_request: self.resource_request,
+        }
+    }
+
+    /// [`AttributesRef::for_resource`].
+    pub fn for_resource(&self, api_group: &str, resource: &str) -> Self {
+        self.view().for_resource(api_group, resource)
     }
 }
 
@@ -206,6 +253,12 @@ impl Authorizer {
     /// are cached (per user and attributes) for `allow_ttl` / `deny_ttl`. A
     /// review that fails is [`Decision::Error`], not cached.
     pub async fn authorize(&self, user: &User, attrs: &Attributes) -> Decision {
+        self.authorize_ref(user, attrs.view()).await
+    }
+
+    /// [`Self::authorize`] of borrowed attributes: copied only for a review
+    /// and into the cache, when the cache does not have the answer.
+    pub async fn authorize_ref(&self, user: &User, attrs: AttributesRef<'_>) -> Decision {
         if user.groups.iter().any(|g| g == SYSTEM_MASTERS) {
             // kube's privileged-group authorizer gives no reason.
             return Decision::allow("");
@@ -218,16 +271,18 @@ impl Authorizer {
                 return decision;
             }
         }
+        let attrs = attrs.to_owned();
         // Boxed: a review's future is large, and every request's future
         // through the filters would carry it for the rare miss.
-        let review: futures::future::BoxFuture<'_, _> = Box::pin(self.runner.run(|| self.reviewer.review(user, attrs)));
+        let review: futures::future::BoxFuture<'_, _> =
+            Box::pin(self.runner.run(|| self.reviewer.review(user, &attrs)));
         match review.await {
             Ok(Decision::Error { message }) => Decision::Error { message },
             Ok(decision) => {
                 if cacheable {
                     let ttl = if matches!(decision, Decision::Allow { .. }) { self.allow_ttl } else { self.deny_ttl };
                     let now = (self.clock)();
-                    let key: CacheKey = (user.clone(), attrs.clone());
+                    let key: CacheKey = (user.clone(), attrs);
                     self.cache().insert(key, decision.clone(), ttl, now);
                 }
                 decision

@@ -116,7 +116,7 @@ impl CelAuthorizer {
             path: t.path.clone(),
             resource_request: t.resource_request,
         };
-        match authorizer.authorize(subject, &attributes).await {
+        match authorizer.authorize(subject, attributes.view()).await {
             server_authz::Decision::Allow { reason } => {
                 Decision { allowed: true, reason: reason.to_string(), error: String::new() }
             }

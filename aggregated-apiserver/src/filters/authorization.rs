@@ -103,7 +103,7 @@ async fn authorized(authz: &Authorization, mut req: Request) -> Result<Request, 
     // The reason of the request's own decision (not of what it also requires).
     let mut allowed_because: Option<std::sync::Arc<str>> = None;
     for attrs in wanted {
-        match authz.authorizer.authorize_ref(user, attrs).await {
+        match authz.authorizer.authorize(user, attrs).await {
             Decision::Allow { reason } => {
                 allowed_because.get_or_insert(reason);
             }

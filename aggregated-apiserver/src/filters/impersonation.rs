@@ -193,7 +193,7 @@ async fn impersonated(authorizer: &Authorizer, mut req: Request) -> Result<Reque
     for w in &wanted {
         let attrs = w.attributes();
         // As kube: a review that fails refuses the impersonation like a denial.
-        let reason = match authorizer.authorize(&requestor, &attrs).await {
+        let reason = match authorizer.authorize(&requestor, attrs.view()).await {
             Decision::Allow { .. } => continue,
             Decision::Deny { reason } => reason,
             Decision::Error { message } => {

@@ -191,10 +191,6 @@ impl<'a> AttributesRef<'a> {
 }
 
 impl Attributes {
-    pub fn from_request(info: &RequestInfo) -> Self {
-        AttributesRef::from_request(info).to_owned()
-    }
-
     pub fn view(&self) -> AttributesRef<'_> {
         AttributesRef {
             verb: &self.verb,
@@ -207,11 +203,6 @@ impl Attributes {
             path: &self.path,
             resource_request: self.resource_request,
         }
-    }
-
-    /// [`AttributesRef::for_resource`].
-    pub fn for_resource(&self, api_group: &str, resource: &str) -> Self {
-        self.view().for_resource(api_group, resource)
     }
 }
 
@@ -251,14 +242,10 @@ impl Authorizer {
     /// are the authorization filter's business). Otherwise the reviewer decides
     /// (rate limited, retried, under a deadline); its allowed and denied answers
     /// are cached (per user and attributes) for `allow_ttl` / `deny_ttl`. A
-    /// review that fails is [`Decision::Error`], not cached.
-    pub async fn authorize(&self, user: &User, attrs: &Attributes) -> Decision {
-        self.authorize_ref(user, attrs.view()).await
-    }
-
-    /// [`Self::authorize`] of borrowed attributes: copied only for a review
-    /// and into the cache, when the cache does not have the answer.
-    pub async fn authorize_ref(&self, user: &User, attrs: AttributesRef<'_>) -> Decision {
+    /// review that fails is [`Decision::Error`], not cached. The attributes
+    /// are copied only for a review and into the cache, when the cache does
+    /// not have the answer.
+    pub async fn authorize(&self, user: &User, attrs: AttributesRef<'_>) -> Decision {
         if user.groups.iter().any(|g| g == SYSTEM_MASTERS) {
             // kube's privileged-group authorizer gives no reason.
             return Decision::allow("");
@@ -409,14 +396,14 @@ mod tests {
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 10, 3, &clock);
         let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
-        assert_eq!(authz.authorize(&u, &a).await, Decision::allow(""));
-        assert_eq!(authz.authorize(&u, &a).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&u, a.view()).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&u, a.view()).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 1);
         clock.advance(Duration::from_millis(9_999));
-        assert_eq!(authz.authorize(&u, &a).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&u, a.view()).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 1, "still cached just before allow_ttl");
         clock.advance(Duration::from_millis(1));
-        assert_eq!(authz.authorize(&u, &a).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&u, a.view()).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 2, "reviewed again once allow_ttl has passed");
     }
 
@@ -427,17 +414,17 @@ mod tests {
         let authz = authorizer(reviewer.clone(), 10, 3, &clock);
         let u = user("u");
         let (get, del) = (res("get", "llamas", "", "ns", "x"), res("delete", "llamas", "", "ns", "x"));
-        assert_eq!(authz.authorize(&u, &del).await, deny("no"));
-        assert_eq!(authz.authorize(&u, &get).await, Decision::allow(""));
-        assert_eq!(authz.authorize(&u, &del).await, deny("no"));
+        assert_eq!(authz.authorize(&u, del.view()).await, deny("no"));
+        assert_eq!(authz.authorize(&u, get.view()).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&u, del.view()).await, deny("no"));
         assert_eq!(reviewer.calls(), 2);
         clock.advance(Duration::from_secs(3));
         // the denial expired after deny_ttl, the allow (10 s) did not
-        assert_eq!(authz.authorize(&u, &del).await, deny("no"));
-        assert_eq!(authz.authorize(&u, &get).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&u, del.view()).await, deny("no"));
+        assert_eq!(authz.authorize(&u, get.view()).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 3);
         clock.advance(Duration::from_secs(7));
-        assert_eq!(authz.authorize(&u, &get).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&u, get.view()).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 4);
     }
 
@@ -447,19 +434,19 @@ mod tests {
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 10, 10, &clock);
         let a = res("get", "llamas", "", "ns", "x");
-        assert_eq!(authz.authorize(&user("alice"), &a).await, Decision::allow(""));
-        assert_eq!(authz.authorize(&user("bob"), &a).await, deny(""));
+        assert_eq!(authz.authorize(&user("alice"), a.view()).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&user("bob"), a.view()).await, deny(""));
         assert_eq!(reviewer.calls(), 2);
         // same name, other groups / uid / extra: other users
         let mut alice2 = user("alice");
         alice2.groups = vec!["farmers".into()];
-        authz.authorize(&alice2, &a).await;
+        authz.authorize(&alice2, a.view()).await;
         let mut alice3 = user("alice");
         alice3.uid = "1".into();
-        authz.authorize(&alice3, &a).await;
+        authz.authorize(&alice3, a.view()).await;
         let mut alice4 = user("alice");
         alice4.extra.insert("scopes".into(), vec!["x".into()]);
-        authz.authorize(&alice4, &a).await;
+        authz.authorize(&alice4, a.view()).await;
         assert_eq!(reviewer.calls(), 5);
         // every attribute is part of the key
         let variants = [
@@ -473,12 +460,12 @@ mod tests {
             Attributes { path: "/p".into(), ..a.clone() },
         ];
         for v in &variants {
-            authz.authorize(&user("alice"), v).await;
+            authz.authorize(&user("alice"), v.view()).await;
         }
         assert_eq!(reviewer.calls(), 5 + variants.len());
         // and the first answers are still there
-        assert_eq!(authz.authorize(&user("alice"), &a).await, Decision::allow(""));
-        assert_eq!(authz.authorize(&user("bob"), &a).await, deny(""));
+        assert_eq!(authz.authorize(&user("alice"), a.view()).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&user("bob"), a.view()).await, deny(""));
         assert_eq!(reviewer.calls(), 5 + variants.len());
     }
 
@@ -489,8 +476,8 @@ mod tests {
         let authz = authorizer(reviewer.clone(), 10, 10, &clock);
         let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
         let error = Decision::Error { message: "subjectaccessreviews is forbidden".into() };
-        assert_eq!(authz.authorize(&u, &a).await, error);
-        assert_eq!(authz.authorize(&u, &a).await, error);
+        assert_eq!(authz.authorize(&u, a.view()).await, error);
+        assert_eq!(authz.authorize(&u, a.view()).await, error);
         assert_eq!(reviewer.calls(), 2, "one attempt each: not retriable, not cached");
         assert_eq!(authz.cache().len(), 0);
     }
@@ -509,12 +496,15 @@ mod tests {
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 10, 10, &clock);
         let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
-        assert_eq!(authz.authorize(&u, &a).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&u, a.view()).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 3);
         // Always failing: 5 attempts, then the last error.
         let failing = FakeReviewer::new(|_, _| Err(ReviewError::retriable("etcdserver: request timed out")));
         let authz = authorizer(failing.clone(), 10, 10, &clock);
-        assert_eq!(authz.authorize(&u, &a).await, Decision::Error { message: "etcdserver: request timed out".into() });
+        assert_eq!(
+            authz.authorize(&u, a.view()).await,
+            Decision::Error { message: "etcdserver: request timed out".into() }
+        );
         assert_eq!(failing.calls(), 5);
     }
 
@@ -525,13 +515,13 @@ mod tests {
         let authz = authorizer(reviewer.clone(), 10, 10, &clock);
         let mut admin = user("kubernetes-admin");
         admin.groups = vec!["system:authenticated".into(), SYSTEM_MASTERS.into()];
-        assert_eq!(authz.authorize(&admin, &res("delete", "llamas", "", "ns", "x")).await, Decision::allow(""));
-        assert_eq!(authz.authorize(&admin, &non_res("get", "/metrics")).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&admin, res("delete", "llamas", "", "ns", "x").view()).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&admin, non_res("get", "/metrics").view()).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 0);
         // a group of a similar name is nothing special
         let mut other = user("u");
         other.groups = vec!["system:masters-not".into()];
-        assert_eq!(authz.authorize(&other, &non_res("get", "/metrics")).await, deny("no"));
+        assert_eq!(authz.authorize(&other, non_res("get", "/metrics").view()).await, deny("no"));
         assert_eq!(reviewer.calls(), 1);
     }
 
@@ -542,8 +532,8 @@ mod tests {
         let authz = authorizer(reviewer.clone(), 10, 10, &clock);
         let u = user("u");
         let big = res("get", "llamas", "", "ns", &"x".repeat(MAX_CACHED_ATTRIBUTE_BYTES));
-        assert_eq!(authz.authorize(&u, &big).await, Decision::allow(""));
-        assert_eq!(authz.authorize(&u, &big).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&u, big.view()).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&u, big.view()).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 2);
         assert_eq!(authz.cache().len(), 0);
     }
@@ -560,26 +550,26 @@ mod tests {
         );
         let u = user("u");
         let get = |n: &str| res("get", "llamas", "", "ns", n);
-        authz.authorize(&u, &get("a1")).await;
-        authz.authorize(&u, &get("d1")).await;
-        authz.authorize(&u, &get("a2")).await;
+        authz.authorize(&u, get("a1").view()).await;
+        authz.authorize(&u, get("d1").view()).await;
+        authz.authorize(&u, get("a2").view()).await;
         assert_eq!(authz.cache().len(), 3);
         // full, nothing expired: the oldest (a1) goes
-        authz.authorize(&u, &get("a3")).await;
+        authz.authorize(&u, get("a3").view()).await;
         assert_eq!(authz.cache().len(), 3);
         assert_eq!(reviewer.calls(), 4);
-        authz.authorize(&u, &get("a2")).await;
-        authz.authorize(&u, &get("a3")).await;
+        authz.authorize(&u, get("a2").view()).await;
+        authz.authorize(&u, get("a3").view()).await;
         assert_eq!(reviewer.calls(), 4, "a2 and a3 are still cached");
         // full, d1 has expired: it goes first, before the older-than-a3 a2
         clock.advance(Duration::from_secs(5));
-        authz.authorize(&u, &get("a4")).await;
+        authz.authorize(&u, get("a4").view()).await;
         assert_eq!(reviewer.calls(), 5);
-        authz.authorize(&u, &get("a2")).await;
-        authz.authorize(&u, &get("a3")).await;
-        authz.authorize(&u, &get("a4")).await;
+        authz.authorize(&u, get("a2").view()).await;
+        authz.authorize(&u, get("a3").view()).await;
+        authz.authorize(&u, get("a4").view()).await;
         assert_eq!(reviewer.calls(), 5, "a2, a3 and a4 are cached");
-        authz.authorize(&u, &get("a1")).await;
+        authz.authorize(&u, get("a1").view()).await;
         assert_eq!(reviewer.calls(), 6, "a1 was evicted");
     }
 
@@ -589,8 +579,8 @@ mod tests {
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 0, 0, &clock);
         let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
-        authz.authorize(&u, &a).await;
-        authz.authorize(&u, &a).await;
+        authz.authorize(&u, a.view()).await;
+        authz.authorize(&u, a.view()).await;
         assert_eq!(reviewer.calls(), 2);
     }
 
@@ -599,8 +589,8 @@ mod tests {
         let reviewer = FakeReviewer::new(|_, _| Ok(Decision::allow("")));
         let authz = Authorizer::new(reviewer.clone(), AuthzOptions::default());
         let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
-        assert_eq!(authz.authorize(&u, &a).await, Decision::allow(""));
-        assert_eq!(authz.authorize(&u, &a).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&u, a.view()).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&u, a.view()).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 1);
     }
 
@@ -609,13 +599,13 @@ mod tests {
         fn assert_send<T: Send>(_: &T) {}
         let authz = Authorizer::new(FakeReviewer::new(|_, _| Ok(Decision::allow(""))), options(0, 0));
         let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
-        assert_send(&authz.authorize(&u, &a));
+        assert_send(&authz.authorize(&u, a.view()));
     }
 
     // ---- Attributes ----
 
     fn attrs(method: Method, path: &str, query: Option<&str>) -> Attributes {
-        Attributes::from_request(&classify(&method, path, query))
+        AttributesRef::from_request(&classify(&method, path, query)).to_owned()
     }
 
     #[test]
@@ -667,7 +657,7 @@ mod tests {
             ..res("get", "farmpods", "status", "ns", "p")
         };
         assert_eq!(
-            fp.for_resource("", "pods"),
+            fp.view().for_resource("", "pods"),
             Attributes {
                 verb: "get".into(),
                 api_group: String::new(),
@@ -680,10 +670,10 @@ mod tests {
                 resource_request: true,
             }
         );
-        let list = res("list", "farmpods", "", "ns", "").for_resource("", "pods");
+        let list = res("list", "farmpods", "", "ns", "").view().for_resource("", "pods");
         assert_eq!((list.verb.as_str(), list.name.as_str(), list.namespace.as_str()), ("list", "", "ns"));
         // same group keeps the version; another group leaves it open
-        assert_eq!(fp.for_resource(GROUP, "llamas").api_version, "v1alpha");
-        assert_eq!(fp.for_resource("apps", "deployments").api_version, "");
+        assert_eq!(fp.view().for_resource(GROUP, "llamas").api_version, "v1alpha");
+        assert_eq!(fp.view().for_resource("apps", "deployments").api_version, "");
     }
 }

@@ -128,7 +128,7 @@ mod tests {
 
     #[test]
     fn forbidden_core_group() {
-        let attrs = res("get", "llamas", "", "ns", "x").for_resource("", "pods");
+        let attrs = res("get", "llamas", "", "ns", "x").view().for_resource("", "pods");
         let e = forbidden(&user("system:serviceaccount:ns:sa"), &attrs, "");
         assert_eq!(
             e.message,

@@ -128,7 +128,7 @@ mod tests {
 
     #[test]
     fn review_request_omits_empty_fields() {
-        let core_list = res("list", "llamas", "", "", "").for_resource("", "pods");
+        let core_list = res("list", "llamas", "", "", "").view().for_resource("", "pods");
         let sar = review_request(&user("bob"), &core_list);
         assert_eq!(
             serde_json::to_value(&sar.spec).ok(),

@@ -34,6 +34,9 @@ use crate::apimachinery::errors::{details, ApiError, ApiResult};
 /// kube's cap on the audit annotation values a policy sets.
 const MAX_AUDIT_ANNOTATION_VALUE_LENGTH: usize = 10 * 1024;
 
+/// kube's cap on the failures one validation_failure annotation lists.
+const MAX_VALIDATION_FAILURES: usize = 50;
+
 /// The first `max` bytes of `value`, as kube cuts a Go string: a character
 /// cut in two leaves bytes that are not UTF-8, each of which Go's JSON
 /// encoder writes as U+FFFD, and so does this.
@@ -49,8 +52,6 @@ fn cut_at_bytes(value: &str, max: usize) -> String {
     cut.extend(std::iter::repeat_n('\u{FFFD}', max - end));
     cut
 }
-/// kube's cap on the failures one validation_failure annotation lists.
-const MAX_VALIDATION_FAILURES: usize = 50;
 
 /// The ValidatingAdmissionPolicies of a cluster.
 pub struct Policies {

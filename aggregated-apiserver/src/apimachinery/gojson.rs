@@ -75,10 +75,7 @@ const FIND_KIND_TYPE: &str =
 /// Integers that fit an i64 stay integers; larger ones become floats (like
 /// sigs.k8s.io/json's PreserveInts).
 pub fn decode_json(body: &[u8]) -> Result<(Value, Vec<String>), String> {
-    let text: Cow<'_, str> = match std::str::from_utf8(body) {
-        Ok(s) => Cow::Borrowed(s),
-        Err(_) => Cow::Owned(go_lossy_utf8(body)),
-    };
+    let text = go_lossy_utf8(body);
     let mut ctx = DecodeCtx::default();
     let mut de = serde_json::Deserializer::from_str(&text);
     let parsed = ValueSeed { ctx: &mut ctx, root: true }.deserialize(&mut de).and_then(|v| de.end().map(|()| v));
@@ -283,18 +280,28 @@ impl<'de> Visitor<'de> for ValueVisitor<'_> {
     }
 }
 
-/// Replaces each byte of every invalid UTF-8 sequence with U+FFFD, as Go's
-/// decoder does inside strings (outside strings such bytes are syntax errors,
-/// reported from the original bytes).
-fn go_lossy_utf8(body: &[u8]) -> String {
-    let mut out = String::with_capacity(body.len() + 16);
-    for chunk in body.utf8_chunks() {
+/// `bytes` as text the way Go's JSON writes a string: each byte of every
+/// invalid UTF-8 sequence becomes U+FFFD (and Go's decoder reads such bytes
+/// inside a string the same way). Borrowed when `bytes` are UTF-8.
+pub fn go_lossy_utf8(bytes: &[u8]) -> Cow<'_, str> {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(bytes.len() + 16);
+    for chunk in bytes.utf8_chunks() {
         out.push_str(chunk.valid());
         for _ in chunk.invalid() {
             out.push('\u{FFFD}');
         }
     }
-    out
+    Cow::Owned(out)
+}
+
+/// The first `max` bytes of `text` as kube cuts a Go string (`s[:max]`) and
+/// Go's JSON then writes it: a character cut in two leaves bytes that are
+/// not UTF-8, each written as U+FFFD.
+pub fn go_cut(text: &[u8], max: usize) -> Cow<'_, str> {
+    go_lossy_utf8(text.get(..max).unwrap_or(text))
 }
 
 fn describe_parse_failure(body: &[u8], err: &serde_json::Error) -> String {
@@ -745,6 +752,17 @@ impl<'a> GoScanner<'a> {
 mod tests {
     use super::*;
     use crate::apimachinery::test_fixtures::llama;
+
+    #[test]
+    fn go_cut_cuts_bytes_and_writes_each_stray_byte_as_a_replacement() {
+        assert_eq!(go_cut(b"abc", 3), "abc");
+        assert_eq!(go_cut(b"abcd", 3), "abc");
+        assert!(matches!(go_cut(b"abcd", 3), Cow::Borrowed(_)));
+        // "é€" is 2 + 3 bytes: cut after 4, the euro sign's first two bytes remain.
+        assert_eq!(go_cut("é€".as_bytes(), 4), "é\u{FFFD}\u{FFFD}");
+        // Invalid bytes before the cut: one replacement each, as Go writes them.
+        assert_eq!(go_cut(b"a\xe2\x82b\xff", 10), "a\u{FFFD}\u{FFFD}b\u{FFFD}");
+    }
 
     fn decode_err(body: &str) -> String {
         decode_json(body.as_bytes()).expect_err(body)

@@ -17,6 +17,7 @@ use std::net::{IpAddr, SocketAddr};
 use http::{HeaderMap, HeaderValue};
 use serde_json::Value;
 
+use crate::apimachinery::gojson::{go_cut, go_lossy_utf8};
 use crate::apimachinery::serializer::yaml_to_json;
 
 const MAX_USER_AGENT_LENGTH: usize = 1024;
@@ -64,22 +65,17 @@ pub fn user_agent(headers: &HeaderMap) -> String {
     headers.get(http::header::USER_AGENT).map(|ua| user_agent_text(ua).into_owned()).unwrap_or_default()
 }
 
-/// A User-Agent header's text, cut at 1024 bytes as kube cuts it; borrowed
-/// when it is short and UTF-8.
+/// A User-Agent header's text as kube records it: its bytes cut at 1024
+/// (`ua[:1024]`, which can split a character) with a suffix, then written
+/// as Go's JSON writes a string; borrowed when it is short and UTF-8.
 pub fn user_agent_text(ua: &HeaderValue) -> Cow<'_, str> {
-    let ua = match std::str::from_utf8(ua.as_bytes()) {
-        Ok(ua) => Cow::Borrowed(ua),
-        Err(_) => String::from_utf8_lossy(ua.as_bytes()),
-    };
-    if ua.len() > MAX_USER_AGENT_LENGTH {
-        let mut end = MAX_USER_AGENT_LENGTH;
-        while !ua.is_char_boundary(end) {
-            end -= 1;
-        }
-        Cow::Owned(format!("{}{USER_AGENT_TRUNCATE_SUFFIX}", &ua[..end]))
-    } else {
-        ua
+    let bytes = ua.as_bytes();
+    if bytes.len() <= MAX_USER_AGENT_LENGTH {
+        return go_lossy_utf8(bytes);
     }
+    let mut text = go_cut(bytes, MAX_USER_AGENT_LENGTH).into_owned();
+    text.push_str(USER_AGENT_TRUNCATE_SUFFIX);
+    Cow::Owned(text)
 }
 
 /// A body as a JSON value, or None when it is not one this server reads
@@ -180,6 +176,13 @@ mod tests {
         assert_eq!(user_agent(&h), "");
         h.insert(http::header::USER_AGENT, HeaderValue::from_str(&"a".repeat(2000)).unwrap());
         assert_eq!(user_agent(&h), format!("{}...TRUNCATED", "a".repeat(1024)));
+        // The cut splits "é" (2 bytes): its first byte stays, written as U+FFFD.
+        let split = format!("{}é and more", "a".repeat(1023));
+        h.insert(http::header::USER_AGENT, HeaderValue::from_str(&split).unwrap());
+        assert_eq!(user_agent(&h), format!("{}\u{FFFD}...TRUNCATED", "a".repeat(1023)));
+        // Bytes that are not UTF-8: one U+FFFD each.
+        h.insert(http::header::USER_AGENT, HeaderValue::from_bytes(b"kubectl/\xe2\x82 x").unwrap());
+        assert_eq!(user_agent(&h), "kubectl/\u{FFFD}\u{FFFD} x");
     }
 
     #[test]

@@ -30,28 +30,13 @@ use crate::admission::webhook::review;
 use crate::admission::{AdmissionPlugin, Attributes};
 use crate::apimachinery::cel::{cel, go_type_name, MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, OUT_OF_BUDGET};
 use crate::apimachinery::errors::{details, ApiError, ApiResult};
+use crate::apimachinery::gojson::go_cut;
 
 /// kube's cap on the audit annotation values a policy sets.
 const MAX_AUDIT_ANNOTATION_VALUE_LENGTH: usize = 10 * 1024;
 
 /// kube's cap on the failures one validation_failure annotation lists.
 const MAX_VALIDATION_FAILURES: usize = 50;
-
-/// The first `max` bytes of `value`, as kube cuts a Go string: a character
-/// cut in two leaves bytes that are not UTF-8, each of which Go's JSON
-/// encoder writes as U+FFFD, and so does this.
-fn cut_at_bytes(value: &str, max: usize) -> String {
-    if value.len() <= max {
-        return value.to_string();
-    }
-    let mut end = max;
-    while !value.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut cut = value[..end].to_string();
-    cut.extend(std::iter::repeat_n('\u{FFFD}', max - end));
-    cut
-}
 
 /// The ValidatingAdmissionPolicies of a cluster.
 pub struct Policies {
@@ -164,7 +149,7 @@ fn evaluate_policy(
             // Trimmed, and left out when nothing is left, as kube does.
             Ok(cel::Value::String(value)) if value.trim().is_empty() => {}
             Ok(cel::Value::String(value)) => {
-                let value = cut_at_bytes(value.trim(), MAX_AUDIT_ANNOTATION_VALUE_LENGTH);
+                let value = go_cut(value.trim().as_bytes(), MAX_AUDIT_ANNOTATION_VALUE_LENGTH).into_owned();
                 published.push((format!("{}/{key}", policy.name), value));
             }
             Ok(cel::Value::Null) => {}
@@ -444,12 +429,9 @@ mod tests {
 
     #[test]
     fn audit_annotation_values_are_cut_at_kubes_byte_length() {
-        assert_eq!(cut_at_bytes("abc", 3), "abc");
-        assert_eq!(cut_at_bytes("abcd", 3), "abc");
-        // "é€" is 2 + 3 bytes: cut after 4, the euro sign's first two bytes remain.
-        assert_eq!(cut_at_bytes("é€", 4), "é\u{FFFD}\u{FFFD}");
+        // 10240 bytes of 3-byte euro signs: 3413 whole, one byte of the next.
         let long = "€".repeat(4000);
-        assert_eq!(cut_at_bytes(&long, MAX_AUDIT_ANNOTATION_VALUE_LENGTH).chars().count(), 3413 + 1);
+        assert_eq!(go_cut(long.as_bytes(), MAX_AUDIT_ANNOTATION_VALUE_LENGTH).chars().count(), 3413 + 1);
     }
 
     /// Variables whose evaluations cost 0.8M each (the bound for 300

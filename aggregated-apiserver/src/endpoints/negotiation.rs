@@ -58,6 +58,13 @@ fn parse_accept(header: &str) -> Vec<MediaRange<'_>> {
     ranges
 }
 
+/// The media range of a header that names one and gives it no parameters,
+/// as client-go and kube-rs ask for an object (`application/json`): read
+/// without building the list of ranges.
+fn one_plain_range(header: &str) -> Option<&str> {
+    (!header.bytes().any(|b| b == b',' || b == b';')).then(|| header.trim())
+}
+
 fn param<'a>(r: &MediaRange<'a>, name: &str) -> Option<&'a str> {
     params_of(r.params).find(|(k, _)| *k != "q" && k.eq_ignore_ascii_case(name)).map(|(_, v)| v)
 }
@@ -97,6 +104,11 @@ fn encoding_of(essence: &str) -> Option<Encoding> {
 /// has no YAML stream framing and answers 406 when YAML is all a watch accepts).
 pub fn negotiate(accept: Option<&str>, shape: Shape) -> Result<(Output, Encoding), ApiError> {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else { return Ok((Output::Json, Encoding::Json)) };
+    if let Some(encoding) = one_plain_range(accept).and_then(encoding_of) {
+        if !(encoding == Encoding::Yaml && shape == Shape::Watch) {
+            return Ok((Output::Json, encoding));
+        }
+    }
     for r in parse_accept(accept) {
         if r.q <= 0.0 {
             continue;

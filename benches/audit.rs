@@ -145,7 +145,7 @@ async fn run(pace: &Pace, out: &mut String) -> Result<()> {
     common::crd::install_llama_crd(&cp, CRD_GROUP).map_err(anyhow::Error::msg)?;
 
     eprintln!("{} starting farm-apiserver without auditing and with the policy", stamp());
-    let plain = farm(&cp, &[], &[]).await?;
+    let plain = farm(&cp, None, &[], &[]).await?;
     // The policy, and the log at `log`.
     let audit_args = |log: &Path| {
         vec![
@@ -156,7 +156,7 @@ async fn run(pace: &Pace, out: &mut String) -> Result<()> {
         ]
     };
     let farm_log = dir.path().join("farm-audit.log");
-    let audited = farm(&cp, &[], &audit_args(&farm_log)).await?;
+    let audited = farm(&cp, None, &[], &audit_args(&farm_log)).await?;
     let batch_log = dir.path().join("farm-batch-audit.log");
     let mut batch_args = audit_args(&batch_log);
     batch_args.extend(
@@ -170,7 +170,7 @@ async fn run(pace: &Pace, out: &mut String) -> Result<()> {
         ]
         .map(String::from),
     );
-    let batched = farm(&cp, &[], &batch_args).await?;
+    let batched = farm(&cp, None, &[], &batch_args).await?;
 
     let farm_target = |name: &'static str, server: &common::Server| -> Result<Target> {
         Ok(Target {

@@ -69,6 +69,7 @@
 //! | `SPEED_CHARTS` | `docs/bench` | where the charts go (empty: none) |
 //! | `SPEED_SERVER_ENV` | — | `KEY=VALUE,...` set on the farm-apiserver processes (e.g. `GLIBC_TUNABLES=...`, `LD_PRELOAD=...` to compare allocators) |
 //! | `SPEED_COMPARE_ENV` | — | `KEY=VALUE,...`: a second farm-apiserver on memory with this environment, measured beside the first in every GET, LIST and create round, with its ratios to it (two runs differ by up to 15%; two processes in one run, much less) |
+//! | `SPEED_COMPARE_BINARY` | — | the second farm-apiserver is this binary (another build, e.g. `main`'s, to weigh a change against), with `SPEED_COMPARE_ENV` if set |
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -112,6 +113,26 @@ struct Config {
     charts: Option<PathBuf>,
     server_env: Vec<(String, String)>,
     compare_env: Option<Vec<(String, String)>>,
+    compare_binary: Option<PathBuf>,
+}
+
+impl Config {
+    /// Whether a second farm-apiserver is measured beside the first.
+    fn compares(&self) -> bool {
+        self.compare_env.is_some() || self.compare_binary.is_some()
+    }
+
+    /// What the second farm-apiserver differs by, for the ratios' names.
+    fn compared_by(&self) -> String {
+        let mut by = Vec::new();
+        if let Some(binary) = &self.compare_binary {
+            by.push(binary.display().to_string());
+        }
+        if let Some(env) = &self.compare_env {
+            by.push(format!("{env:?}"));
+        }
+        by.join(" ")
+    }
 }
 
 /// `KEY=VALUE,...` from the variable `name`.
@@ -148,6 +169,7 @@ impl Config {
             charts,
             server_env,
             compare_env,
+            compare_binary: std::env::var_os("SPEED_COMPARE_BINARY").map(PathBuf::from),
         })
     }
 }
@@ -303,7 +325,7 @@ const CRD: &str = "kube-apiserver (CRD)";
 const DIRECT: &str = "farm-apiserver direct (memory)";
 const AGGREGATED: &str = "farm-apiserver via aggregator (memory)";
 const ETCD: &str = "farm-apiserver direct (etcd)";
-const COMPARED: &str = "farm-apiserver direct (memory), SPEED_COMPARE_ENV";
+const COMPARED: &str = "farm-apiserver direct (memory), compared (SPEED_COMPARE_*)";
 const GET: &str = "GET one Llama";
 const GET_RV0: &str = "GET one Llama, resourceVersion=0";
 const LIST: &str = "LIST 1,000 Llamas";
@@ -326,13 +348,16 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
 
     eprintln!("{} installing the CRD, starting farm-apiserver on memory and on etcd", stamp());
     common::crd::install_llama_crd(cp, CRD_GROUP).map_err(anyhow::Error::msg)?;
-    let memory = farm(cp, &cfg.server_env, &[]).await?;
+    let memory = farm(cp, None, &cfg.server_env, &[]).await?;
     let prefix = format!("/farm-speed/{}", uuid::Uuid::new_v4().simple());
     let etcd_args = ["--storage", "etcd", "--etcd-servers", &etcd_endpoint, "--etcd-prefix", &prefix];
-    let on_etcd = farm(cp, &cfg.server_env, &etcd_args.map(String::from)).await?;
-    let compared_server = match &cfg.compare_env {
-        Some(env) => Some(farm(cp, env, &[]).await?),
-        None => None,
+    let on_etcd = farm(cp, None, &cfg.server_env, &etcd_args.map(String::from)).await?;
+    let compared_server = match cfg.compares() {
+        true => {
+            let env = cfg.compare_env.as_deref().unwrap_or(&cfg.server_env);
+            Some(farm(cp, cfg.compare_binary.as_deref(), env, &[]).await?)
+        }
+        false => None,
     };
     register(cp, &memory).await?;
 
@@ -555,12 +580,13 @@ fn report(
     line("creates, direct memory / CRD", rate(CREATE, DIRECT) / rate(CREATE, CRD), None)?;
     line("watch event latency p50, CRD / direct (x faster)", p50(WATCH, CRD) / p50(WATCH, DIRECT), None)?;
     line("watch event latency p50, CRD / etcd (x faster)", p50(WATCH, CRD) / p50(WATCH, ETCD), None)?;
-    if let Some(env) = &cfg.compare_env {
+    if cfg.compares() {
+        let by = cfg.compared_by();
         let cpu = |case: &str, target: &str| find(rows, case, target).map(Run::server_ms).unwrap_or(f64::NAN);
         for case in [GET, GET_RV0, LIST, CREATE] {
-            line(&format!("{case}, {env:?} / direct (memory)"), rate(case, COMPARED) / rate(case, DIRECT), None)?;
+            line(&format!("{case}, {by} / direct (memory)"), rate(case, COMPARED) / rate(case, DIRECT), None)?;
             line(
-                &format!("{case}, server CPU per request, {env:?} / direct (memory)"),
+                &format!("{case}, server CPU per request, {by} / direct (memory)"),
                 cpu(case, COMPARED) / cpu(case, DIRECT),
                 None,
             )?;

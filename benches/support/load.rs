@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -303,8 +304,14 @@ pub fn cp_file(cp: &ControlPlane, key: &str) -> Result<Vec<u8>> {
 }
 
 /// A farm-apiserver on the control plane with delegated authentication, its
-/// request log off (it would be part of what is measured).
-pub async fn farm(cp: &ControlPlane, env: &[(String, String)], extra: &[String]) -> Result<Server> {
+/// request log off (it would be part of what is measured): this build's, or
+/// `program`.
+pub async fn farm(
+    cp: &ControlPlane,
+    program: Option<&Path>,
+    env: &[(String, String)],
+    extra: &[String],
+) -> Result<Server> {
     let mut args: Vec<String> = vec!["--authentication".into(), "delegated".into()];
     args.extend(extra.iter().cloned());
     Ok(Server::start_with(Options {
@@ -313,6 +320,7 @@ pub async fn farm(cp: &ControlPlane, env: &[(String, String)], extra: &[String])
         // Not tied through a shell: the pid must be the server's own (CPU and RSS are read from it).
         log: Some("warn".into()),
         env: env.to_vec(),
+        program: program.map(Path::to_path_buf),
         ..Default::default()
     })
     .await)

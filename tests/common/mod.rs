@@ -59,6 +59,9 @@ pub struct Options {
     /// Environment variables set on the server process alone (benchmarks
     /// compare allocator settings this way: `GLIBC_TUNABLES`, `LD_PRELOAD`).
     pub env: Vec<(String, String)>,
+    /// Another farm-apiserver binary to run instead of this build's
+    /// (benchmarks measure two builds side by side this way).
+    pub program: Option<PathBuf>,
 }
 
 /// Where the server under test keeps Llamas.
@@ -171,7 +174,10 @@ impl Server {
             assert!(found, "prlimit (util-linux) is needed to cap the server's memory and was not found on PATH");
             program.extend(["prlimit".to_string(), format!("--as={bytes}"), "--".to_string()]);
         }
-        program.push(env!("CARGO_BIN_EXE_farm-apiserver").to_string());
+        program.push(match &opts.program {
+            Some(other) => other.display().to_string(),
+            None => env!("CARGO_BIN_EXE_farm-apiserver").to_string(),
+        });
         let mut cmd = if opts.tie_to_test_process {
             // A watcher subshell kills the server when our end of its stdin closes.
             let mut c = Command::new("sh");

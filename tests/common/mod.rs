@@ -31,6 +31,30 @@ pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// A TLS client trusting `ca` and offering `alpn`, for tests that hold one
+/// connection themselves (a pooling client may open another at any time).
+pub fn connector(ca: &Path, alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
+    use rustls::pki_types::pem::PemObject as _;
+    install_crypto();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca).expect("read CA") {
+        roots.add(cert.expect("CA PEM")).expect("add CA");
+    }
+    let mut config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+}
+
+/// One TLS connection to `s`.
+pub async fn connect(
+    s: &Server,
+    tls: &tokio_rustls::TlsConnector,
+) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", s.port)).await?;
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("server name");
+    tls.connect(name, tcp).await
+}
+
 /// How to start a server beyond the defaults.
 #[derive(Default, Clone)]
 pub struct Options {

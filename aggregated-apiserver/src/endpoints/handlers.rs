@@ -21,7 +21,7 @@ use crate::apimachinery::options::{
 };
 use crate::apimachinery::serializer::{self, BodyError, BodyType};
 use crate::audit::context::AuditContext;
-use crate::auth::authn::UserInfo;
+use crate::auth::authn::{request_user, UserInfo};
 use crate::endpoints::list_body::ObjectListBody;
 use crate::endpoints::negotiation::{self, Encoding, Output, Shape};
 use crate::endpoints::request_info::{RequestInfo, RequestVerb};
@@ -238,7 +238,7 @@ async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<B
     // authenticated (after impersonation), never this server's own.
     let anonymous = UserInfo::default();
     let user = Requester {
-        user: parts.extensions.get::<UserInfo>().unwrap_or(&anonymous),
+        user: request_user(&parts.extensions).unwrap_or(&anonymous),
         audit: parts.extensions.get::<AuditContext>(),
     };
     match verb {

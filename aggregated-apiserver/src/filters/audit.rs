@@ -41,7 +41,7 @@ use http_body::{Frame, SizeHint};
 use crate::apimachinery::errors::ApiError;
 use crate::audit::context::{Arrival, Captured};
 use crate::audit::{AuditContext, Auditor, Level, Stage, HEADER_AUDIT_ID};
-use crate::auth::authn::UserInfo;
+use crate::auth::authn::request_user;
 use crate::endpoints::request_info::RequestInfo;
 
 use super::{Next, Request};
@@ -198,7 +198,7 @@ async fn received(req: Request) -> Result<Request, Response> {
     };
     let unknown = RequestInfo::default();
     let info = req.extensions().get::<RequestInfo>().unwrap_or(&unknown);
-    let config = ctx.evaluate(req.extensions().get::<UserInfo>(), info);
+    let config = ctx.evaluate(request_user(req.extensions()), info);
     if config.level == Level::None {
         return Ok(req);
     }

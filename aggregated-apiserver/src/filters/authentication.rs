@@ -12,8 +12,10 @@ use axum::response::{IntoResponse, Response};
 use http::header::AUTHORIZATION;
 
 use crate::apimachinery::errors::ApiError;
-use crate::auth::authn::peer_certificates::PeerCertificates;
-use crate::auth::authn::{Authenticator, AuthnOutcome, UserInfo, ANONYMOUS_USER, UNAUTHENTICATED_GROUP};
+use crate::auth::authn::peer::Peer;
+use crate::auth::authn::{
+    set_request_user, Authenticator, AuthnOutcome, UserInfo, ANONYMOUS_USER, UNAUTHENTICATED_GROUP,
+};
 
 use super::authorization::AlwaysAllowPaths;
 
@@ -34,14 +36,21 @@ pub fn anonymous_user() -> UserInfo {
 }
 
 pub async fn authenticate(authn: &Authentication, mut req: Request, next: impl Next) -> Response {
-    let peer = req.extensions().get::<PeerCertificates>().cloned().unwrap_or_default();
-    let user = match authn.authenticator.authenticate(req.headers(), &peer).await {
+    let unknown;
+    let peer = match req.extensions().get::<Peer>() {
+        Some(peer) => peer,
+        None => {
+            unknown = Peer::default();
+            &unknown
+        }
+    };
+    let user = match authn.authenticator.authenticate(req.headers(), peer).await {
         AuthnOutcome::Authenticated(user) => {
             req.headers_mut().remove(AUTHORIZATION);
             user
         }
         AuthnOutcome::NoCredentials if authn.anonymous || authn.anonymous_paths.allows(req.uri().path()) => {
-            anonymous_user()
+            Arc::new(anonymous_user())
         }
         AuthnOutcome::NoCredentials => {
             tracing::debug!(path = %req.uri().path(), "anonymous request refused (--anonymous-auth=false)");
@@ -53,6 +62,6 @@ pub async fn authenticate(authn: &Authentication, mut req: Request, next: impl N
         }
     };
     authn.authenticator.clear_request_headers(req.headers_mut());
-    req.extensions_mut().insert(user);
+    set_request_user(req.extensions_mut(), user);
     next.run(req).await
 }

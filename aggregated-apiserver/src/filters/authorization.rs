@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::apimachinery::errors::ApiError;
 use crate::audit::AuditContext;
-use crate::auth::authn::UserInfo;
+use crate::auth::authn::request_user;
 use crate::auth::authz::{self, Attributes, AttributesRef, Authorizer, Decision};
 use crate::endpoints::handlers::ServedKinds;
 use crate::endpoints::request_info::RequestInfo;
@@ -85,7 +85,7 @@ async fn authorized(authz: &Authorization, mut req: Request) -> Result<Request, 
         annotate(&req, DECISION_ALLOW, "");
         return Ok(req);
     }
-    let Some(user) = req.extensions().get::<UserInfo>() else {
+    let Some(user) = request_user(req.extensions()) else {
         return Err(ApiError::internal_error("no user found for request").into_response());
     };
     // Borrowed from the request's description: a cache hit copies nothing.

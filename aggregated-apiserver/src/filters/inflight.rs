@@ -25,7 +25,7 @@ use std::task::{Context, Poll};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::apimachinery::errors::ApiError;
-use crate::auth::authn::UserInfo;
+use crate::auth::authn::request_user;
 use crate::auth::authz::SYSTEM_MASTERS;
 use crate::endpoints::request_info::RequestInfo;
 
@@ -254,7 +254,7 @@ fn admit(inflight: &InFlight, req: &Request) -> Option<Admitted> {
     if crate::server::health::is_probe_path(info.path()) && !info.is_resource_request {
         return Some(nothing);
     }
-    let user = req.extensions().get::<UserInfo>();
+    let user = request_user(req.extensions());
     let privileged = user.is_some_and(|u| u.groups.iter().any(|g| g == SYSTEM_MASTERS));
     if super::is_long_running(info) {
         if privileged {

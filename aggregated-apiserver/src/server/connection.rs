@@ -135,7 +135,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::authn::peer_certificates::PeerCertificates;
+use crate::auth::authn::peer::Peer;
 use crate::options::values::parse_seconds;
 
 /// HTTP/2 streams one connection may have open at once: Go's http2 default, which
@@ -266,13 +266,13 @@ fn nonzero(d: Duration) -> Option<Duration> {
 /// Asked once per connection, when its TLS handshake is done, with the client's certificate
 /// chain: true for a client the cap must never close and does not count (the aggregator,
 /// by its front-proxy certificate). See the module docs.
-pub type Exempt = Arc<dyn Fn(&PeerCertificates) -> bool + Send + Sync>;
+pub type Exempt = Arc<dyn Fn(&Peer) -> bool + Send + Sync>;
 
 /// An accepted connection's service that knows the client certificates its TLS handshake saw
-/// (`crate::server::tls::WithPeerCertificates`).
-pub trait HasPeerCertificates {
+/// (`crate::server::tls::WithPeer`).
+pub trait HasPeer {
     /// The client's certificate chain as presented (not verified).
-    fn peer_certificates(&self) -> &PeerCertificates;
+    fn peer(&self) -> &Peer;
 }
 
 /// A connection's place in the cap's queue: handshaking connections first, then by when
@@ -353,7 +353,7 @@ impl IdleConnections {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn is_exempt(&self, peer: &PeerCertificates) -> bool {
+    fn is_exempt(&self, peer: &Peer) -> bool {
         self.exempt.as_ref().is_some_and(|exempt| exempt(peer))
     }
 
@@ -692,7 +692,7 @@ impl<A, I, S> Accept<I, S> for LimitAcceptor<A>
 where
     A: Accept<I, S>,
     A::Stream: Send + 'static,
-    A::Service: HasPeerCertificates + Send + 'static,
+    A::Service: HasPeer + Send + 'static,
     A::Future: Send + 'static,
 {
     type Stream = TimedIo<A::Stream>;
@@ -725,7 +725,7 @@ where
                 }
                 accepted = handshake => accepted?,
             };
-            let exempt = cap.is_some_and(|cap| cap.is_exempt(service.peer_certificates()));
+            let exempt = cap.is_some_and(|cap| cap.is_exempt(service.peer()));
             clock.handshake_done(exempt);
             let io = TimedIo { inner: stream, clock: clock.clone(), sleep: None, expired: false, _open: open };
             Ok((io, TrackRequests { inner: service, clock, max_http1_header_bytes }))

@@ -299,7 +299,7 @@ pub async fn run(
     // by the same front-proxy certificate test authentication makes (see crate::server::connection).
     let exempt: Option<crate::server::connection::Exempt> = app.guard.as_ref().map(|guard| {
         let authn = guard.authn.clone();
-        Arc::new(move |peer: &crate::auth::authn::peer_certificates::PeerCertificates| authn.is_front_proxy(peer))
+        Arc::new(move |peer: &crate::auth::authn::peer::Peer| authn.is_front_proxy(peer))
             as crate::server::connection::Exempt
     });
     let cap = limits.idle_connections(exempt);

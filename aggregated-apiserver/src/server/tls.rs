@@ -5,7 +5,7 @@
 //!   client certificates ([`DeferredClientCertVerifier`]); chain verification is done later by the
 //!   authenticator, which needs to know *which* CA signed the certificate.
 //! * An axum-server acceptor that hands the peer's certificate chain to every request of the
-//!   connection as the [`PeerCertificates`] extension ([`PeerCertAcceptor`], [`serve_tls`]).
+//!   connection as the [`Peer`] extension ([`PeerCertAcceptor`], [`serve_tls`]).
 //!
 //! The development certificates served when no pair is given are made in
 //! [`crate::server::dev_certs`].
@@ -44,8 +44,8 @@ use tokio_rustls::server::TlsStream;
 use tower::Service;
 use x509_parser::certificate::X509Certificate;
 
-use crate::auth::authn::peer_certificates::PeerCertificates;
-use crate::server::connection::{ConnectionLimits, HasPeerCertificates, IdleConnections};
+use crate::auth::authn::peer::Peer;
+use crate::server::connection::{ConnectionLimits, HasPeer, IdleConnections};
 
 pub(crate) fn ring_provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -270,7 +270,7 @@ impl ResolvesServerCert for ReloadingCert {
 /// issuer would also lock out clients that authenticate by bearer token while happening to
 /// present a certificate. So the handshake only checks that the certificate is well formed and
 /// that the client holds its private key (the CertificateVerify signature, verified below); the
-/// authenticator later verifies the chain in [`PeerCertificates`] against each CA and learns which
+/// authenticator later verifies the chain in [`Peer`] against each CA and learns which
 /// one signed it. A connection whose certificate matches neither CA is simply unauthenticated.
 ///
 /// No acceptable-CA names are sent (`root_hint_subjects` is empty), so clients offer whatever
@@ -363,7 +363,7 @@ pub fn server_config(cert: Arc<ReloadingCert>) -> anyhow::Result<Arc<ServerConfi
 }
 
 /// An axum-server acceptor: the rustls handshake of [`RustlsAcceptor`], then the peer's
-/// certificates attached to every request of the connection as [`PeerCertificates`].
+/// certificates attached to every request of the connection as [`Peer`].
 #[derive(Clone, Debug)]
 pub struct PeerCertAcceptor<A = DefaultAcceptor> {
     inner: RustlsAcceptor<A>,
@@ -404,7 +404,7 @@ where
     A::Future: Send + 'static,
 {
     type Stream = TlsStream<A::Stream>;
-    type Service = WithPeerCertificates<A::Service>;
+    type Service = WithPeer<A::Service>;
     type Future = AcceptFuture<Self::Stream, Self::Service>;
 
     fn accept(&self, stream: I, service: S) -> Self::Future {
@@ -418,27 +418,26 @@ where
                 .get_ref()
                 .1
                 .peer_certificates()
-                .filter(|chain| !chain.is_empty())
-                .map(|chain| Arc::new(chain.iter().map(|c| c.clone().into_owned()).collect::<Vec<_>>()));
-            Ok((stream, WithPeerCertificates { inner: service, peer: PeerCertificates(chain) }))
+                .map(|chain| chain.iter().map(|c| c.clone().into_owned()).collect::<Vec<_>>());
+            Ok((stream, WithPeer { inner: service, peer: Peer::new(chain) }))
         })
     }
 }
 
-/// A service adding the connection's [`PeerCertificates`] to each request's extensions.
+/// A service adding the connection's [`Peer`] to each request's extensions.
 #[derive(Clone, Debug)]
-pub struct WithPeerCertificates<S> {
+pub struct WithPeer<S> {
     inner: S,
-    peer: PeerCertificates,
+    peer: Peer,
 }
 
-impl<S> HasPeerCertificates for WithPeerCertificates<S> {
-    fn peer_certificates(&self) -> &PeerCertificates {
+impl<S> HasPeer for WithPeer<S> {
+    fn peer(&self) -> &Peer {
         &self.peer
     }
 }
 
-impl<S, B> tower::Service<http::Request<B>> for WithPeerCertificates<S>
+impl<S, B> tower::Service<http::Request<B>> for WithPeer<S>
 where
     S: tower::Service<http::Request<B>>,
 {
@@ -458,7 +457,7 @@ where
 
 /// Binds `addr` and serves `app` over TLS (HTTP/1.1 and HTTP/2 by ALPN) until `handle` shuts down
 /// (`handle.graceful_shutdown(..)` / `handle.shutdown()`); `handle.listening()` reports the bound
-/// address. Handlers can extract `Extension<PeerCertificates>` and `ConnectInfo<SocketAddr>`.
+/// address. Handlers can extract `Extension<Peer>` and `ConnectInfo<SocketAddr>`.
 /// `limits` (header timeouts, idle timeout, header size) and the connection cap `cap` (from
 /// [`ConnectionLimits::idle_connections`]; None: no cap) are applied around the TLS layer by
 /// [`crate::server::connection`].
@@ -605,10 +604,7 @@ mod tests {
 
     // ---- a real TLS server ----------------------------------------------------------------------
 
-    async fn whoami(
-        Extension(peer): Extension<PeerCertificates>,
-        ConnectInfo(remote): ConnectInfo<SocketAddr>,
-    ) -> String {
+    async fn whoami(Extension(peer): Extension<Peer>, ConnectInfo(remote): ConnectInfo<SocketAddr>) -> String {
         assert!(remote.ip().is_loopback());
         match peer.end_entity() {
             None => "none".to_string(),

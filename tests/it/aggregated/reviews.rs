@@ -282,3 +282,59 @@ async fn refused_reviews_are_500_for_authorization_and_401_for_tokens() {
     // Probes still need nothing.
     assert_eq!(anonymous.get(server.url("/readyz")).send().await.unwrap().status(), 200);
 }
+
+/// A keep-alive connection remembers the token it authenticated with, but only
+/// for as long as the token cache answers for that token: once the token's
+/// service account is deleted and the cached answer has expired, the next
+/// request on the same connection is reviewed again and refused, as it would
+/// be on a new connection.
+#[tokio::test]
+async fn a_revoked_token_is_refused_on_the_connection_that_used_it() {
+    let cp = cluster::controlplane();
+    let ns = namespace(cp, "reviews-revoked");
+    let robot = "robot";
+    let out = cp.kubectl(&["create", "serviceaccount", robot, "-n", &ns]);
+    assert!(out.0 || out.2.contains("AlreadyExists"), "{out:?}");
+    grant_read(cp, &ns, &format!("- {{kind: ServiceAccount, name: {robot}, namespace: {ns}}}"));
+    let token = cp.kubectl(&["create", "token", robot, "-n", &ns]).1.trim().to_string();
+    assert!(!token.is_empty());
+    let server = Server::start_with(Options {
+        args: ["--authentication", "delegated", "--token-cache-ttl", "1"].map(String::from).to_vec(),
+        kubeconfig: Some(cp.kubeconfig.clone()),
+        ..Default::default()
+    })
+    .await;
+    // One connection, held here: a pooling client could open another.
+    let tls = common::connect(&server, &common::connector(&server.ca_file, &[b"http/1.1"])).await.unwrap();
+    let (mut connection, driver) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.unwrap();
+    tokio::spawn(driver);
+    let path = format!("/apis/farm.example.com/v1alpha/namespaces/{ns}/llamas");
+    let mut status = || {
+        let request = hyper::Request::get(&path)
+            .header("host", "localhost")
+            .header("authorization", format!("Bearer {token}"))
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        let sent = connection.send_request(request);
+        async move {
+            let response = sent.await.expect("the connection stays open");
+            let status = response.status().as_u16();
+            http_body_util::BodyExt::collect(response.into_body()).await.unwrap();
+            status
+        }
+    };
+    for _ in 0..3 {
+        assert_eq!(status().await, 200);
+    }
+    let out = cp.kubectl(&["delete", "serviceaccount", robot, "-n", &ns]);
+    assert!(out.0, "{out:?}");
+    // Within the cache's second the cached answer may still hold; after it, never.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = 200;
+    while last == 200 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        last = status().await;
+    }
+    assert_eq!(last, 401, "the revoked token was still accepted on its connection after 30 s");
+}

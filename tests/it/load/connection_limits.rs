@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common;
-use crate::common::{client_trusting, install_crypto, llama, Server, GROUP_PATH};
+use crate::common::{client_trusting, connect, connector, install_crypto, llama, Server, GROUP_PATH};
 use futures::StreamExt as _;
 use http_body_util::{BodyExt as _, Empty, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -25,22 +25,6 @@ use tokio_rustls::TlsConnector;
 
 /// Bounds every wait, so a protection that does not work fails the test instead of hanging it.
 const HANG_GUARD: Duration = Duration::from_secs(120);
-
-fn connector(ca: &Path, alpn: &[&[u8]]) -> TlsConnector {
-    install_crypto();
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).expect("read CA") {
-        roots.add(cert.expect("CA PEM")).expect("add CA");
-    }
-    let mut config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
-    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    TlsConnector::from(Arc::new(config))
-}
-
-async fn connect(s: &Server, tls: &TlsConnector) -> std::io::Result<TlsStream<TcpStream>> {
-    let tcp = TcpStream::connect(("127.0.0.1", s.port)).await?;
-    tls.connect(ServerName::try_from("localhost").expect("server name"), tcp).await
-}
 
 /// Sends one HTTP/1.1 request on `stream` and reads its whole response (Content-Length or
 /// chunked), leaving the connection open; returns the status line.

@@ -16,7 +16,7 @@ use x509_parser::certificate::X509Certificate;
 use x509_parser::der_parser::asn1_rs::Tag;
 use x509_parser::x509::AttributeTypeAndValue;
 
-use super::peer_certificates::PeerCertificates;
+use super::peer::Peer;
 use super::{Step, UserInfo, CREDENTIAL_ID_EXTRA_KEY};
 
 /// OID of the `UID` subject attribute kube reads a certificate user's UID from (1.3.6.1.4.1.57683.2).
@@ -121,7 +121,7 @@ pub(super) fn subject_of(der: &CertificateDer<'_>) -> Result<Subject, String> {
 }
 
 /// Client-certificate users from the client CA.
-pub(super) fn client_cert_user(ca: &CaBundle, peer: &PeerCertificates) -> Step {
+pub(super) fn client_cert_user(ca: &CaBundle, peer: &Peer) -> Step {
     let Some(end_entity) = peer.end_entity() else { return Step::NoOpinion };
     if let Err(err) = ca.verify(end_entity, peer.intermediates()) {
         return Step::Rejected(format!("client certificate: {err}"));

@@ -10,7 +10,9 @@
 //! 2. **Client certificate.** A chain verifying against the client CA (`client-ca-file`) is the user
 //!    named by the subject's CN, with the subject's O values as groups.
 //! 3. **Bearer token.** `Authorization: Bearer …` is sent to a [`TokenReviewer`] (a `TokenReview`
-//!    against kube-apiserver); answers are cached briefly under a salted SHA-256 of the token.
+//!    against kube-apiserver); answers are cached briefly under a salted SHA-256 of the token, and
+//!    a connection remembers the token it last authenticated with, for as long as that answer is
+//!    cached ([`peer`]).
 //!
 //! Authenticated users get `system:authenticated`. The configuration normally comes from the
 //! `kube-system/extension-apiserver-authentication` ConfigMap ([`AuthnConfig::from_configmap_data`],
@@ -25,7 +27,7 @@
 
 mod client_cert;
 mod configmap;
-pub mod peer_certificates;
+pub mod peer;
 mod request_header;
 #[cfg(test)]
 mod test_support;
@@ -37,13 +39,16 @@ pub use token::*;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyhow::Context as _;
+use arc_swap::ArcSwap;
+use http::header::AUTHORIZATION;
 use http::HeaderMap;
+use tokio::time::Instant;
 
 use client_cert::{client_cert_user, ring_provider, CaBundle};
-use peer_certificates::PeerCertificates;
+use peer::Peer;
 use request_header::RequestHeaderAuth;
 use token::{bearer_token, TokenAuth};
 
@@ -116,11 +121,24 @@ pub struct UserInfo {
     pub extra: BTreeMap<String, Vec<String>>,
 }
 
+/// The user a request is served as (authenticated, then impersonated), as
+/// the authentication filter puts it in the request's extensions. Shared: a
+/// user remembered for a connection or cached for a token is not copied per
+/// request.
+pub fn request_user(extensions: &http::Extensions) -> Option<&UserInfo> {
+    extensions.get::<Arc<UserInfo>>().map(|user| &**user)
+}
+
+/// Makes `user` the one the request is served as (see [`request_user`]).
+pub fn set_request_user(extensions: &mut http::Extensions, user: Arc<UserInfo>) {
+    extensions.insert(user);
+}
+
 /// What [`Authenticator::authenticate`] decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthnOutcome {
     /// The request is from this user.
-    Authenticated(UserInfo),
+    Authenticated(Arc<UserInfo>),
     /// The request presented no credentials at all: no usable client certificate, no front-proxy
     /// identity, no bearer token. kube serves such a request as `system:anonymous` when anonymous
     /// authentication is on, and answers 401 otherwise.
@@ -196,7 +214,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Authenticates requests; see the module documentation. Cheap to share behind an `Arc`.
 pub struct Authenticator {
-    current: RwLock<Arc<Compiled>>,
+    /// Read by every request without a lock; swapped whole when the CAs rotate.
+    current: ArcSwap<Compiled>,
     tokens: Option<TokenAuth>,
 }
 
@@ -229,11 +248,11 @@ impl Authenticator {
         let compiled = Compiled::new(config)?;
         tracing::info!(config = compiled.summary(), "authentication configured");
         let tokens = tokens.map(|reviewer| TokenAuth::new(reviewer, &token_options));
-        Ok(Self { current: RwLock::new(Arc::new(compiled)), tokens })
+        Ok(Self { current: ArcSwap::from_pointee(compiled), tokens })
     }
 
-    fn compiled(&self) -> Arc<Compiled> {
-        self.current.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    fn compiled(&self) -> arc_swap::Guard<Arc<Compiled>> {
+        self.current.load()
     }
 
     /// The configuration in force.
@@ -244,7 +263,7 @@ impl Authenticator {
     /// Swaps in a new configuration (CA rotation) atomically; bad PEM -> Err and the old config stays.
     pub fn update(&self, config: AuthnConfig) -> anyhow::Result<()> {
         let compiled = Arc::new(Compiled::new(config)?);
-        *self.current.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = compiled;
+        self.current.store(compiled);
         Ok(())
     }
 
@@ -260,13 +279,13 @@ impl Authenticator {
     /// Whether a connection's client certificate is the front proxy's (the aggregator's) under
     /// the configuration in force: the test request-header authentication makes before it
     /// reads any `X-Remote-*` header. The connection cap never closes such a connection.
-    pub fn is_front_proxy(&self, peer: &PeerCertificates) -> bool {
+    pub fn is_front_proxy(&self, peer: &Peer) -> bool {
         let compiled = self.compiled();
         compiled.request_header.as_ref().and_then(|rh| rh.check_proxy_certificate(peer)).is_some_and(|ok| ok.is_ok())
     }
 
     /// Authenticates a request from its headers and the connection's client certificates.
-    pub async fn authenticate(&self, headers: &HeaderMap, peer: &PeerCertificates) -> AuthnOutcome {
+    pub async fn authenticate(&self, headers: &HeaderMap, peer: &Peer) -> AuthnOutcome {
         let compiled = self.compiled();
         let mut reasons = Vec::new();
         let mut decide = |step: Step| match step {
@@ -284,18 +303,27 @@ impl Authenticator {
         }
         drop(compiled);
         if let Some(user) = user {
-            return AuthnOutcome::Authenticated(with_authenticated_group(user));
+            return AuthnOutcome::Authenticated(Arc::new(with_authenticated_group(user)));
         }
 
+        let header = headers.get(AUTHORIZATION).map(|header| header.as_bytes());
+        if let (Some(header), Some(_)) = (header, &self.tokens) {
+            if let Some(user) = peer.remembered_token().user(header, Instant::now()) {
+                return AuthnOutcome::Authenticated(user);
+            }
+        }
         if let Some(token) = bearer_token(headers) {
             match &self.tokens {
                 None => reasons.push("bearer tokens are not accepted".to_string()),
                 Some(tokens) => match tokens.review(token).await {
-                    Ok(Some(user)) if !user.name.is_empty() => {
-                        return AuthnOutcome::Authenticated(with_authenticated_group(user))
+                    Ok((Some(user), cached_until)) if !user.name.is_empty() => {
+                        if let (Some(header), Some(until)) = (header, cached_until) {
+                            peer.remembered_token().remember(header, &user, until);
+                        }
+                        return AuthnOutcome::Authenticated(user);
                     }
-                    Ok(Some(_)) => reasons.push("token review returned an empty username".to_string()),
-                    Ok(None) => reasons.push("invalid bearer token".to_string()),
+                    Ok((Some(_), _)) => reasons.push("token review returned an empty username".to_string()),
+                    Ok((None, _)) => reasons.push("invalid bearer token".to_string()),
                     Err(err) => reasons.push(format!("bearer token: {err}")),
                 },
             }
@@ -316,6 +344,23 @@ mod tests {
     use super::*;
 
     // ---- configuration and rotation -----------------------------------------------------------
+
+    #[tokio::test]
+    async fn a_token_the_connection_remembers_never_outranks_the_front_proxy() {
+        let front = ca("front-proxy-ca");
+        let cert = Leaf::client("front-proxy-client").sign(&front);
+        let reviewer = Arc::new(FakeReviewer::default());
+        let config = AuthnConfig { request_header: Some(rh_config(&front.pem, &[])), client_ca_pem: None };
+        let a = Authenticator::new(config, Some(reviewer.clone() as Arc<dyn TokenReviewer>), TokenOptions::default())
+            .unwrap();
+        let connection = peer(&[&cert]);
+        for _ in 0..3 {
+            assert_eq!(user(a.authenticate(&bearer("good-token"), &connection).await).name, "token-user");
+        }
+        let mut both = proxy_headers();
+        both.extend(bearer("good-token"));
+        assert_eq!(user(a.authenticate(&both, &connection).await).name, "alice");
+    }
 
     #[tokio::test]
     async fn update_rotates_the_request_header_ca() {
@@ -559,7 +604,7 @@ mod tests {
                 }
                 _ => (vec![good.clone(), CertificateDer::from(rng.bytes(100))], false),
             };
-            let p = if chain.is_empty() { no_peer() } else { PeerCertificates(Some(Arc::new(chain))) };
+            let p = Peer::new(Some(chain));
             let outcome = a.authenticate(&h, &p).await;
             if matches!(outcome, AuthnOutcome::Authenticated(_)) {
                 authenticated += 1;

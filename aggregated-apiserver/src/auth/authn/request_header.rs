@@ -11,7 +11,7 @@ use http::HeaderMap;
 use rustls::crypto::CryptoProvider;
 
 use super::client_cert::{subject_of, CaBundle};
-use super::peer_certificates::PeerCertificates;
+use super::peer::Peer;
 use super::{RequestHeaderConfig, Step, UserInfo};
 
 // ---------------------------------------------------------------------------------------------
@@ -127,6 +127,15 @@ pub(crate) fn unescape_extra_key(raw: &str) -> String {
 impl RequestHeaderAuth {
     /// Removes every header this configuration reads identities from.
     pub(super) fn clear(&self, headers: &mut HeaderMap) {
+        // A request from anyone but the front proxy has none of them: one
+        // pass over its header names tells, where removing each costs a lookup.
+        let read_here = |name: &HeaderName| {
+            self.username_headers.iter().chain(&self.group_headers).chain(&self.uid_headers).any(|n| n == name)
+                || self.extra_prefixes.iter().any(|prefix| name.as_str().starts_with(prefix.as_str()))
+        };
+        if !headers.keys().any(read_here) {
+            return;
+        }
         for name in self.username_headers.iter().chain(&self.group_headers).chain(&self.uid_headers) {
             headers.remove(name);
         }
@@ -162,16 +171,16 @@ impl RequestHeaderAuth {
     /// Whether the connection's client certificate is the front proxy's: it chains to the
     /// request-header CA and, when allowed names are configured, has one of them as its common
     /// name. None: no certificate; Err: why not.
-    pub(super) fn check_proxy_certificate(&self, peer: &PeerCertificates) -> Option<Result<(), String>> {
+    pub(super) fn check_proxy_certificate(&self, peer: &Peer) -> Option<Result<(), String>> {
         let end_entity = peer.end_entity()?;
         let now = Instant::now();
-        if let Some(chain) = &peer.0 {
+        if let Some(chain) = peer.chain() {
             if self.verified.contains(chain, now) {
                 return Some(Ok(()));
             }
         }
         let checked = self.verify_proxy_certificate(end_entity, peer);
-        if let (Some(chain), Ok(())) = (&peer.0, &checked) {
+        if let (Some(chain), Ok(())) = (peer.chain(), &checked) {
             self.verified.insert(chain, now);
         }
         Some(checked)
@@ -180,7 +189,7 @@ impl RequestHeaderAuth {
     fn verify_proxy_certificate(
         &self,
         end_entity: &rustls::pki_types::CertificateDer<'static>,
-        peer: &PeerCertificates,
+        peer: &Peer,
     ) -> Result<(), String> {
         if let Err(err) = self.ca.verify(end_entity, peer.intermediates()) {
             return Err(format!("request-header client certificate: {err}"));
@@ -200,7 +209,7 @@ impl RequestHeaderAuth {
         Ok(())
     }
 
-    pub(super) fn authenticate(&self, headers: &HeaderMap, peer: &PeerCertificates) -> Step {
+    pub(super) fn authenticate(&self, headers: &HeaderMap, peer: &Peer) -> Step {
         match self.check_proxy_certificate(peer) {
             None => return Step::NoOpinion,
             Some(Err(reason)) => return Step::Rejected(reason),
@@ -236,6 +245,7 @@ mod tests {
     use super::super::test_support::*;
     use super::super::*;
     use super::*;
+    use std::time::Instant;
 
     // ---- request header ---------------------------------------------------------------------------
 

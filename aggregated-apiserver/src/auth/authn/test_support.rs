@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 pub(super) use std::collections::BTreeMap;
-pub(super) use std::sync::atomic::{AtomicUsize, Ordering};
+pub(super) use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 pub(super) use std::sync::Arc;
 pub(super) use std::time::Duration;
 
@@ -19,7 +19,7 @@ use super::{
     Authenticator, AuthnConfig, AuthnOutcome, RequestHeaderConfig, TokenOptions, TokenReviewer, UserInfo,
     ANONYMOUS_USER,
 };
-pub(super) use crate::auth::authn::peer_certificates::PeerCertificates;
+pub(super) use crate::auth::authn::peer::Peer;
 pub(super) use crate::auth::review::ReviewError;
 
 pub(super) const HOUR: Duration = Duration::from_secs(3600);
@@ -68,12 +68,12 @@ impl<'a> Leaf<'a> {
     }
 }
 
-pub(super) fn peer(chain: &[&CertificateDer<'static>]) -> PeerCertificates {
-    PeerCertificates(Some(Arc::new(chain.iter().map(|c| (*c).clone()).collect())))
+pub(super) fn peer(chain: &[&CertificateDer<'static>]) -> Peer {
+    Peer::new(Some(chain.iter().map(|c| (*c).clone()).collect()))
 }
 
-pub(super) fn no_peer() -> PeerCertificates {
-    PeerCertificates(None)
+pub(super) fn no_peer() -> Peer {
+    Peer::new(None)
 }
 
 pub(super) fn strings(list: &[&str]) -> Vec<String> {
@@ -117,7 +117,7 @@ pub(super) fn proxy_headers() -> HeaderMap {
 
 pub(super) fn user(outcome: AuthnOutcome) -> UserInfo {
     match outcome {
-        AuthnOutcome::Authenticated(user) => user,
+        AuthnOutcome::Authenticated(user) => UserInfo::clone(&user),
         other => panic!("expected a user, got {other:?}"),
     }
 }
@@ -135,6 +135,8 @@ pub(super) fn reason(outcome: AuthnOutcome) -> String {
 pub(super) struct FakeReviewer {
     pub(super) calls: AtomicUsize,
     pub(super) delay: Option<Duration>,
+    /// "good-token" is refused from now on.
+    pub(super) revoked: AtomicBool,
 }
 
 #[async_trait::async_trait]
@@ -145,6 +147,7 @@ impl TokenReviewer for FakeReviewer {
             tokio::time::sleep(delay).await;
         }
         match token {
+            "good-token" if self.revoked.load(Ordering::SeqCst) => Ok(None),
             "good-token" => Ok(Some(UserInfo {
                 name: "token-user".into(),
                 uid: "u-1".into(),

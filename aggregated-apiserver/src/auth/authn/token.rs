@@ -14,7 +14,7 @@ use kube::api::{Api, PostParams};
 use sha2::{Digest as _, Sha256};
 use tokio::time::Instant;
 
-use super::{lock, UserInfo};
+use super::{lock, with_authenticated_group, UserInfo};
 use crate::auth::cache::TtlCache;
 use crate::auth::review::{ReviewError, ReviewPolicy, ReviewRunner};
 
@@ -103,11 +103,13 @@ impl TokenReviewer for KubeTokenReviewer {
 // ---------------------------------------------------------------------------------------------
 
 type TokenKey = [u8; 32];
-type ReviewResult = Result<Option<UserInfo>, String>;
+/// A token's user (already in `system:authenticated`), or None when the token was rejected.
+type TokenUser = Option<Arc<UserInfo>>;
+type ReviewResult = Result<TokenUser, String>;
 type SharedReview = Shared<BoxFuture<'static, ReviewResult>>;
 
 pub(super) struct TokenState {
-    pub(super) cache: TtlCache<TokenKey, Option<UserInfo>>,
+    pub(super) cache: TtlCache<TokenKey, TokenUser>,
     /// Reviews under way, shared by concurrent requests with the same token.
     pub(super) inflight: HashMap<TokenKey, SharedReview>,
 }
@@ -142,12 +144,14 @@ impl TokenAuth {
         hasher.finalize().into()
     }
 
-    pub(super) async fn review(&self, token: &str) -> ReviewResult {
+    /// The token's user, and until when the cache vouches for it when the
+    /// answer came from the cache.
+    pub(super) async fn review(&self, token: &str) -> Result<(TokenUser, Option<Instant>), String> {
         let key = self.key(token);
         let review = {
             let mut state = lock(&self.state);
-            if let Some(cached) = state.cache.get(&key, Instant::now()) {
-                return Ok(cached);
+            if let Some((cached, until)) = state.cache.get_until(&key, Instant::now()) {
+                return Ok((cached, Some(until)));
             }
             match state.inflight.get(&key) {
                 Some(review) => review.clone(),
@@ -158,7 +162,7 @@ impl TokenAuth {
                 }
             }
         };
-        review.await
+        Ok((review.await?, None))
     }
 
     /// The review runs in its own task (when there is a Tokio runtime), so it completes and fills
@@ -171,7 +175,11 @@ impl TokenAuth {
         let token = token.to_string();
         let work = async move {
             // Rate limited, retried, under one deadline; errors are never cached.
-            let result = runner.run(|| reviewer.review(&token)).await.map_err(|err| err.message);
+            let result = runner
+                .run(|| reviewer.review(&token))
+                .await
+                .map(|user| user.map(|user| Arc::new(with_authenticated_group(user))))
+                .map_err(|err| err.message);
             let mut state = lock(&state);
             state.inflight.remove(&key);
             if let Ok(user) = &result {
@@ -250,6 +258,35 @@ mod tests {
         user(a.authenticate(&bearer("good-token"), &no_peer()).await);
         reason(a.authenticate(&bearer("bad-token"), &no_peer()).await);
         assert_eq!(reviewer.calls(), 6);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_remembers_its_token_only_while_the_cache_vouches_for_it() {
+        let reviewer = Arc::new(FakeReviewer::default());
+        let a = token_authn(&reviewer, Duration::from_secs(10));
+        let connection = no_peer();
+        for _ in 0..3 {
+            assert_eq!(user(a.authenticate(&bearer("good-token"), &connection).await).name, "token-user");
+        }
+        assert_eq!(reviewer.calls(), 1);
+        // With the shared cache emptied, the connection still knows its user; another does not.
+        lock(&a.tokens.as_ref().unwrap().state).cache = TtlCache::new(DEFAULT_TOKEN_CACHE_CAPACITY);
+        let remembered = user(a.authenticate(&bearer("good-token"), &connection).await);
+        assert_eq!(remembered.groups, strings(&["farmers", AUTHENTICATED_GROUP]));
+        assert_eq!(reviewer.calls(), 1, "answered by the connection");
+        user(a.authenticate(&bearer("good-token"), &no_peer()).await);
+        assert_eq!(reviewer.calls(), 2, "another connection asks the cache");
+        // Another token on the connection is looked up for itself.
+        assert_eq!(user(a.authenticate(&bearer("user-b"), &connection).await).name, "user-b");
+        assert_eq!(user(a.authenticate(&bearer("good-token"), &connection).await).name, "token-user");
+        // Revoked: once the cache's answer has expired, the connection's next
+        // request is reviewed again, and refused.
+        user(a.authenticate(&bearer("good-token"), &connection).await);
+        reviewer.revoked.store(true, Ordering::SeqCst);
+        tokio::time::advance(Duration::from_secs(11)).await;
+        let calls = reviewer.calls();
+        assert!(reason(a.authenticate(&bearer("good-token"), &connection).await).contains("invalid bearer token"));
+        assert_eq!(reviewer.calls(), calls + 1);
     }
 
     #[tokio::test]

@@ -67,15 +67,13 @@ impl Eq for dyn KeyView + '_ {}
 
 #[cfg(test)]
 mod tests {
-    use std::collections::hash_map::RandomState;
-    use std::hash::BuildHasher;
 
     use super::*;
     use crate::auth::authz::tests::{non_res, res, user};
 
     #[test]
     fn a_borrowed_key_hashes_and_compares_as_the_owned_one() {
-        let state = RandomState::new();
+        let state = crate::auth::cache::KeyHasher::new();
         let mut someone = user("someone");
         someone.groups = vec!["system:authenticated".into()];
         someone.extra.insert("scopes".into(), vec!["a".into(), "b".into()]);

@@ -38,14 +38,14 @@ pub const THRESHOLD_BYTES: u64 = 128 * 1024;
 /// for [`LargeAnswer`]s, `Vary` only on what was compressed.
 #[derive(Clone)]
 pub struct Compression<E> {
-    plain: E,
-    compressing: tower_http::compression::Compression<E, LargeAnswer>,
+    endpoint: E,
+    layer: CompressionLayer<LargeAnswer>,
 }
 
 impl<E: Clone> Compression<E> {
     pub fn new(endpoint: E) -> Self {
         let layer = CompressionLayer::new().quality(CompressionLevel::Fastest).compress_when(LargeAnswer);
-        Self { compressing: layer.layer(endpoint.clone()), plain: endpoint }
+        Self { endpoint, layer }
     }
 }
 
@@ -53,8 +53,11 @@ impl<E> Compression<E>
 where
     E: Service<Request, Response = Response, Error = Infallible> + Clone,
 {
-    /// The endpoint's answer. A request that accepts no encoding passes the
-    /// compression layer by: it could only re-box the answer's body.
+    /// The endpoint's answer, compressed when it is large and the client
+    /// accepts gzip. The answer is made first and only a large one goes
+    /// through the compression layer: nearly every client sends
+    /// `Accept-Encoding: gzip` (Go's HTTP client does, so the aggregator
+    /// does), and the layer wrapped every answer's body and re-boxed it.
     ///
     /// The endpoint's future is boxed, the one allocation of the chain's own:
     /// a handler's future nests deep, and inside the chain's it would make
@@ -65,12 +68,31 @@ where
         E: Send + 'static,
         E::Future: Send + 'static,
     {
-        if !req.headers().contains_key(ACCEPT_ENCODING) {
-            return Box::pin(super::infallible(self.plain.clone(), req));
-        }
-        let compressing = self.compressing.clone();
-        Box::pin(async move { vary_only_when_compressed(super::infallible(compressing, req).await.map(Body::new)) })
+        let accepted = req.headers().get(ACCEPT_ENCODING).cloned();
+        let answer = super::infallible(self.endpoint.clone(), req);
+        let Some(accepted) = accepted else { return Box::pin(answer) };
+        let layer = self.layer.clone();
+        Box::pin(async move {
+            let response = answer.await;
+            if !LargeAnswer.should_compress(&response) {
+                return response;
+            }
+            compressed(&layer, accepted, response).await
+        })
     }
+}
+
+/// `response` through the compression layer, which reads what the client
+/// accepts from a request carrying `accepted` alone.
+async fn compressed(layer: &CompressionLayer<LargeAnswer>, accepted: HeaderValue, response: Response) -> Response {
+    let mut response = Some(response);
+    // Called once: the layer passes its one request through.
+    let answered = tower::service_fn(move |_: Request| {
+        std::future::ready(Ok::<_, Infallible>(response.take().unwrap_or_default()))
+    });
+    let mut request = Request::new(Body::empty());
+    request.headers_mut().insert(ACCEPT_ENCODING, accepted);
+    vary_only_when_compressed(super::infallible(layer.layer(answered), request).await.map(Body::new))
 }
 
 fn vary_only_when_compressed(mut response: Response) -> Response {

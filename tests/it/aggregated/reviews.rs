@@ -58,6 +58,19 @@ subjects:
     ));
 }
 
+/// The service account `robot` of `ns`, which may read Llamas there (as may
+/// farm-user), and a token of it.
+fn reading_robot(cp: &ControlPlane, ns: &str) -> String {
+    let out = cp.kubectl(&["create", "serviceaccount", ROBOT, "-n", ns]);
+    assert!(out.0 || out.2.contains("AlreadyExists"), "{out:?}");
+    grant_read(cp, ns, &format!("- {{kind: ServiceAccount, name: {ROBOT}, namespace: {ns}}}"));
+    let token = cp.kubectl(&["create", "token", ROBOT, "-n", ns]).1.trim().to_string();
+    assert!(!token.is_empty());
+    token
+}
+
+const ROBOT: &str = "robot";
+
 /// TokenReviews kube-apiserver has served (any answer), from its /metrics.
 async fn tokenreviews_served(cp: &ControlPlane) -> u64 {
     let client = cp.client().await;
@@ -87,12 +100,7 @@ const QUEUE: usize = 20;
 async fn a_flood_of_bogus_tokens_is_refused_within_the_review_rate_limit() {
     let cp = cluster::controlplane();
     let ns = namespace(cp, "reviews-flood");
-    let robot = "robot";
-    let out = cp.kubectl(&["create", "serviceaccount", robot, "-n", &ns]);
-    assert!(out.0 || out.2.contains("AlreadyExists"), "{out:?}");
-    grant_read(cp, &ns, &format!("- {{kind: ServiceAccount, name: {robot}, namespace: {ns}}}"));
-    let token = cp.kubectl(&["create", "token", robot, "-n", &ns]).1.trim().to_string();
-    assert!(!token.is_empty());
+    let token = reading_robot(cp, &ns);
     let server = Server::start_with(Options {
         args: [
             "--authentication",
@@ -292,12 +300,7 @@ async fn refused_reviews_are_500_for_authorization_and_401_for_tokens() {
 async fn a_revoked_token_is_refused_on_the_connection_that_used_it() {
     let cp = cluster::controlplane();
     let ns = namespace(cp, "reviews-revoked");
-    let robot = "robot";
-    let out = cp.kubectl(&["create", "serviceaccount", robot, "-n", &ns]);
-    assert!(out.0 || out.2.contains("AlreadyExists"), "{out:?}");
-    grant_read(cp, &ns, &format!("- {{kind: ServiceAccount, name: {robot}, namespace: {ns}}}"));
-    let token = cp.kubectl(&["create", "token", robot, "-n", &ns]).1.trim().to_string();
-    assert!(!token.is_empty());
+    let token = reading_robot(cp, &ns);
     let server = Server::start_with(Options {
         args: ["--authentication", "delegated", "--token-cache-ttl", "1"].map(String::from).to_vec(),
         kubeconfig: Some(cp.kubeconfig.clone()),
@@ -327,7 +330,7 @@ async fn a_revoked_token_is_refused_on_the_connection_that_used_it() {
     for _ in 0..3 {
         assert_eq!(status().await, 200);
     }
-    let out = cp.kubectl(&["delete", "serviceaccount", robot, "-n", &ns]);
+    let out = cp.kubectl(&["delete", "serviceaccount", ROBOT, "-n", &ns]);
     assert!(out.0, "{out:?}");
     // Within the cache's second the cached answer may still hold; after it, never.
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -2,7 +2,8 @@
 //! with an allowed Common Name makes the `X-Remote-*` style headers the user.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -40,48 +41,20 @@ pub(super) struct RequestHeaderAuth {
     /// Lower-cased, non-empty.
     extra_prefixes: Vec<String>,
     uid_headers: Vec<HeaderName>,
-    /// Connections whose client certificate passed [`Self::check_proxy_certificate`] lately.
-    verified: VerifiedConnections,
+    /// This configuration's number (from 1), under which connections are
+    /// remembered as verified.
+    configuration: u64,
 }
 
-/// How long a connection's front-proxy certificate counts as checked: its chain is verified
-/// again after this (a certificate that expires meanwhile is refused at most this late), as
-/// the token and authorization caches hold their answers (10 s).
+/// How long a connection's front-proxy certificate counts as checked (see
+/// [`super::peer::VerifiedFrontProxy`]): its chain is verified again after
+/// this (a certificate that expires meanwhile is refused at most this late),
+/// as the token and authorization caches hold their answers (10 s).
 const VERIFIED_TTL: Duration = Duration::from_secs(10);
-/// Connections remembered at once; the aggregator holds a few (HTTP/2).
-const VERIFIED_MAX: usize = 64;
 
-/// The connections (by their certificate chain, one per connection, see
-/// `crate::server::tls::PeerCertAcceptor`) whose front-proxy certificate was verified, and when.
-///
-/// Why: every request the aggregator proxies carries its certificate, and verifying the chain
-/// (a signature check, and parsing the certificate for its common name) cost more than the
-/// rest of a GET (0.13 ms against 0.03 ms of CPU per request, `cargo bench --bench speed`).
-/// The chain of a connection cannot change, and this cache belongs to one configuration
-/// (a new request-header CA or allowed-name list compiles a new, empty one), so only time
-/// can change the answer: hence the TTL. Only successes are kept.
-#[derive(Default)]
-struct VerifiedConnections(Mutex<Vec<(Weak<Vec<rustls::pki_types::CertificateDer<'static>>>, Instant)>>);
-
-impl VerifiedConnections {
-    fn contains(&self, chain: &Arc<Vec<rustls::pki_types::CertificateDer<'static>>>, now: Instant) -> bool {
-        let entries = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        entries.iter().any(|(seen, at)| seen.as_ptr() == Arc::as_ptr(chain) && now.duration_since(*at) < VERIFIED_TTL)
-    }
-
-    fn insert(&self, chain: &Arc<Vec<rustls::pki_types::CertificateDer<'static>>>, now: Instant) {
-        let mut entries = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        // Closed connections (their chain gone) and stale answers leave first. (A `Weak`
-        // keeps its allocation, so no new chain can share an address held here.)
-        entries.retain(|(seen, at)| {
-            seen.strong_count() > 0 && seen.as_ptr() != Arc::as_ptr(chain) && now.duration_since(*at) < VERIFIED_TTL
-        });
-        if entries.len() >= VERIFIED_MAX {
-            entries.remove(0);
-        }
-        entries.push((Arc::downgrade(chain), now));
-    }
-}
+/// Numbers each compiled configuration, so that a connection verified under
+/// one is checked again under the next.
+static CONFIGURATIONS: AtomicU64 = AtomicU64::new(0);
 
 /// Values of a header as strings; values that are not valid UTF-8 are skipped.
 fn header_strings<'a>(headers: &'a HeaderMap, name: &HeaderName) -> impl Iterator<Item = &'a str> + 'a {
@@ -164,7 +137,7 @@ impl RequestHeaderAuth {
                 .filter(|prefix| !prefix.is_empty())
                 .collect(),
             uid_headers: header_names(&config.uid_headers, "request-header UID"),
-            verified: VerifiedConnections::default(),
+            configuration: CONFIGURATIONS.fetch_add(1, Ordering::Relaxed) + 1,
         })
     }
 
@@ -174,14 +147,13 @@ impl RequestHeaderAuth {
     pub(super) fn check_proxy_certificate(&self, peer: &Peer) -> Option<Result<(), String>> {
         let end_entity = peer.end_entity()?;
         let now = Instant::now();
-        if let Some(chain) = peer.chain() {
-            if self.verified.contains(chain, now) {
-                return Some(Ok(()));
-            }
+        let verified = peer.verified_front_proxy();
+        if verified.holds(self.configuration, now, VERIFIED_TTL) {
+            return Some(Ok(()));
         }
         let checked = self.verify_proxy_certificate(end_entity, peer);
-        if let (Some(chain), Ok(())) = (peer.chain(), &checked) {
-            self.verified.insert(chain, now);
+        if checked.is_ok() {
+            verified.remember(self.configuration, now);
         }
         Some(checked)
     }
@@ -250,22 +222,19 @@ mod tests {
     // ---- request header ---------------------------------------------------------------------------
 
     #[test]
-    fn verified_connections_are_known_by_their_chain_until_the_ttl() {
+    fn a_connection_is_verified_again_after_the_ttl_or_under_another_configuration() {
         let front = ca("front-proxy-ca");
         let cert = Leaf::client("front-proxy-client").sign(&front);
-        let chain = Arc::new(vec![cert.clone()]);
-        let same_bytes_other_connection = Arc::new(vec![cert]);
-        let verified = VerifiedConnections::default();
+        let connection = peer(&[&cert]);
+        let verified = connection.verified_front_proxy();
         let now = Instant::now();
-        assert!(!verified.contains(&chain, now));
-        verified.insert(&chain, now);
-        assert!(verified.contains(&chain, now + Duration::from_secs(9)));
-        assert!(!verified.contains(&same_bytes_other_connection, now), "by connection, not by bytes");
-        assert!(!verified.contains(&chain, now + VERIFIED_TTL), "verified again after the TTL");
-        for _ in 0..VERIFIED_MAX * 2 {
-            verified.insert(&Arc::new(Vec::new()), now);
-        }
-        assert!(verified.0.lock().unwrap().len() <= VERIFIED_MAX, "bounded");
+        assert!(!verified.holds(1, now, VERIFIED_TTL), "never verified");
+        verified.remember(1, now);
+        assert!(verified.holds(1, now + Duration::from_secs(9), VERIFIED_TTL));
+        assert!(!verified.holds(1, now + VERIFIED_TTL, VERIFIED_TTL), "verified again after the TTL");
+        assert!(!verified.holds(2, now, VERIFIED_TTL), "another configuration checks for itself");
+        let same_bytes = peer(&[&cert]);
+        assert!(!same_bytes.verified_front_proxy().holds(1, now, VERIFIED_TTL), "by connection, not by bytes");
     }
 
     #[test]

@@ -27,6 +27,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::apimachinery::errors::ApiError;
 use crate::auth::authn::request_user;
 use crate::auth::authz::SYSTEM_MASTERS;
+use crate::auth::cache::KeyHasher;
 use crate::endpoints::request_info::RequestInfo;
 
 /// kube's wording (and its one-second `Retry-After`).
@@ -68,7 +69,7 @@ impl Class {
             slots: Arc::new(Semaphore::new(limit)),
             users: Arc::new(UserCounts {
                 share: (limit / USER_SHARE_DIVISOR).max(1),
-                shards: std::array::from_fn(|_| Mutex::new(HashMap::new())),
+                shards: std::array::from_fn(|_| Mutex::new(HashMap::with_hasher(KeyHasher::new()))),
             }),
         }
     }
@@ -90,7 +91,7 @@ impl Class {
 /// who holds none yet.
 struct UserCounts {
     share: usize,
-    shards: [Mutex<HashMap<Arc<str>, usize>>; USER_SHARDS],
+    shards: [Mutex<HashMap<Arc<str>, usize, KeyHasher>>; USER_SHARDS],
 }
 
 impl UserCounts {
@@ -98,7 +99,7 @@ impl UserCounts {
         user.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(b))) % USER_SHARDS
     }
 
-    fn lock(&self, shard: usize) -> MutexGuard<'_, HashMap<Arc<str>, usize>> {
+    fn lock(&self, shard: usize) -> MutexGuard<'_, HashMap<Arc<str>, usize, KeyHasher>> {
         // Counters only: a poisoned lock still holds consistent numbers.
         self.shards[shard].lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }

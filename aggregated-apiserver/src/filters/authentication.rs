@@ -5,7 +5,7 @@
 //! refused are a 401, anonymous or not. Once a request is authenticated its
 //! `Authorization` and front-proxy (`X-Remote-*`) headers are removed.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use super::{Next, Request};
 use axum::response::{IntoResponse, Response};
@@ -30,9 +30,17 @@ pub struct Authentication {
     pub anonymous_paths: AlwaysAllowPaths,
 }
 
-/// kube's anonymous user.
-pub fn anonymous_user() -> UserInfo {
-    UserInfo { name: ANONYMOUS_USER.to_string(), groups: vec![UNAUTHENTICATED_GROUP.to_string()], ..Default::default() }
+/// kube's anonymous user, made once and shared by every anonymous request
+/// (the kubelet's probes among them).
+fn anonymous_user() -> Arc<UserInfo> {
+    static ANONYMOUS: LazyLock<Arc<UserInfo>> = LazyLock::new(|| {
+        Arc::new(UserInfo {
+            name: ANONYMOUS_USER.to_string(),
+            groups: vec![UNAUTHENTICATED_GROUP.to_string()],
+            ..Default::default()
+        })
+    });
+    ANONYMOUS.clone()
 }
 
 pub async fn authenticate(authn: &Authentication, mut req: Request, next: impl Next) -> Response {
@@ -50,7 +58,7 @@ pub async fn authenticate(authn: &Authentication, mut req: Request, next: impl N
             user
         }
         AuthnOutcome::NoCredentials if authn.anonymous || authn.anonymous_paths.allows(req.uri().path()) => {
-            Arc::new(anonymous_user())
+            anonymous_user()
         }
         AuthnOutcome::NoCredentials => {
             tracing::debug!(path = %req.uri().path(), "anonymous request refused (--anonymous-auth=false)");

@@ -8,38 +8,21 @@ use std::time::Duration;
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry as PromRegistry;
 
+use super::request_metrics::{RequestMetrics, RequestMetricsCollector};
 use crate::admission::metrics::AdmissionMetrics;
 use crate::audit::metrics::AuditMetrics;
 use crate::endpoints::handlers::WatchGauge;
 use crate::registry::Registry;
 
-// Label values are static strings and the code a number: counting a request
-// allocates nothing (the label sets are looked up on every request).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct RequestLabels {
-    verb: &'static str,
-    resource: &'static str,
-    code: u16,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct LatencyLabels {
-    verb: &'static str,
-    resource: &'static str,
-}
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResourceLabels {
     resource: String,
 }
-
-type HistogramFamily = Family<LatencyLabels, Histogram, fn() -> Histogram>;
 
 pub struct Metrics {
     registry: PromRegistry,
@@ -49,8 +32,8 @@ pub struct Metrics {
     admission: Arc<AdmissionMetrics>,
     /// The registry's prefix, for the computed gauges written beside it.
     prefix: String,
-    requests: Family<RequestLabels, Counter>,
-    latency: HistogramFamily,
+    /// Requests by verb, resource and code, and their latencies.
+    requests: Arc<RequestMetrics>,
     watches: Family<ResourceLabels, Gauge>,
     objects: Family<ResourceLabels, Gauge>,
     /// Gauges computed at scrape time: (name, help, reader).
@@ -59,9 +42,9 @@ pub struct Metrics {
 
 type ComputedGauge = (String, String, Box<dyn Fn() -> f64 + Send + Sync>);
 
-fn latency_histogram() -> Histogram {
-    // 0.5 ms .. ~16 s
-    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+/// The latency histogram's buckets: 0.5 ms .. ~16 s.
+fn latency_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(0.0005, 2.0, 16)
 }
 
 /// A metric name prefix from the application's name: Prometheus names allow
@@ -88,16 +71,10 @@ impl Metrics {
     pub fn new(application: &str) -> Self {
         let prefix = prefix_of(application);
         let mut registry = PromRegistry::with_prefix(&prefix);
-        let requests = Family::<RequestLabels, Counter>::default();
-        let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
+        let requests = Arc::new(RequestMetrics::new(latency_buckets()));
         let watches = Family::<ResourceLabels, Gauge>::default();
         let objects = Family::<ResourceLabels, Gauge>::default();
-        registry.register("requests", "API requests by verb, resource and HTTP code", requests.clone());
-        registry.register(
-            "request_duration_seconds",
-            "Time to answer an API request (to the first byte for watches)",
-            latency.clone(),
-        );
+        registry.register_collector(Box::new(RequestMetricsCollector(requests.clone())));
         registry.register("open_watches", "Watch streams currently open", watches.clone());
         registry.register("stored_objects", "Objects currently stored", objects.clone());
         let mut kube = PromRegistry::default();
@@ -112,7 +89,6 @@ impl Metrics {
             admission,
             prefix,
             requests,
-            latency,
             watches,
             objects,
             computed: std::sync::Mutex::new(Vec::new()),
@@ -137,8 +113,7 @@ impl Metrics {
     }
 
     pub fn observe(&self, verb: &'static str, resource: &'static str, code: u16, elapsed: Duration) {
-        self.requests.get_or_create(&RequestLabels { verb, resource, code }).inc();
-        self.latency.get_or_create(&LatencyLabels { verb, resource }).observe(elapsed.as_secs_f64());
+        self.requests.observe(verb, resource, code, elapsed.as_secs_f64());
     }
 
     /// The Prometheus text exposition, with object counts read now.

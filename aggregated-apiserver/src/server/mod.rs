@@ -10,6 +10,7 @@ pub mod health;
 pub mod metrics;
 pub mod open_files;
 pub mod options;
+pub mod request_metrics;
 pub mod resident;
 pub mod setup;
 pub mod tls;

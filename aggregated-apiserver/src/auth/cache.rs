@@ -7,7 +7,10 @@
 //! insert first drops what has expired, then the oldest insertions. Time is passed in by the
 //! caller (`now`), so tests drive it by hand and no background task is needed.
 //!
-//! Not synchronized: each user keeps it behind its own mutex (lookups and inserts are short).
+//! A lookup only reads: an expired entry is not returned, and is dropped by
+//! the next insert (or pushed out by newer ones), so a cache behind a
+//! `RwLock` is read by any number of requests at once, none waiting for
+//! another. Not synchronized itself: each user keeps it behind its own lock.
 //! Written here rather than taken from a crate (moka was the candidate) because these two caches
 //! need exactly this and a caller-driven clock keeps their TTL tests exact and instant.
 
@@ -60,20 +63,20 @@ impl<K: Hash + Eq, V: Clone> TtlCache<K, V> {
         }
     }
 
-    /// The value under `key` if it has not expired at `now`; an expired entry is dropped.
-    pub fn get(&mut self, key: &K, now: Instant) -> Option<V> {
+    /// The value under `key` if it has not expired at `now`.
+    pub fn get(&self, key: &K, now: Instant) -> Option<V> {
         self.get_borrowed(key, now)
     }
 
     /// [`get`](Self::get), with the moment the value expires.
-    pub fn get_until(&mut self, key: &K, now: Instant) -> Option<(V, Instant)> {
+    pub fn get_until(&self, key: &K, now: Instant) -> Option<(V, Instant)> {
         self.entry(key, now)
     }
 
     /// [`get`](Self::get) by a borrowed form of the key, which must hash and
     /// compare as the key does (`Borrow`'s contract): a lookup that would
     /// otherwise build an owned key (copies of strings) on every hit.
-    pub fn get_borrowed<Q>(&mut self, key: &Q, now: Instant) -> Option<V>
+    pub fn get_borrowed<Q>(&self, key: &Q, now: Instant) -> Option<V>
     where
         Arc<K>: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -81,17 +84,13 @@ impl<K: Hash + Eq, V: Clone> TtlCache<K, V> {
         self.entry(key, now).map(|(value, _)| value)
     }
 
-    fn entry<Q>(&mut self, key: &Q, now: Instant) -> Option<(V, Instant)>
+    fn entry<Q>(&self, key: &Q, now: Instant) -> Option<(V, Instant)>
     where
         Arc<K>: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
         let entry = self.entries.get(key)?;
-        if entry.expires > now {
-            return Some((entry.value.clone(), entry.expires));
-        }
-        self.remove(key);
-        None
+        (entry.expires > now).then(|| (entry.value.clone(), entry.expires))
     }
 
     /// Stores `value` under `key` until `now + ttl`, replacing what was there. A zero TTL or a
@@ -163,10 +162,12 @@ mod tests {
         assert_eq!(cache.get(&"allow", t0), Some(1));
         assert_eq!(cache.get(&"deny", t0 + 3 * S - Duration::from_millis(1)), Some(2));
         assert_eq!(cache.get(&"deny", t0 + 3 * S), None, "expired exactly at its TTL");
-        assert_eq!(cache.len(), 1, "an expired entry is dropped when looked up");
+        assert_eq!(cache.len(), 2, "a lookup only reads");
         assert_eq!(cache.get(&"allow", t0 + 9 * S), Some(1));
+        cache.insert("other", 3, 10 * S, t0 + 9 * S);
+        assert_eq!(cache.len(), 2, "the next insert dropped the expired entry");
         assert_eq!(cache.get(&"allow", t0 + 10 * S), None);
-        assert!(cache.is_empty());
+        assert_eq!(cache.get(&"other", t0 + 10 * S), Some(3));
     }
 
     #[test]

@@ -18,7 +18,7 @@ mod sar;
 pub use responses::{forbidden, internal_error};
 pub use sar::KubeAccessReviewer;
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -213,7 +213,8 @@ pub struct Authorizer {
     reviewer: Arc<dyn AccessReviewer>,
     allow_ttl: Duration,
     deny_ttl: Duration,
-    cache: Mutex<TtlCache<CacheKey, Decision>>,
+    /// Read by every request at once (a lookup only reads); written on a miss.
+    cache: RwLock<TtlCache<CacheKey, Decision>>,
     runner: ReviewRunner,
     clock: Clock,
 }
@@ -228,14 +229,18 @@ impl Authorizer {
             reviewer,
             allow_ttl: options.allow_ttl,
             deny_ttl: options.deny_ttl,
-            cache: Mutex::new(TtlCache::new(options.cache_capacity)),
+            cache: RwLock::new(TtlCache::new(options.cache_capacity)),
             runner: ReviewRunner::new(options.review),
             clock,
         }
     }
 
-    fn cache(&self) -> MutexGuard<'_, TtlCache<CacheKey, Decision>> {
-        self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn cached(&self) -> std::sync::RwLockReadGuard<'_, TtlCache<CacheKey, Decision>> {
+        self.cache.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn cache_mut(&self) -> std::sync::RwLockWriteGuard<'_, TtlCache<CacheKey, Decision>> {
+        self.cache.write().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// `system:masters` members are allowed without a review (the probe paths
@@ -254,7 +259,7 @@ impl Authorizer {
         if cacheable {
             let now = (self.clock)();
             let key: &dyn KeyView = &(user, attrs);
-            if let Some(decision) = self.cache().get_borrowed(key, now) {
+            if let Some(decision) = self.cached().get_borrowed(key, now) {
                 return decision;
             }
         }
@@ -270,7 +275,7 @@ impl Authorizer {
                     let ttl = if matches!(decision, Decision::Allow { .. }) { self.allow_ttl } else { self.deny_ttl };
                     let now = (self.clock)();
                     let key: CacheKey = (user.clone(), attrs);
-                    self.cache().insert(key, decision.clone(), ttl, now);
+                    self.cache_mut().insert(key, decision.clone(), ttl, now);
                 }
                 decision
             }
@@ -479,7 +484,7 @@ mod tests {
         assert_eq!(authz.authorize(&u, a.view()).await, error);
         assert_eq!(authz.authorize(&u, a.view()).await, error);
         assert_eq!(reviewer.calls(), 2, "one attempt each: not retriable, not cached");
-        assert_eq!(authz.cache().len(), 0);
+        assert_eq!(authz.cached().len(), 0);
     }
 
     #[tokio::test]
@@ -535,7 +540,7 @@ mod tests {
         assert_eq!(authz.authorize(&u, big.view()).await, Decision::allow(""));
         assert_eq!(authz.authorize(&u, big.view()).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 2);
-        assert_eq!(authz.cache().len(), 0);
+        assert_eq!(authz.cached().len(), 0);
     }
 
     #[tokio::test]
@@ -553,10 +558,10 @@ mod tests {
         authz.authorize(&u, get("a1").view()).await;
         authz.authorize(&u, get("d1").view()).await;
         authz.authorize(&u, get("a2").view()).await;
-        assert_eq!(authz.cache().len(), 3);
+        assert_eq!(authz.cached().len(), 3);
         // full, nothing expired: the oldest (a1) goes
         authz.authorize(&u, get("a3").view()).await;
-        assert_eq!(authz.cache().len(), 3);
+        assert_eq!(authz.cached().len(), 3);
         assert_eq!(reviewer.calls(), 4);
         authz.authorize(&u, get("a2").view()).await;
         authz.authorize(&u, get("a3").view()).await;

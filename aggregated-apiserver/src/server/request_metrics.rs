@@ -113,7 +113,10 @@ impl RequestMetrics {
     /// Counts one answered request, `seconds` after it came.
     pub fn observe(&self, verb: &'static str, resource: &'static str, code: u16, seconds: f64) {
         let bucket = self.bounds.iter().position(|bound| seconds <= *bound).unwrap_or(self.bounds.len());
-        SHARDS.with_borrow_mut(|shards| {
+        // `try_with`: a thread being torn down has no table left, and its
+        // request goes uncounted rather than panicking.
+        let _ = SHARDS.try_with(|shards| {
+            let mut shards = shards.borrow_mut();
             let shard = match shards.iter().position(|(id, _)| *id == self.id) {
                 Some(at) => &shards[at].1,
                 None => {

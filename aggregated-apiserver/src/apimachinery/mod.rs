@@ -18,6 +18,7 @@
 //!   from its query and body with kube's rules and wording;
 //! * [`serializer`]: request bodies in JSON and YAML, read into JSON;
 //! * [`gofmt`]: how Go prints and parses values, for kube's exact wording;
+//! * [`uid`]: new UIDs (random UUIDs);
 //! * [`fieldpath`], [`typed`], [`managed_fields`]: server-side apply and
 //!   managedFields (structured-merge-diff's field sets, schema-driven merge
 //!   and comparison, and k8s.io/apiserver's field manager).
@@ -39,6 +40,7 @@ pub mod options;
 pub mod schema;
 pub mod serializer;
 pub mod typed;
+pub mod uid;
 
 #[cfg(test)]
 mod fuzz_tests;

@@ -39,6 +39,7 @@ use http::{header, HeaderName, HeaderValue};
 use http_body::{Frame, SizeHint};
 
 use crate::apimachinery::errors::ApiError;
+use crate::apimachinery::uid::new_uid;
 use crate::audit::context::{Arrival, Captured};
 use crate::audit::{AuditContext, Auditor, Level, Stage, HEADER_AUDIT_ID};
 use crate::auth::authn::request_user;
@@ -113,13 +114,10 @@ fn started(auditor: &Arc<Auditor>, req: &mut Request, id: &HeaderValue) -> Optio
     Some((ctx, long_running))
 }
 
-/// A new audit ID: a random UUID from the thread's generator (`Uuid::new_v4`
-/// asks the kernel, a getrandom call, for every request), written without
-/// the formatter.
+/// A new audit ID: a new UID, written without the formatter.
 fn new_audit_id() -> HeaderValue {
     let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
-    let id = uuid::Builder::from_random_bytes(rand::random()).into_uuid();
-    let text = id.hyphenated().encode_lower(&mut text);
+    let text = new_uid().hyphenated().encode_lower(&mut text);
     // A UUID is always a valid header value.
     HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static("00000000-0000-0000-0000-000000000000"))
 }

@@ -24,6 +24,7 @@ use super::kind::Kind;
 use super::Part;
 use crate::apimachinery::errors::{ApiError, ApiResult};
 use crate::apimachinery::objectmeta;
+use crate::apimachinery::uid::new_uid;
 
 /// The finalizers kube-apiserver itself adds (delete propagation): no warning for them.
 const SYSTEM_FINALIZERS: &[&str] = &["orphan", "foregroundDeletion"];
@@ -50,7 +51,7 @@ pub(super) fn finalizers(obj: &Value) -> Vec<String> {
 pub(super) fn prepare_for_create(kind: &dyn Kind, obj: &mut Value) -> ApiResult<()> {
     drop_empty_meta_fields(obj);
     let meta = meta_mut(obj)?;
-    meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    meta.insert("uid".into(), json!(new_uid().to_string()));
     meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
     meta.insert("generation".into(), json!(1));
     for system in ["deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "resourceVersion"] {

@@ -177,7 +177,7 @@ impl Webhooks {
                 code: 0,
             });
         };
-        let uid = uuid::Uuid::new_v4().to_string();
+        let uid = crate::apimachinery::uid::new_uid().to_string();
         let body = review::encode_request(version, &uid, attributes)
             .map_err(|e| Failure::Calling { reason: format!("could not create admission objects: {e}"), code: 0 })?;
         let answer =

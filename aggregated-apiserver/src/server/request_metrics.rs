@@ -25,14 +25,14 @@ use crate::auth::cache::KeyHasher;
 /// series a thread sees for the first time.
 type SeriesKey = (&'static str, &'static str, u16);
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Debug, EncodeLabelSet)]
 struct RequestLabels {
     verb: &'static str,
     resource: &'static str,
     code: u16,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Debug, EncodeLabelSet)]
 struct LatencyLabels {
     verb: &'static str,
     resource: &'static str,
@@ -40,7 +40,7 @@ struct LatencyLabels {
 
 /// One series' requests: how many, their latencies' sum, and how many fell
 /// in each bucket (not cumulative; the last bucket is +Inf).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 struct Counts {
     count: u64,
     sum: f64,
@@ -52,7 +52,13 @@ impl Counts {
         Self { count: 0, sum: 0.0, buckets: vec![0; buckets].into_boxed_slice() }
     }
 
+    /// Adds `other`'s counts (an empty `Counts`, the default, takes its buckets).
     fn add(&mut self, other: &Counts) {
+        if self.buckets.len() < other.buckets.len() {
+            let mut buckets = self.buckets.to_vec();
+            buckets.resize(other.buckets.len(), 0);
+            self.buckets = buckets.into_boxed_slice();
+        }
         self.count += other.count;
         self.sum += other.sum;
         for (mine, theirs) in self.buckets.iter_mut().zip(other.buckets.iter()) {
@@ -146,7 +152,7 @@ impl RequestMetrics {
                 return true;
             }
             for (key, counts) in lock(&held.table).iter() {
-                retired.entry(*key).or_insert_with(|| Counts::new(counts.buckets.len())).add(counts);
+                retired.entry(*key).or_default().add(counts);
             }
             false
         });
@@ -159,7 +165,7 @@ impl RequestMetrics {
         let mut totals: BTreeMap<SeriesKey, Counts> = BTreeMap::new();
         let mut add = |table: &Table| {
             for (key, counts) in table {
-                totals.entry(*key).or_insert_with(|| Counts::new(counts.buckets.len())).add(counts);
+                totals.entry(*key).or_default().add(counts);
             }
         };
         let shards: Vec<Arc<Shard>> = self.shards.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
@@ -193,7 +199,7 @@ impl Collector for RequestMetricsCollector {
         }
         let mut latencies: BTreeMap<(&'static str, &'static str), Counts> = BTreeMap::new();
         for (&(verb, resource, _), counts) in &totals {
-            latencies.entry((verb, resource)).or_insert_with(|| Counts::new(counts.buckets.len())).add(counts);
+            latencies.entry((verb, resource)).or_default().add(counts);
         }
         let mut family = encoder.encode_descriptor(
             "request_duration_seconds",

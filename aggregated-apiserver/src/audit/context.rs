@@ -19,7 +19,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -28,7 +28,7 @@ use http::{header, HeaderMap, HeaderValue, Uri};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusDetails};
 use serde_json::Value;
 
-use super::encode::{write_constant_parts, write_object_ref, write_user, EventRef, Parts};
+use super::encode::{shared_user_json, user_json, write_constant_parts, write_object_ref, EventRef, Parts};
 use super::event::{Event, Level, ObjectReference, Stage};
 use super::policy::{Attributes, RequestAuditConfig};
 use super::request::{body_json, source_ip_list, strip_managed_fields, user_agent_text};
@@ -77,8 +77,9 @@ pub(crate) struct RequestParts {
     user_agent: Option<HeaderValue>,
     object_ref: Option<RefText>,
     /// What every event writes the same ([`write_constant_parts`]), and
-    /// where its first two pieces end.
-    encoded: (String, [usize; 2]),
+    /// where its first two pieces end, once an event that is not the
+    /// request's last has written it.
+    encoded: OnceLock<(String, [usize; 2])>,
 }
 
 /// A resource request's objectRef in one string (one allocation rather than
@@ -132,22 +133,26 @@ impl RefText {
 
 impl RequestParts {
     /// The pieces of JSON every event of the request writes the same: the
-    /// audit ID, the URI and verb, the source IPs and user agent.
+    /// audit ID, the URI and verb, the source IPs and user agent; encoded by
+    /// the first event that asks, and kept for the next.
     pub fn encoded(&self) -> [&[u8]; 3] {
-        let (text, [id_end, uri_end]) = &self.encoded;
+        let (text, [id_end, uri_end]) = self.encoded.get_or_init(|| {
+            let mut out = Vec::with_capacity(self.uri.as_str().len() + 160);
+            // Strings into a Vec, so it does not fail; were it to, the events
+            // would say less (an empty ID), never something else.
+            write_constant_parts(&mut out, self)
+                .ok()
+                .and_then(|ends| Some((String::from_utf8(out).ok()?, ends)))
+                .unwrap_or_else(|| ("\"\"".to_string(), [2, 2]))
+        });
         let bytes = text.as_bytes();
         let piece = |from: usize, to: usize| bytes.get(from..to).unwrap_or_default();
         [piece(0, *id_end), piece(*id_end, *uri_end), piece(*uri_end, bytes.len())]
     }
 
-    /// Encodes what [`Self::encoded`] answers, once.
-    fn encode(&mut self) {
-        let mut out = Vec::with_capacity(self.uri.as_str().len() + 160);
-        let written =
-            write_constant_parts(&mut out, self).ok().and_then(|ends| Some((String::from_utf8(out).ok()?, ends)));
-        // Strings into a Vec, so it does not fail; were it to, the events
-        // would say less (an empty ID), never something else.
-        self.encoded = written.unwrap_or_else(|| ("\"\"".to_string(), [2, 2]));
+    /// [`Self::encoded`], when an earlier event kept it.
+    pub fn encoded_if_kept(&self) -> Option<[&[u8]; 3]> {
+        self.encoded.get().is_some().then(|| self.encoded())
     }
 
     /// kube's source IPs of the request, in order; the peer's alone, without
@@ -205,14 +210,14 @@ struct State {
     /// answered before it: see [`AuditContext::evaluate`]).
     evaluated: bool,
     /// The user and the user impersonated, as their events' JSON.
-    user: Option<String>,
-    impersonated_user: Option<String>,
+    user: Option<Arc<str>>,
+    impersonated_user: Option<Arc<str>>,
     /// A created object's reference, its name and namespace from the body.
     object_ref: Option<ObjectReference>,
     response_status: Option<Status>,
     request_object: Option<Value>,
     response_object: Option<Value>,
-    annotations: BTreeMap<String, String>,
+    annotations: Annotations,
     /// The request body as the handler read it, when its object is recorded.
     request_body: Option<Captured>,
     request_content_type: Option<HeaderValue>,
@@ -220,6 +225,29 @@ struct State {
     response_content_encoding: Option<String>,
     /// ResponseComplete (or Panic) has been written: nothing more is.
     finished: bool,
+}
+
+/// An event's annotations, in the order of their keys (kube writes a map,
+/// which Go's encoder sorts). The keys the server sets are constants and
+/// their values often shared (the authorizer's cached reason), so that the
+/// two annotations of every authorized request allocate no more than this
+/// list, where a map of strings made five allocations a request.
+#[derive(Default)]
+pub(crate) struct Annotations(Vec<(Cow<'static, str>, Arc<str>)>);
+
+impl Annotations {
+    /// Where `key` is, or would be.
+    fn find(&self, key: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| (**k).cmp(key))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (&**k, &**v))
+    }
+
+    pub fn to_map(&self) -> BTreeMap<String, String> {
+        self.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
 }
 
 /// Body bytes kept up to [`MAX_CAPTURED_BYTES`].
@@ -290,7 +318,7 @@ impl AuditContext {
                 *slot = Some(value.clone());
             }
         }
-        let mut request = RequestParts {
+        let request = RequestParts {
             audit_id: arrival.audit_id,
             received: arrival.received,
             uri: uri
@@ -306,7 +334,6 @@ impl AuditContext {
             object_ref: arrival.info.is_resource_request.then(|| RefText::new(arrival.info)),
             encoded: Default::default(),
         };
-        request.encode();
         if let Some(config) = arrival.config {
             auditor.metrics.level(config.level);
         }
@@ -333,31 +360,43 @@ impl AuditContext {
     /// Adds `key: value` to the event's annotations; a key already set to
     /// another value keeps it (logged), as kube's `AddAuditAnnotation`.
     pub fn add_annotation(&self, key: &str, value: &str) {
+        self.annotate(Cow::Owned(key.to_string()), value, || Arc::from(value));
+    }
+
+    /// [`Self::add_annotation`] of a value the caller already shares (the
+    /// authorizer's cached reason): neither is copied.
+    pub fn add_shared_annotation(&self, key: &'static str, value: &Arc<str>) {
+        self.annotate(Cow::Borrowed(key), value, || value.clone());
+    }
+
+    fn annotate(&self, key: Cow<'static, str>, value: &str, shared: impl FnOnce() -> Arc<str>) {
         let mut state = self.state();
         if state.config.is_some_and(|c| c.level == Level::None) {
             return;
         }
-        match state.annotations.get(key) {
-            Some(existing) if existing != value => tracing::warn!(
-                audit_id = ?self.0.request.audit_id, key, value, existing = %existing,
-                "audit annotation already set to another value; keeping the first"
-            ),
-            Some(_) => {}
-            None => {
-                state.annotations.insert(key.to_string(), value.to_string());
+        match state.annotations.find(&key) {
+            Ok(at) => {
+                let existing = &state.annotations.0[at].1;
+                if **existing != *value {
+                    tracing::warn!(
+                        audit_id = ?self.0.request.audit_id, key = %key, value, existing = %existing,
+                        "audit annotation already set to another value; keeping the first"
+                    );
+                }
             }
+            Err(at) => state.annotations.0.insert(at, (key, shared())),
         }
     }
 
     /// The policy step for the request `info` made by `user` (None: nobody
     /// was authenticated): the policy is evaluated unless it was decided on
     /// arrival, and the user recorded. Once only.
-    pub(crate) fn evaluate(&self, user: Option<&UserInfo>, info: &RequestInfo) -> RequestAuditConfig {
+    pub(crate) fn evaluate(&self, user: Option<&Arc<UserInfo>>, info: &RequestInfo) -> RequestAuditConfig {
         let mut state = self.state();
         let config = match state.config {
             Some(config) => config,
             None => {
-                let config = self.0.auditor.policy.evaluate(&Attributes { user, info });
+                let config = self.0.auditor.policy.evaluate(&Attributes { user: user.map(|u| &**u), info });
                 self.0.auditor.metrics.level(config.level);
                 state.config = Some(config);
                 config
@@ -368,7 +407,7 @@ impl AuditContext {
         }
         state.evaluated = true;
         if config.level >= Level::Metadata {
-            state.user = user.map(user_json);
+            state.user = user.map(shared_user_json);
         }
         config
     }
@@ -581,16 +620,6 @@ impl AuditContext {
         }
         state.request_object = Some(object);
     }
-}
-
-/// `user` as an event writes it.
-fn user_json(user: &UserInfo) -> String {
-    let mut out = Vec::with_capacity(128);
-    // Writing strings into a Vec does not fail; the bytes are UTF-8 from strings.
-    if write_user(&mut out, user).is_err() {
-        return "{}".to_string();
-    }
-    String::from_utf8(out).unwrap_or_else(|_| "{}".to_string())
 }
 
 /// A failure's Status into responseStatus (every level), the object into

@@ -5,8 +5,9 @@
 //!   half of `WithAudit`): takes the request's audit ID from the aggregator's
 //!   `Audit-ID` header (or makes one), echoes it on the response, starts the
 //!   request's [`AuditContext`], and records how the request ended: the code,
-//!   ResponseStarted for watches, ResponseComplete once the last byte of the
-//!   body is handed on, Panic when the handler panicked. A request refused
+//!   ResponseStarted for watches, ResponseComplete when the handler answers
+//!   with a body that is all there (once the last byte of a streamed body is
+//!   handed on), Panic when the handler panicked. A request refused
 //!   before the policy was evaluated (failed authentication, a bad
 //!   `?timeout=`) is recorded as kube's `withFailedRequestAudit` records it:
 //!   the policy evaluated without a user, one ResponseStarted event.
@@ -36,13 +37,13 @@ use chrono::Utc;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use http::{header, HeaderName, HeaderValue};
-use http_body::{Frame, SizeHint};
+use http_body::{Body as _, Frame, SizeHint};
 
 use crate::apimachinery::errors::ApiError;
 use crate::apimachinery::uid::new_uid;
 use crate::audit::context::{Arrival, Captured};
 use crate::audit::{AuditContext, Auditor, Level, Stage, HEADER_AUDIT_ID};
-use crate::auth::authn::request_user;
+use crate::auth::authn::shared_request_user;
 use crate::endpoints::request_info::RequestInfo;
 
 use super::{Next, Request};
@@ -52,8 +53,12 @@ const MAX_REFUSAL_BYTES: usize = 1 << 20;
 
 /// The `Audit-ID` a request came with, if any.
 pub fn sent_audit_id(req: &Request) -> Option<HeaderValue> {
-    req.headers().get(HEADER_AUDIT_ID).filter(|v| !v.is_empty()).cloned()
+    req.headers().get(AUDIT_ID).filter(|v| !v.is_empty()).cloned()
 }
+
+/// The header by its parsed name: looked up by a string, the name was parsed
+/// again for each lookup (callgrind: ~250 instructions each).
+const AUDIT_ID: HeaderName = HeaderName::from_static(HEADER_AUDIT_ID);
 
 /// The [`audit`](self) filter: the request's record started, the rest of
 /// the chain run, its answer recorded.
@@ -125,9 +130,7 @@ fn new_audit_id() -> HeaderValue {
 /// Sets the response's `Audit-ID` unless something inside already did (kube: an
 /// aggregated server's own answer keeps its ID).
 pub fn echo(resp: &mut Response, id: HeaderValue) {
-    if !resp.headers().contains_key(HEADER_AUDIT_ID) {
-        resp.headers_mut().insert(HeaderName::from_static(HEADER_AUDIT_ID), id);
-    }
+    resp.headers_mut().entry(AUDIT_ID).or_insert(id);
 }
 
 /// Records the answer and, when the event keeps it, wraps its body; what has
@@ -151,7 +154,25 @@ fn record_now(ctx: AuditContext, resp: Response, long_running: bool) -> Result<R
             }));
         }
     }
+    if !keep && !long_running && resp.body().size_hint().exact().is_some() {
+        return complete_answered(ctx, resp);
+    }
     Ok(kept(ctx, resp, keep))
+}
+
+/// ResponseComplete for an answer whose body is all there (an object, a
+/// list, a Status: every answer but a watch's and a compressed stream's),
+/// written as the handler hands it on: where kube writes it, once the handler
+/// has written its answer, and without a wrapper around the body to see it
+/// end (callgrind: 1,800 instructions of an audited GET, and a box).
+fn complete_answered(ctx: AuditContext, resp: Response) -> Result<Response, BoxFuture<'static, Response>> {
+    match ctx.complete_now(None) {
+        None => Ok(resp),
+        Some(pending) => Err(Box::pin(async move {
+            pending.process().await;
+            resp
+        })),
+    }
 }
 
 /// The answer, its end recorded (and its body kept when `keep`).
@@ -196,7 +217,7 @@ async fn received(req: Request) -> Result<Request, Response> {
     };
     let unknown = RequestInfo::default();
     let info = req.extensions().get::<RequestInfo>().unwrap_or(&unknown);
-    let config = ctx.evaluate(request_user(req.extensions()), info);
+    let config = ctx.evaluate(shared_request_user(req.extensions()), info);
     if config.level == Level::None {
         return Ok(req);
     }

@@ -3,7 +3,7 @@
 //! filters before established. A denial is kube's 403; a review that could not
 //! be made is kube's 500, never a 403 that hides the failure.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use super::{Next, Request};
 use axum::response::{IntoResponse, Response};
@@ -45,12 +45,17 @@ const REASON_ANNOTATION: &str = "authorization.k8s.io/reason";
 const DECISION_ALLOW: &str = "allow";
 const DECISION_FORBID: &str = "forbid";
 
+/// The decisions as annotation values, shared by every request's event.
+static ALLOWED: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(DECISION_ALLOW));
+static FORBIDDEN: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(DECISION_FORBID));
+static NO_REASON: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(""));
+
 /// The decision and its reason, on the request's audit event (kube's
 /// `WithAuthorization` annotations); nothing when the request is not audited.
-fn annotate(req: &Request, decision: &str, reason: &str) {
+fn annotate(req: &Request, decision: &Arc<str>, reason: &Arc<str>) {
     if let Some(audit) = req.extensions().get::<AuditContext>() {
-        audit.add_annotation(DECISION_ANNOTATION, decision);
-        audit.add_annotation(REASON_ANNOTATION, reason);
+        audit.add_shared_annotation(DECISION_ANNOTATION, decision);
+        audit.add_shared_annotation(REASON_ANNOTATION, reason);
     }
 }
 
@@ -82,7 +87,7 @@ async fn authorized(authz: &Authorization, mut req: Request) -> Result<Request, 
     };
     if !info.is_resource_request && authz.always_allow.allows(info.path()) {
         // kube's path authorizer allows these with no reason.
-        annotate(&req, DECISION_ALLOW, "");
+        annotate(&req, &ALLOWED, &NO_REASON);
         return Ok(req);
     }
     let Some(user) = request_user(req.extensions()) else {
@@ -101,14 +106,14 @@ async fn authorized(authz: &Authorization, mut req: Request) -> Result<Request, 
     let wanted = std::iter::once(attrs).chain(also.iter().map(Attributes::view));
     let uri = req.uri().path_and_query().map_or_else(|| req.uri().path(), |pq| pq.as_str());
     // The reason of the request's own decision (not of what it also requires).
-    let mut allowed_because: Option<std::sync::Arc<str>> = None;
+    let mut allowed_because: Option<Arc<str>> = None;
     for attrs in wanted {
         match authz.authorizer.authorize(user, attrs).await {
             Decision::Allow { reason } => {
                 allowed_because.get_or_insert(reason);
             }
             Decision::Deny { reason } => {
-                annotate(&req, DECISION_FORBID, &reason);
+                annotate(&req, &FORBIDDEN, &Arc::from(reason.as_str()));
                 return Err(authz::forbidden(user, &attrs.to_owned(), &reason).into_response());
             }
             Decision::Error { message } => {
@@ -119,7 +124,7 @@ async fn authorized(authz: &Authorization, mut req: Request) -> Result<Request, 
             }
         }
     }
-    annotate(&req, DECISION_ALLOW, allowed_because.as_deref().unwrap_or(""));
+    annotate(&req, &ALLOWED, allowed_because.as_ref().unwrap_or(&NO_REASON));
     req.extensions_mut().insert(Authorized);
     Ok(req)
 }

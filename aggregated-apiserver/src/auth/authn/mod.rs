@@ -126,7 +126,13 @@ pub struct UserInfo {
 /// user remembered for a connection or cached for a token is not copied per
 /// request.
 pub fn request_user(extensions: &http::Extensions) -> Option<&UserInfo> {
-    extensions.get::<Arc<UserInfo>>().map(|user| &**user)
+    shared_request_user(extensions).map(|user| &**user)
+}
+
+/// [`request_user`], as the `Arc` it is shared by (an audit event keeps the
+/// user's JSON beside it).
+pub fn shared_request_user(extensions: &http::Extensions) -> Option<&Arc<UserInfo>> {
+    extensions.get::<Arc<UserInfo>>()
 }
 
 /// Makes `user` the one the request is served as (see [`request_user`]).

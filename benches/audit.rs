@@ -40,6 +40,7 @@
 //! | `AUDIT_BENCH_SECONDS` | 4 | seconds measured per case and target |
 //! | `AUDIT_BENCH_ROUNDS` | 2 | rounds each case is split into |
 //! | `AUDIT_BENCH_CONNECTIONS` | 16 | keep-alive connections of the load generator |
+//! | `AUDIT_COMPARE_BINARY` | — | also runs this farm-apiserver (another build, e.g. `main`'s) without auditing and with the policy, to weigh a change to auditing against in the same run |
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -91,6 +92,8 @@ const FARM_METADATA: &str = "farm-apiserver, Metadata";
 const FARM_METADATA_SHIPPED: &str = "farm-apiserver, Metadata without RequestReceived";
 const FARM_REQUEST_RESPONSE: &str = "farm-apiserver, RequestResponse";
 const FARM_METADATA_BATCH: &str = "farm-apiserver, Metadata, batch";
+const EARLIER_OFF: &str = "compared build, no auditing";
+const EARLIER_METADATA_SHIPPED: &str = "compared build, Metadata without RequestReceived";
 const CRD_NONE: &str = "kube-apiserver (CRD), level None";
 const CRD_METADATA: &str = "kube-apiserver (CRD), Metadata";
 const CRD_METADATA_SHIPPED: &str = "kube-apiserver (CRD), Metadata without RequestReceived";
@@ -102,7 +105,7 @@ const CREATE: &str = "create (POST)";
 fn namespace_of(t: &Target) -> &'static str {
     match t.name {
         FARM_METADATA | FARM_METADATA_BATCH | CRD_METADATA => METADATA_NS,
-        FARM_METADATA_SHIPPED | CRD_METADATA_SHIPPED => METADATA_SHIPPED_NS,
+        FARM_METADATA_SHIPPED | EARLIER_METADATA_SHIPPED | CRD_METADATA_SHIPPED => METADATA_SHIPPED_NS,
         FARM_REQUEST_RESPONSE | CRD_REQUEST_RESPONSE => REQUEST_RESPONSE_NS,
         _ => OFF_NS,
     }
@@ -126,7 +129,7 @@ fn events_naming(log: &Path, needles: &[&str]) -> Result<usize> {
     Ok(count)
 }
 
-async fn run(pace: &Pace, out: &mut String) -> Result<()> {
+async fn run(pace: &Pace, compare: Option<&Path>, out: &mut String) -> Result<()> {
     let started = Instant::now();
     let stamp = || format!("[{:>5.1}s]", started.elapsed().as_secs_f64());
     let dir = tempfile::Builder::new().prefix("farm-audit-bench-").tempdir()?;
@@ -171,6 +174,14 @@ async fn run(pace: &Pace, out: &mut String) -> Result<()> {
         .map(String::from),
     );
     let batched = farm(&cp, None, &[], &batch_args).await?;
+    let earlier = match compare {
+        Some(program) => {
+            eprintln!("{} starting {} without auditing and with the policy", stamp(), program.display());
+            let log = dir.path().join("earlier-audit.log");
+            Some((farm(&cp, Some(program), &[], &[]).await?, farm(&cp, Some(program), &[], &audit_args(&log)).await?))
+        }
+        None => None,
+    };
 
     let farm_target = |name: &'static str, server: &common::Server| -> Result<Target> {
         Ok(Target {
@@ -196,7 +207,7 @@ async fn run(pace: &Pace, out: &mut String) -> Result<()> {
             pid: cp.pid,
         })
     };
-    let targets = [
+    let mut targets = vec![
         farm_target(FARM_OFF, &plain)?,
         farm_target(FARM_NONE, &audited)?,
         farm_target(FARM_METADATA, &audited)?,
@@ -208,6 +219,10 @@ async fn run(pace: &Pace, out: &mut String) -> Result<()> {
         crd_target(CRD_METADATA_SHIPPED)?,
         crd_target(CRD_REQUEST_RESPONSE)?,
     ];
+    if let Some((plain, audited)) = &earlier {
+        targets.push(farm_target(EARLIER_OFF, plain)?);
+        targets.push(farm_target(EARLIER_METADATA_SHIPPED, audited)?);
+    }
     let all: Vec<&Target> = targets.iter().collect();
     let crd_none = targets.iter().find(|t| t.name == CRD_NONE).ok_or_else(|| anyhow!("no {CRD_NONE}"))?;
     wait_serving(crd_none, OFF_NS).await?;
@@ -232,7 +247,7 @@ async fn run(pace: &Pace, out: &mut String) -> Result<()> {
     );
     let load_after = common::loadavg();
 
-    report(pace, &rows, out, &load_before, &load_after, started.elapsed())?;
+    report(pace, &rows, earlier.is_some(), out, &load_before, &load_after, started.elapsed())?;
     // The levels did what they say: events for the audited namespaces, none for the other.
     let in_ns = |ns: &str| format!("\"namespace\":\"{ns}\"");
     if events_naming(&batch_log, &[&in_ns(METADATA_NS)])? == 0 {
@@ -254,6 +269,7 @@ async fn run(pace: &Pace, out: &mut String) -> Result<()> {
             );
         }
     }
+    drop(earlier);
     drop(batched);
     drop(audited);
     drop(plain);
@@ -264,6 +280,7 @@ async fn run(pace: &Pace, out: &mut String) -> Result<()> {
 fn report(
     pace: &Pace,
     rows: &[Row],
+    compared: bool,
     out: &mut String,
     load_before: &str,
     load_after: &str,
@@ -298,7 +315,7 @@ fn report(
     writeln!(out, "| --- | --- | --- | ---: | ---: |")?;
     let runs = |case: &str, target: &str| find(rows, case, target).ok_or_else(|| anyhow!("no row {case} {target}"));
     for case in [GET, CREATE] {
-        let comparisons = [
+        let mut comparisons = vec![
             ("farm-apiserver", "None", FARM_NONE, FARM_OFF),
             ("farm-apiserver", "Metadata", FARM_METADATA, FARM_OFF),
             ("farm-apiserver", "Metadata without RequestReceived", FARM_METADATA_SHIPPED, FARM_OFF),
@@ -308,6 +325,14 @@ fn report(
             ("kube-apiserver (CRD)", "Metadata without RequestReceived", CRD_METADATA_SHIPPED, CRD_NONE),
             ("kube-apiserver (CRD)", "RequestResponse", CRD_REQUEST_RESPONSE, CRD_NONE),
         ];
+        if compared {
+            comparisons.push((
+                "compared build",
+                "Metadata without RequestReceived",
+                EARLIER_METADATA_SHIPPED,
+                EARLIER_OFF,
+            ));
+        }
         for (server, level, target, base) in comparisons {
             let (run, base): (&Run, &Run) = (runs(case, target)?, runs(case, base)?);
             writeln!(
@@ -342,7 +367,8 @@ fn main() {
         }
     };
     eprintln!("audit benchmark: about 2 minutes on 2 cores after the build");
-    if let Err(e) = report::run_and_print("audit benchmark", async |out| run(&pace, out).await) {
+    let compare = std::env::var_os("AUDIT_COMPARE_BINARY").map(std::path::PathBuf::from);
+    if let Err(e) = report::run_and_print("audit benchmark", async |out| run(&pace, compare.as_deref(), out).await) {
         eprintln!("audit benchmark FAILED: {e:#}");
         std::process::exit(1);
     }

@@ -28,7 +28,10 @@ use http::{header, HeaderMap, HeaderValue, Uri};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusDetails};
 use serde_json::Value;
 
-use super::encode::{shared_user_json, user_json, write_constant_parts, write_object_ref, EventRef, Parts};
+use super::encode::{
+    annotation_json, shared_annotation_json, shared_user_json, user_json, write_constant_parts, write_object_ref,
+    EventRef, Parts,
+};
 use super::event::{Event, Level, ObjectReference, Stage};
 use super::policy::{Attributes, RequestAuditConfig};
 use super::request::{body_json, source_ip_list, strip_managed_fields, user_agent_text};
@@ -228,21 +231,35 @@ struct State {
 }
 
 /// An event's annotations, in the order of their keys (kube writes a map,
-/// which Go's encoder sorts). The keys the server sets are constants and
-/// their values often shared (the authorizer's cached reason), so that the
-/// two annotations of every authorized request allocate no more than this
-/// list, where a map of strings made five allocations a request.
+/// which Go's encoder sorts), each with its `"key":"value"` as the event
+/// writes it. The keys the server sets are constants and their values often
+/// shared (the authorizer's cached reason), so that the two annotations of
+/// an authorized request allocate no more than this list and are encoded
+/// once a thread ([`shared_annotation_json`]), where a map of strings made
+/// five allocations a request and encoding them was a seventh of what an
+/// event cost.
 #[derive(Default)]
-pub(crate) struct Annotations(Vec<(Cow<'static, str>, Arc<str>)>);
+pub(crate) struct Annotations(Vec<Annotation>);
+
+struct Annotation {
+    key: Cow<'static, str>,
+    value: Arc<str>,
+    json: Arc<str>,
+}
 
 impl Annotations {
     /// Where `key` is, or would be.
     fn find(&self, key: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|(k, _)| (**k).cmp(key))
+        self.0.binary_search_by(|a| (*a.key).cmp(key))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.0.iter().map(|(k, v)| (&**k, &**v))
+        self.0.iter().map(|a| (&*a.key, &*a.value))
+    }
+
+    /// Each annotation's `"key":"value"`, in order.
+    pub fn members(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|a| &*a.json)
     }
 
     pub fn to_map(&self) -> BTreeMap<String, String> {
@@ -360,23 +377,24 @@ impl AuditContext {
     /// Adds `key: value` to the event's annotations; a key already set to
     /// another value keeps it (logged), as kube's `AddAuditAnnotation`.
     pub fn add_annotation(&self, key: &str, value: &str) {
-        self.annotate(Cow::Owned(key.to_string()), value, || Arc::from(value));
+        self.annotate(Cow::Owned(key.to_string()), value, || (Arc::from(value), annotation_json(key, value)));
     }
 
     /// [`Self::add_annotation`] of a value the caller already shares (the
     /// authorizer's cached reason): neither is copied.
     pub fn add_shared_annotation(&self, key: &'static str, value: &Arc<str>) {
-        self.annotate(Cow::Borrowed(key), value, || value.clone());
+        self.annotate(Cow::Borrowed(key), value, || (value.clone(), shared_annotation_json(key, value)));
     }
 
-    fn annotate(&self, key: Cow<'static, str>, value: &str, shared: impl FnOnce() -> Arc<str>) {
+    /// `made`: the value to keep and its annotation's JSON, when it is kept.
+    fn annotate(&self, key: Cow<'static, str>, value: &str, made: impl FnOnce() -> (Arc<str>, Arc<str>)) {
         let mut state = self.state();
         if state.config.is_some_and(|c| c.level == Level::None) {
             return;
         }
         match state.annotations.find(&key) {
             Ok(at) => {
-                let existing = &state.annotations.0[at].1;
+                let existing = &state.annotations.0[at].value;
                 if **existing != *value {
                     tracing::warn!(
                         audit_id = ?self.0.request.audit_id, key = %key, value, existing = %existing,
@@ -384,7 +402,10 @@ impl AuditContext {
                     );
                 }
             }
-            Err(at) => state.annotations.0.insert(at, (key, shared())),
+            Err(at) => {
+                let (value, json) = made();
+                state.annotations.0.insert(at, Annotation { key, value, json });
+            }
         }
     }
 

@@ -155,7 +155,7 @@ impl Parts<'_> {
             self.request_object,
             self.response_object,
             (&r.received, &self.stage_timestamp),
-            self.annotations.iter(),
+            AnnotationsRef::Encoded(self.annotations),
         )
     }
 
@@ -268,6 +268,55 @@ pub(crate) fn user_json(user: &UserInfo) -> Arc<str> {
         return Arc::from("{}");
     }
     std::str::from_utf8(&out).map_or_else(|_| Arc::from("{}"), Arc::from)
+}
+
+/// Annotations whose JSON a thread keeps ([`shared_annotation_json`]).
+const CACHED_ANNOTATIONS: usize = 8;
+
+/// A constant key, a shared value, and their `"key":"value"`.
+type KeptAnnotation = (&'static str, Arc<str>, Arc<str>);
+
+thread_local! {
+    /// The `"key":"value"` of the shared annotations this thread last wrote,
+    /// beside their constant key and their value, held so that the same
+    /// address is the same value.
+    static ANNOTATION_JSON: RefCell<Vec<KeptAnnotation>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `"key":"value"` as an event's annotations write it.
+pub(crate) fn annotation_json(key: &str, value: &str) -> Arc<str> {
+    let mut out = Vec::with_capacity(key.len() + value.len() + 8);
+    // Writing strings into a Vec does not fail; the bytes are UTF-8 from strings.
+    let written = json_str(&mut out, key).and_then(|()| {
+        out.push(b':');
+        json_str(&mut out, value)
+    });
+    match (written, std::str::from_utf8(&out)) {
+        (Ok(()), Ok(text)) => Arc::from(text),
+        _ => Arc::from("\"\":\"\""),
+    }
+}
+
+/// [`annotation_json`] of a constant key and a shared value (the
+/// authorizer's cached reason and its decision), encoded once for the
+/// thread's last few rather than once a request: RBAC's reason is a hundred
+/// bytes with quotes to escape.
+pub(crate) fn shared_annotation_json(key: &'static str, value: &Arc<str>) -> Arc<str> {
+    let cached = ANNOTATION_JSON.try_with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let known = |(k, v, _): &&KeptAnnotation| std::ptr::eq(*k, key) && Arc::ptr_eq(v, value);
+        if let Some((_, _, json)) = cache.iter().find(known) {
+            return json.clone();
+        }
+        let json = annotation_json(key, value);
+        if cache.len() == CACHED_ANNOTATIONS {
+            cache.remove(0);
+        }
+        cache.push((key, value.clone(), json.clone()));
+        json
+    });
+    // A thread being torn down encodes it anew.
+    cached.unwrap_or_else(|_| annotation_json(key, value))
 }
 
 /// `user` as an event's `user` or `impersonatedUser`: the JSON serde writes
@@ -415,14 +464,21 @@ thread_local! {
     static SECOND: RefCell<(i64, [u8; 20])> = const { RefCell::new((i64::MIN, [0; 20])) };
 }
 
+/// An event's annotations: an owned event's map, or a record's, each
+/// already encoded.
+pub(crate) enum AnnotationsRef<'a> {
+    Map(&'a std::collections::BTreeMap<String, String>),
+    Encoded(&'a Annotations),
+}
+
 /// How every event's JSON ends, from `requestObject` on, closing brace
 /// included: one home for the owned event's encoding and the record's.
-pub(crate) fn write_end<'x>(
+pub(crate) fn write_end(
     out: &mut Vec<u8>,
     request_object: Option<&Value>,
     response_object: Option<&Value>,
     (received, stage): (&DateTime<Utc>, &DateTime<Utc>),
-    annotations: impl Iterator<Item = (&'x str, &'x str)>,
+    annotations: AnnotationsRef<'_>,
 ) -> serde_json::Result<()> {
     if let Some(object) = request_object {
         out.extend_from_slice(b",\"requestObject\":");
@@ -437,12 +493,25 @@ pub(crate) fn write_end<'x>(
     out.extend_from_slice(b",\"stageTimestamp\":");
     write_time(out, stage)?;
     let mut any = false;
-    for (key, value) in annotations {
+    let mut member = |out: &mut Vec<u8>| {
         out.extend_from_slice(if any { b"," } else { b",\"annotations\":{" });
         any = true;
-        json_str(out, key)?;
-        out.push(b':');
-        json_str(out, value)?;
+    };
+    match annotations {
+        AnnotationsRef::Map(map) => {
+            for (key, value) in map {
+                member(out);
+                json_str(out, key)?;
+                out.push(b':');
+                json_str(out, value)?;
+            }
+        }
+        AnnotationsRef::Encoded(annotations) => {
+            for json in annotations.members() {
+                member(out);
+                out.extend_from_slice(json.as_bytes());
+            }
+        }
     }
     if any {
         out.push(b'}');
@@ -563,6 +632,7 @@ mod tests {
         ctx.set_impersonated_user(&UserInfo { name: "bob".into(), ..Default::default() });
         ctx.add_annotation("k\"", "v\n");
         ctx.add_annotation("authorization.k8s.io/decision", "allow");
+        ctx.add_shared_annotation("authorization.k8s.io/reason", &Arc::from("RBAC: allowed by \"b\" of \"r\""));
         if received {
             assert!(ctx.process_now(Stage::RequestReceived).is_ok_and(|ok| ok));
         }
@@ -690,5 +760,21 @@ mod tests {
             assert_eq!(&*shared_user_json(&other), format!(r#"{{"username":"u{i}"}}"#));
         }
         assert!(!Arc::ptr_eq(&shared_user_json(&alice), &first), "only the last few are kept");
+    }
+
+    /// A shared annotation is encoded once a thread, as any other is, and
+    /// an equal value that is another string is not taken for it.
+    #[test]
+    fn shared_annotations_are_encoded_once_and_never_mistaken() {
+        const KEY: &str = "authorization.k8s.io/reason";
+        let reason: Arc<str> = Arc::from("RBAC: allowed by ClusterRoleBinding \"b\"");
+        let first = shared_annotation_json(KEY, &reason);
+        assert_eq!(first, annotation_json(KEY, &reason));
+        assert_eq!(&*first, r#""authorization.k8s.io/reason":"RBAC: allowed by ClusterRoleBinding \"b\"""#);
+        assert!(Arc::ptr_eq(&first, &shared_annotation_json(KEY, &reason)), "encoded once");
+        let copy: Arc<str> = Arc::from(&*reason);
+        assert!(!Arc::ptr_eq(&first, &shared_annotation_json(KEY, &copy)), "a copy is another value");
+        let other: Arc<str> = Arc::from("other");
+        assert_eq!(&*shared_annotation_json(KEY, &other), r#""authorization.k8s.io/reason":"other""#);
     }
 }

@@ -220,7 +220,7 @@ impl Event {
             self.request_object.as_ref(),
             self.response_object.as_ref(),
             (&self.request_received_timestamp, &self.stage_timestamp),
-            self.annotations.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            super::encode::AnnotationsRef::Map(&self.annotations),
         )
     }
 

@@ -257,6 +257,10 @@ impl Annotations {
         self.0.iter().map(|a| (&*a.key, &*a.value))
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Each annotation's `"key":"value"`, in order.
     pub fn members(&self) -> impl Iterator<Item = &str> {
         self.0.iter().map(|a| &*a.json)

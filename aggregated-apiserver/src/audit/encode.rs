@@ -230,12 +230,45 @@ pub(crate) fn write_sources(out: &mut Vec<u8>, r: &RequestParts) -> serde_json::
 /// Users whose JSON a thread keeps ([`shared_user_json`]).
 const CACHED_USERS: usize = 4;
 
+/// Shared annotations whose JSON a thread keeps ([`shared_annotation_json`]).
+const CACHED_ANNOTATIONS: usize = 8;
+
+/// A constant key and a shared value.
+type SharedAnnotation = (&'static str, Arc<str>);
+
+/// A thread's last few encodings of shared values, each beside what it was
+/// written from: held, so that its address is not reused while it stands
+/// here, and the value is the same exactly when the address is.
+type Recent<K> = RefCell<Vec<(K, Arc<str>)>>;
+
 thread_local! {
-    /// The JSON of the users this thread last wrote events of, each beside
-    /// the shared user it was written from: held, so its address is not
-    /// reused while it stands here, and the user is the same exactly when
-    /// the address is.
-    static USER_JSON: RefCell<Vec<(Arc<UserInfo>, Arc<str>)>> = const { RefCell::new(Vec::new()) };
+    static USER_JSON: Recent<Arc<UserInfo>> = const { RefCell::new(Vec::new()) };
+    static ANNOTATION_JSON: Recent<SharedAnnotation> = const { RefCell::new(Vec::new()) };
+}
+
+/// The JSON `recent` keeps for the value `same` finds, else `encode`d now
+/// and kept in place of the oldest of `capacity`; encoded anew on a thread
+/// being torn down.
+fn remembered<K: 'static>(
+    recent: &'static std::thread::LocalKey<Recent<K>>,
+    capacity: usize,
+    same: impl Fn(&K) -> bool,
+    key: impl FnOnce() -> K,
+    encode: impl Fn() -> Arc<str>,
+) -> Arc<str> {
+    let kept = recent.try_with(|recent| {
+        let mut recent = recent.borrow_mut();
+        if let Some((_, json)) = recent.iter().find(|(k, _)| same(k)) {
+            return json.clone();
+        }
+        let json = encode();
+        if recent.len() == capacity {
+            recent.remove(0);
+        }
+        recent.push((key(), json.clone()));
+        json
+    });
+    kept.unwrap_or_else(|_| encode())
 }
 
 /// `user` as an event writes it ([`write_user`]), shared by the requests
@@ -244,20 +277,7 @@ thread_local! {
 /// once a request. A service account's user is a dozen strings: writing it
 /// was 3,000 instructions of an audited GET (callgrind).
 pub(crate) fn shared_user_json(user: &Arc<UserInfo>) -> Arc<str> {
-    let cached = USER_JSON.try_with(|cache| {
-        let mut cache = cache.borrow_mut();
-        if let Some((_, json)) = cache.iter().find(|(known, _)| Arc::ptr_eq(known, user)) {
-            return json.clone();
-        }
-        let json = user_json(user);
-        if cache.len() == CACHED_USERS {
-            cache.remove(0);
-        }
-        cache.push((user.clone(), json.clone()));
-        json
-    });
-    // A thread being torn down encodes it anew.
-    cached.unwrap_or_else(|_| user_json(user))
+    remembered(&USER_JSON, CACHED_USERS, |known| Arc::ptr_eq(known, user), || user.clone(), || user_json(user))
 }
 
 /// `user` as an event writes it, encoded now.
@@ -268,19 +288,6 @@ pub(crate) fn user_json(user: &UserInfo) -> Arc<str> {
         return Arc::from("{}");
     }
     std::str::from_utf8(&out).map_or_else(|_| Arc::from("{}"), Arc::from)
-}
-
-/// Annotations whose JSON a thread keeps ([`shared_annotation_json`]).
-const CACHED_ANNOTATIONS: usize = 8;
-
-/// A constant key, a shared value, and their `"key":"value"`.
-type KeptAnnotation = (&'static str, Arc<str>, Arc<str>);
-
-thread_local! {
-    /// The `"key":"value"` of the shared annotations this thread last wrote,
-    /// beside their constant key and their value, held so that the same
-    /// address is the same value.
-    static ANNOTATION_JSON: RefCell<Vec<KeptAnnotation>> = const { RefCell::new(Vec::new()) };
 }
 
 /// `"key":"value"` as an event's annotations write it.
@@ -302,21 +309,13 @@ pub(crate) fn annotation_json(key: &str, value: &str) -> Arc<str> {
 /// thread's last few rather than once a request: RBAC's reason is a hundred
 /// bytes with quotes to escape.
 pub(crate) fn shared_annotation_json(key: &'static str, value: &Arc<str>) -> Arc<str> {
-    let cached = ANNOTATION_JSON.try_with(|cache| {
-        let mut cache = cache.borrow_mut();
-        let known = |(k, v, _): &&KeptAnnotation| std::ptr::eq(*k, key) && Arc::ptr_eq(v, value);
-        if let Some((_, _, json)) = cache.iter().find(known) {
-            return json.clone();
-        }
-        let json = annotation_json(key, value);
-        if cache.len() == CACHED_ANNOTATIONS {
-            cache.remove(0);
-        }
-        cache.push((key, value.clone(), json.clone()));
-        json
-    });
-    // A thread being torn down encodes it anew.
-    cached.unwrap_or_else(|_| annotation_json(key, value))
+    remembered(
+        &ANNOTATION_JSON,
+        CACHED_ANNOTATIONS,
+        |(k, v)| std::ptr::eq(*k, key) && Arc::ptr_eq(v, value),
+        || (key, value.clone()),
+        || annotation_json(key, value),
+    )
 }
 
 /// `user` as an event's `user` or `impersonatedUser`: the JSON serde writes
@@ -492,29 +491,21 @@ pub(crate) fn write_end(
     write_time(out, received)?;
     out.extend_from_slice(b",\"stageTimestamp\":");
     write_time(out, stage)?;
-    let mut any = false;
-    let mut member = |out: &mut Vec<u8>| {
-        out.extend_from_slice(if any { b"," } else { b",\"annotations\":{" });
-        any = true;
-    };
     match annotations {
-        AnnotationsRef::Map(map) => {
-            for (key, value) in map {
-                member(out);
-                json_str(out, key)?;
-                out.push(b':');
-                json_str(out, value)?;
-            }
+        AnnotationsRef::Map(map) if !map.is_empty() => {
+            out.extend_from_slice(b",\"annotations\":");
+            write_object(out, map, |out, value| json_str(out, value))?;
         }
+        AnnotationsRef::Map(_) => {}
         AnnotationsRef::Encoded(annotations) => {
-            for json in annotations.members() {
-                member(out);
+            for (i, json) in annotations.members().enumerate() {
+                out.extend_from_slice(if i == 0 { b",\"annotations\":{" } else { b"," });
                 out.extend_from_slice(json.as_bytes());
             }
+            if !annotations.is_empty() {
+                out.push(b'}');
+            }
         }
-    }
-    if any {
-        out.push(b'}');
     }
     out.push(b'}');
     Ok(())

@@ -33,8 +33,10 @@ use super::encode::{
     EventRef, Parts,
 };
 use super::event::{Event, Level, ObjectReference, Stage};
+use super::group::Ticket;
 use super::policy::{Attributes, RequestAuditConfig};
 use super::request::{body_json, source_ip_list, strip_managed_fields, user_agent_text};
+use super::sink::Handed;
 use super::Auditor;
 use crate::auth::authn::UserInfo;
 use crate::endpoints::request_info::{RequestInfo, RequestVerb};
@@ -308,11 +310,20 @@ pub struct Arrival<'a> {
 }
 
 /// An event that a backend has to keep or await ([`AuditContext::process_now`]).
-pub(crate) struct Pending(Arc<Auditor>, Box<Event>);
+pub(crate) enum Pending {
+    /// For a backend that waits: the event, owned.
+    Owned(Arc<Auditor>, Box<Event>),
+    /// Queued in a group written shortly ([`super::group`]).
+    Queued(Ticket),
+}
 
 impl Pending {
+    /// Whether the event is recorded: false when a strict backend failed.
     pub async fn process(self) -> bool {
-        self.0.process_owned(*self.1).await
+        match self {
+            Pending::Owned(auditor, event) => auditor.process_owned(*event).await,
+            Pending::Queued(ticket) => ticket.wait().await,
+        }
     }
 }
 
@@ -613,8 +624,9 @@ impl AuditContext {
         });
         let auditor = &self.0.auditor;
         match auditor.process_now(&event) {
-            Some(ok) => Ok(ok),
-            None => Err(Pending(auditor.clone(), Box::new(event.to_event()))),
+            Some(Handed::Done(ok)) => Ok(ok),
+            Some(Handed::Queued(ticket)) => Err(Pending::Queued(ticket)),
+            None => Err(Pending::Owned(auditor.clone(), Box::new(event.to_event()))),
         }
     }
 

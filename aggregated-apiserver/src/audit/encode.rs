@@ -568,13 +568,13 @@ mod tests {
             unreachable!("every event is written at once")
         }
 
-        fn process_now(&self, event: &EventRef<'_>) -> Option<bool> {
+        fn process_now(&self, event: &EventRef<'_>) -> Option<crate::audit::sink::Handed> {
             let (mut fast, mut owned) = (Vec::new(), Vec::new());
             event.write_json(&mut fast).unwrap();
             event.to_event().write_json(&mut owned).unwrap();
             let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
             self.0.lock().unwrap().push((text(fast), text(owned)));
-            Some(true)
+            Some(crate::audit::sink::Handed::Done(true))
         }
 
         fn at_once(&self) -> bool {

@@ -149,15 +149,6 @@ impl Backend for LogBackend {
         let events: Vec<EventRef<'_>> = events.iter().map(|e| EventRef::from(&**e)).collect();
         self.write_events(&events)
     }
-
-    /// A file write: never awaited.
-    fn process_now(&self, event: &EventRef<'_>) -> Option<bool> {
-        Some(self.write_events(std::iter::once(event)))
-    }
-
-    fn at_once(&self) -> bool {
-        true
-    }
 }
 
 #[async_trait::async_trait]
@@ -173,6 +164,19 @@ impl LineBackend for LogBackend {
 
     async fn process_lines(&self, lines: &[u8], count: usize) -> bool {
         self.write_lines(lines, count)
+    }
+
+    /// A file write: never awaited.
+    fn write_lines_now(&self, lines: &[u8], count: usize) -> Option<bool> {
+        Some(self.write_lines(lines, count))
+    }
+
+    fn writes_now(&self) -> bool {
+        true
+    }
+
+    fn plugin(&self) -> &'static str {
+        "log"
     }
 }
 

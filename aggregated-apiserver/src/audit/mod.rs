@@ -9,6 +9,7 @@
 //! - [`encode`]: an event written straight from that record ([`EventRef`]);
 //! - [`request`]: what an event takes from a request (source IPs, bodies);
 //! - [`sink`]: the backend contract and the blocking, strict and batch modes;
+//! - [`group`]: the blocking modes' writes of the events that come together;
 //! - [`truncate`], [`log`] with [`rotate`], [`webhook`]: the backends;
 //! - [`metrics`]: `apiserver_audit_*`; [`options`]: the `--audit-*` flags.
 //!
@@ -19,6 +20,7 @@
 pub mod context;
 pub mod encode;
 pub mod event;
+pub mod group;
 pub mod log;
 pub mod metrics;
 pub mod options;
@@ -39,7 +41,7 @@ use self::metrics::AuditMetrics;
 use self::options::AuditOptions;
 use self::policy::{PolicyEvaluator, RequestAuditConfig};
 use self::rotate::Rotation;
-use self::sink::{Backend, LineBackend};
+use self::sink::{Backend, Handed, LineBackend};
 use crate::endpoints::request_info::RequestInfo;
 
 /// The policy and the backends: one per server, when auditing is on.
@@ -121,11 +123,10 @@ impl Auditor {
 
     /// Hands one event to the backends here and now, from its request's
     /// record; None when one of them may wait (nothing was done then).
-    /// Some(false) when a strict one failed.
-    fn process_now(&self, event: &EventRef<'_>) -> Option<bool> {
-        let ok = self.sink.process_now(event)?;
+    fn process_now(&self, event: &EventRef<'_>) -> Option<Handed> {
+        let handed = self.sink.process_now(event)?;
         self.metrics.event();
-        Some(ok)
+        Some(handed)
     }
 
     /// Hands one event, owned, to backends that may wait.

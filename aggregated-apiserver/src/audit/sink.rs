@@ -4,6 +4,9 @@
 //!
 //! - `blocking-strict`: the backend itself; a failure is reported to the caller;
 //! - `blocking`: the backend, its failures counted and logged but reported as success;
+//!
+//!   in both, a backend that writes where it is called (the log) writes the
+//!   events that reach it at the same moment together ([`super::group`]);
 //! - `batch`: a bounded buffer the request only ever tries to put into; a
 //!   worker takes batches of up to `max_batch_size` events (or what came within
 //!   `max_batch_wait`), throttled, and hands them to the backend. A full buffer
@@ -26,6 +29,7 @@ use tokio::time::Instant;
 
 use super::encode::EventRef;
 use super::event::Event;
+use super::group::{Grouped, Ticket};
 use super::metrics::{AuditMetrics, Impacted};
 use super::options::{BatchConfig, Mode};
 
@@ -39,11 +43,12 @@ pub trait Backend: Send + Sync {
     /// and logged the failure itself).
     async fn process_events(&self, events: &[Arc<Event>]) -> bool;
 
-    /// Records `event` here and now, for a backend that never waits to (a
-    /// file, a buffer), written from the request's record without an owned
-    /// event; Some exactly when [`Self::at_once`]. None: nothing was done, and
-    /// `process_events` is to be awaited with the event owned.
-    fn process_now(&self, _event: &EventRef<'_>) -> Option<bool> {
+    /// Records `event` here and now, or queues it for a write its request
+    /// awaits, for a backend that never waits to (a file, a buffer), written
+    /// from the request's record without an owned event; Some exactly when
+    /// [`Self::at_once`]. None: nothing was done, and `process_events` is to
+    /// be awaited with the event owned.
+    fn process_now(&self, _event: &EventRef<'_>) -> Option<Handed> {
         None
     }
 
@@ -54,6 +59,32 @@ pub trait Backend: Send + Sync {
 
     /// Writes out what is buffered, for a graceful stop.
     async fn shutdown(&self) {}
+}
+
+/// What a backend did with an event handed to it at once.
+pub enum Handed {
+    /// Recorded, or (false) a strict backend failed to.
+    Done(bool),
+    /// Queued in a group written shortly: awaited before the request goes on.
+    Queued(Ticket),
+}
+
+impl Handed {
+    /// As `blocking` sees it: written or not, the request goes on.
+    fn ignoring_errors(self) -> Self {
+        match self {
+            Handed::Done(_) => Handed::Done(true),
+            Handed::Queued(ticket) => Handed::Queued(ticket.ignoring_errors()),
+        }
+    }
+
+    /// Whether the event is recorded: false when a strict backend failed.
+    pub async fn wait(self) -> bool {
+        match self {
+            Handed::Done(ok) => ok,
+            Handed::Queued(ticket) => ticket.wait().await,
+        }
+    }
 }
 
 /// A backend whose events are lines (the log's JSON or legacy lines, the
@@ -69,6 +100,36 @@ pub trait LineBackend: Backend {
 
     /// Writes `count` lines made by [`Self::encode_line`], as one batch.
     async fn process_lines(&self, lines: &[u8], count: usize) -> bool;
+
+    /// [`Self::process_lines`] where it is called, for a backend that never
+    /// waits to (a file); None for one that does.
+    fn write_lines_now(&self, _lines: &[u8], _count: usize) -> Option<bool> {
+        None
+    }
+
+    /// Whether [`Self::write_lines_now`] writes.
+    fn writes_now(&self) -> bool {
+        false
+    }
+
+    /// The plugin its failures are counted under (`apiserver_audit_error_total{plugin}`).
+    fn plugin(&self) -> &'static str;
+}
+
+/// Calls `f` with `event`'s line, encoded into the thread's buffer.
+pub(super) fn with_encoded_line<R>(
+    backend: &dyn LineBackend,
+    event: &EventRef<'_>,
+    f: impl FnOnce(&[u8]) -> R,
+) -> serde_json::Result<R> {
+    LINE.with_borrow_mut(|line| {
+        line.clear();
+        let encoded = backend.encode_line(event, line).map(|()| f(line));
+        if line.capacity() > MAX_KEPT_LINE_BYTES {
+            *line = Vec::new();
+        }
+        encoded
+    })
 }
 
 /// The events of a backend in `mode`.
@@ -79,15 +140,22 @@ pub fn with_mode(
     asynchronous: bool,
     metrics: AuditMetrics,
 ) -> Arc<dyn Backend> {
+    let blocking = |backend: Arc<dyn LineBackend>| -> Arc<dyn Backend> {
+        if backend.writes_now() {
+            Arc::new(Grouped::new(backend, metrics.clone()))
+        } else {
+            backend
+        }
+    };
     match mode {
-        Mode::BlockingStrict => backend,
-        Mode::Blocking => Arc::new(IgnoreErrors(backend)),
+        Mode::BlockingStrict => blocking(backend),
+        Mode::Blocking => Arc::new(IgnoreErrors(blocking(backend))),
         Mode::Batch => Arc::new(Buffered::start(backend, batch, asynchronous, metrics)),
     }
 }
 
 /// `blocking`: failures are the backend's to count and log; the request carries on.
-struct IgnoreErrors(Arc<dyn LineBackend>);
+struct IgnoreErrors(Arc<dyn Backend>);
 
 #[async_trait::async_trait]
 impl Backend for IgnoreErrors {
@@ -96,8 +164,8 @@ impl Backend for IgnoreErrors {
         true
     }
 
-    fn process_now(&self, event: &EventRef<'_>) -> Option<bool> {
-        self.0.process_now(event).map(|_| true)
+    fn process_now(&self, event: &EventRef<'_>) -> Option<Handed> {
+        self.0.process_now(event).map(Handed::ignoring_errors)
     }
 
     fn at_once(&self) -> bool {
@@ -134,15 +202,28 @@ impl Backend for Union {
 
     /// Only when every backend records at once: one that waits gets the
     /// event owned, and so do the others then.
-    fn process_now(&self, event: &EventRef<'_>) -> Option<bool> {
+    fn process_now(&self, event: &EventRef<'_>) -> Option<Handed> {
         if !self.at_once {
             return None;
         }
         let mut ok = true;
+        let mut queued: Option<Ticket> = None;
         for backend in &self.backends {
-            ok &= backend.process_now(event).unwrap_or(true);
+            match backend.process_now(event) {
+                Some(Handed::Done(done)) => ok &= done,
+                Some(Handed::Queued(ticket)) => {
+                    queued = Some(match queued {
+                        Some(first) => first.then(ticket),
+                        None => ticket,
+                    })
+                }
+                None => {}
+            }
         }
-        Some(ok)
+        Some(match queued {
+            Some(ticket) => Handed::Queued(ticket.and(ok)),
+            None => Handed::Done(ok),
+        })
     }
 
     fn at_once(&self) -> bool {
@@ -222,8 +303,8 @@ impl Backend for Buffered {
         true
     }
 
-    fn process_now(&self, event: &EventRef<'_>) -> Option<bool> {
-        Some(self.put(event))
+    fn process_now(&self, event: &EventRef<'_>) -> Option<Handed> {
+        Some(Handed::Done(self.put(event)))
     }
 
     fn at_once(&self) -> bool {
@@ -244,37 +325,33 @@ impl Backend for Buffered {
 impl Buffered {
     /// Puts `event`'s line into the buffer, never waiting: what does not fit is dropped.
     fn put(&self, event: &EventRef<'_>) -> bool {
-        LINE.with_borrow_mut(|line| {
-            line.clear();
-            if let Err(e) = self.delegate.encode_line(event, line) {
-                self.metrics.plugin_error("buffered", &format!("encoding the event: {e}"), Impacted::Event(event));
-                return;
+        let put = with_encoded_line(&*self.delegate, event, |line| {
+            let mut pending = self.queue.lock();
+            if pending.closed {
+                return (false, Some("audit backend shut down"));
             }
-            let (wake, refused) = {
-                let mut pending = self.queue.lock();
-                if pending.closed {
-                    (false, Some("audit backend shut down"))
-                } else if pending.count >= self.buffer_size {
-                    (false, Some("audit buffer queue blocked"))
-                } else {
-                    pending.bytes.extend_from_slice(line);
-                    pending.count += 1;
-                    // The worker waits for a first event, then (with a
-                    // max_batch_wait) for a full batch; the events between
-                    // wake nobody.
-                    (pending.count == 1 || pending.count == self.max_batch_size, None)
-                }
-            };
-            if let Some(refused) = refused {
-                self.metrics.plugin_error("buffered", &refused, Impacted::Event(event));
+            if pending.count >= self.buffer_size {
+                return (false, Some("audit buffer queue blocked"));
             }
-            if wake {
-                self.queue.ready.notify_one();
-            }
-            if line.capacity() > MAX_KEPT_LINE_BYTES {
-                *line = Vec::new();
-            }
+            pending.bytes.extend_from_slice(line);
+            pending.count += 1;
+            // The worker waits for a first event, then (with a
+            // max_batch_wait) for a full batch; the events between wake nobody.
+            (pending.count == 1 || pending.count == self.max_batch_size, None)
         });
+        match put {
+            Ok((wake, refused)) => {
+                if let Some(refused) = refused {
+                    self.metrics.plugin_error("buffered", &refused, Impacted::Event(event));
+                }
+                if wake {
+                    self.queue.ready.notify_one();
+                }
+            }
+            Err(e) => {
+                self.metrics.plugin_error("buffered", &format!("encoding the event: {e}"), Impacted::Event(event));
+            }
+        }
         // As kube's: a batch backend never fails the request.
         true
     }
@@ -426,6 +503,10 @@ mod tests {
             event.write_json(out)?;
             out.push(b'\n');
             Ok(())
+        }
+
+        fn plugin(&self) -> &'static str {
+            "counting"
         }
 
         async fn process_lines(&self, _lines: &[u8], count: usize) -> bool {

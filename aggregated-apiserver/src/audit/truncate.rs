@@ -10,7 +10,7 @@ use super::encode::EventRef;
 use super::event::{Event, Level};
 use super::metrics::{AuditMetrics, Impacted};
 use super::options::TruncateConfig;
-use super::sink::Backend;
+use super::sink::{Backend, Handed};
 
 const ANNOTATION_KEY: &str = "audit.k8s.io/truncated";
 
@@ -101,7 +101,7 @@ impl Backend for Truncate {
     }
 
     /// One event: the batch limit does not split it.
-    fn process_now(&self, event: &EventRef<'_>) -> Option<bool> {
+    fn process_now(&self, event: &EventRef<'_>) -> Option<Handed> {
         if !self.delegate.at_once() {
             return None;
         }
@@ -111,7 +111,7 @@ impl Backend for Truncate {
             None => {
                 let error = "event is too large even after truncating";
                 self.metrics.plugin_error("truncate", &error, Impacted::Event(event));
-                Some(true)
+                Some(Handed::Done(true))
             }
         }
     }

@@ -93,6 +93,10 @@ impl LineBackend for WebhookBackend {
     }
 
     /// POSTs the lines as one EventList.
+    fn plugin(&self) -> &'static str {
+        "webhook"
+    }
+
     async fn process_lines(&self, lines: &[u8], count: usize) -> bool {
         let body = event_list(lines);
         let mut delay = self.initial_backoff;

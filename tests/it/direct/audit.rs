@@ -188,6 +188,36 @@ async fn each_request_is_audited_at_the_level_its_rule_says() {
     assert!(none >= 2.0, "the probe and /metrics: {metrics}");
 }
 
+/// Blocking modes write the events of requests that come together with one
+/// `write` (`audit/group.rs`); each request must still find its events in
+/// the log by the time its answer arrives, and every line whole.
+#[tokio::test]
+async fn in_blocking_modes_a_request_is_answered_once_its_events_are_written() {
+    for mode in ["blocking", "blocking-strict"] {
+        let (s, log, _dir) = audited(&["--audit-log-mode", mode]).await;
+        let ns = "together";
+        let created = s.client.post(s.llamas(ns, "")).json(&llama("dolly", 1.0, 2.0)).send().await.unwrap();
+        assert_eq!(created.status(), 201);
+        let requests = (0..64).map(|i| {
+            let (s, log) = (&s, &log);
+            async move {
+                let id = format!("{mode}-get-{i}");
+                let resp = s.client.get(s.llamas(ns, "dolly")).header("Audit-ID", &id).send().await.unwrap();
+                assert_eq!(resp.status(), 200);
+                // Read as the answer arrives, without waiting for the log.
+                let written = audit::stages(&audit::of(&audit::events(log), &id));
+                assert_eq!(
+                    written,
+                    ["RequestReceived", "ResponseComplete"],
+                    "{mode}: {id} answered before its events were written"
+                );
+            }
+        });
+        futures::future::join_all(requests).await;
+        assert_eq!(audit::events(&log).len(), 2 + 64 * 2, "{mode}: the create's events and the GETs', each line whole");
+    }
+}
+
 #[tokio::test]
 async fn without_a_policy_the_audit_id_is_echoed_and_nothing_else_happens() {
     let s = Server::start(&[]).await;

@@ -77,14 +77,6 @@ impl Handed {
             Handed::Queued(ticket) => Handed::Queued(ticket.ignoring_errors()),
         }
     }
-
-    /// Whether the event is recorded: false when a strict backend failed.
-    pub async fn wait(self) -> bool {
-        match self {
-            Handed::Done(ok) => ok,
-            Handed::Queued(ticket) => ticket.wait().await,
-        }
-    }
 }
 
 /// A backend whose events are lines (the log's JSON or legacy lines, the

@@ -110,7 +110,7 @@ impl LogBackend {
         match self.out.write(lines) {
             Ok(()) => true,
             Err(error) => {
-                self.metrics.plugin_error("log", &error, Impacted::Lines { lines, count });
+                self.metrics.plugin_error(self.plugin(), &error, Impacted::Lines { lines, count });
                 false
             }
         }
@@ -126,7 +126,11 @@ impl LogBackend {
                 let start = lines.len();
                 if let Err(e) = self.encode_line(event, lines) {
                     lines.truncate(start);
-                    self.metrics.plugin_error("log", &format!("encoding the event: {e}"), Impacted::Event(event));
+                    self.metrics.plugin_error(
+                        self.plugin(),
+                        &format!("encoding the event: {e}"),
+                        Impacted::Event(event),
+                    );
                     ok = false;
                     continue;
                 }

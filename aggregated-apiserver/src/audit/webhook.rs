@@ -75,7 +75,7 @@ impl Backend for WebhookBackend {
         let mut lines = Vec::new();
         for event in events {
             if let Err(e) = self.encode_line(&EventRef::from(&**event), &mut lines) {
-                self.metrics.plugin_error("webhook", &format!("encoding the event: {e}"), Impacted::Events(events));
+                self.metrics.plugin_error(self.plugin(), &format!("encoding the event: {e}"), Impacted::Events(events));
                 return false;
             }
         }
@@ -92,11 +92,11 @@ impl LineBackend for WebhookBackend {
         Ok(())
     }
 
-    /// POSTs the lines as one EventList.
     fn plugin(&self) -> &'static str {
         "webhook"
     }
 
+    /// POSTs the lines as one EventList.
     async fn process_lines(&self, lines: &[u8], count: usize) -> bool {
         let body = event_list(lines);
         let mut delay = self.initial_backoff;
@@ -113,7 +113,7 @@ impl LineBackend for WebhookBackend {
             }
         }
         let error = last_error.map_or_else(String::new, |e| format!("{e:#}"));
-        self.metrics.plugin_error("webhook", &error, Impacted::Lines { lines, count });
+        self.metrics.plugin_error(self.plugin(), &error, Impacted::Lines { lines, count });
         false
     }
 }

@@ -1,7 +1,7 @@
 //! Auditing on the request path, split where k8s.io/apiserver splits it
 //! (`DefaultBuildHandlerChain`):
 //!
-//! - [`AuditLayer`], early in the chain (kube's `WithAuditInit` with the response
+//! - [`audit`], early in the chain (kube's `WithAuditInit` with the response
 //!   half of `WithAudit`): takes the request's audit ID from the aggregator's
 //!   `Audit-ID` header (or makes one), echoes it on the response, starts the
 //!   request's [`AuditContext`], and records how the request ended: the code,
@@ -11,18 +11,19 @@
 //!   before the policy was evaluated (failed authentication, a bad
 //!   `?timeout=`) is recorded as kube's `withFailedRequestAudit` records it:
 //!   the policy evaluated without a user, one ResponseStarted event.
-//! - [`EvaluatePolicyLayer`], right after authentication, where kube's `WithAudit`
+//! - [`evaluate_policy`], right after authentication, where kube's `WithAudit`
 //!   sits: the policy is evaluated for the authenticated user (before
 //!   impersonation), RequestReceived is written, and the request body is
 //!   kept as the handler reads it when the event records it.
 //!
-//! Deadlines (504) and the filters' refusals are inside [`AuditLayer`], so their
+//! Deadlines (504) and the filters' refusals are inside [`audit`], so their
 //! answers are recorded like any other. Without an auditor neither is in the
 //! chain: the request-info filter echoes an `Audit-ID` the request carried
 //! ([`echo`]) and that is all, no ID is made, nothing allocated or locked.
 //! kube makes an ID for every request even with auditing off; nobody can
 //! join logs that are not written.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -41,12 +42,12 @@ use http_body::{Body as _, Frame, SizeHint};
 
 use crate::apimachinery::errors::ApiError;
 use crate::apimachinery::uid::new_uid;
-use crate::audit::context::{Arrival, Captured};
+use crate::audit::context::{Arrival, Captured, Pending};
 use crate::audit::{AuditContext, Auditor, Level, Stage, HEADER_AUDIT_ID};
 use crate::auth::authn::shared_request_user;
 use crate::endpoints::request_info::RequestInfo;
 
-use super::{Next, Request};
+use super::{answered, passed, waiting, Next, Request};
 
 /// Largest answer read whole to record a refusal made before the policy was evaluated.
 const MAX_REFUSAL_BYTES: usize = 1 << 20;
@@ -69,7 +70,12 @@ pub async fn audit(auditor: &Arc<Auditor>, mut req: Request, next: impl Next) ->
     // Dropped before the answer (the client went away), the request is
     // recorded as closed early.
     let unanswered = Unanswered(record.as_ref().map(|(ctx, _)| ctx.clone()));
-    let answer = AssertUnwindSafe(next.run(req)).catch_unwind().await;
+    // The filters inside run their first steps as the chain is built: a
+    // panic there is the request's too.
+    let answer = match std::panic::catch_unwind(AssertUnwindSafe(move || next.run(req))) {
+        Ok(handling) => AssertUnwindSafe(handling).catch_unwind().await,
+        Err(panic) => Err(panic),
+    };
     unanswered.answered();
     let mut resp = match (answer, record) {
         (Ok(resp), None) => resp,
@@ -211,32 +217,41 @@ fn responded(ctx: &AuditContext, resp: &Response, keep: bool) {
 }
 
 /// Policy evaluation and RequestReceived, right after authentication.
-pub async fn evaluate_policy(req: Request, next: impl Next) -> Response {
-    match received(req).await {
-        Ok(req) => next.run(req).await,
-        Err(refused) => refused,
+pub fn evaluate_policy<'a, N: Next + 'a>(req: Request, next: N) -> impl Future<Output = Response> + Send + 'a {
+    match received(req) {
+        Received::Now(Ok(req)) => passed(next.run(req)),
+        Received::Now(Err(refused)) => answered(refused),
+        Received::Writing { pending, ctx, req } => waiting(async move {
+            match pending.process().await {
+                true => next.run(with_body_kept(&ctx, req)).await,
+                false => unstored(&ctx),
+            }
+        }),
     }
 }
 
-/// The request once its RequestReceived event is written (its body kept
-/// when the event records it); or the refusal of a backend that failed.
-async fn received(req: Request) -> Result<Request, Response> {
+/// A request after its policy step: the request, once its RequestReceived
+/// event is written (its body kept when the event records it), or the refusal
+/// of a backend that failed; or the event still being written.
+enum Received {
+    Now(Result<Request, Response>),
+    Writing { pending: Pending, ctx: AuditContext, req: Request },
+}
+
+fn received(req: Request) -> Received {
     let Some(ctx) = req.extensions().get::<AuditContext>().cloned() else {
-        return Ok(req);
+        return Received::Now(Ok(req));
     };
     let unknown = RequestInfo::default();
     let info = req.extensions().get::<RequestInfo>().unwrap_or(&unknown);
     let config = ctx.evaluate(shared_request_user(req.extensions()), info);
     if config.level == Level::None {
-        return Ok(req);
+        return Received::Now(Ok(req));
     }
-    let stored = match ctx.process_now(Stage::RequestReceived) {
-        Ok(stored) => stored,
-        Err(pending) => pending.process().await,
-    };
-    match stored {
-        true => Ok(with_body_kept(&ctx, req)),
-        false => Err(unstored(&ctx)),
+    match ctx.process_now(Stage::RequestReceived) {
+        Ok(true) => Received::Now(Ok(with_body_kept(&ctx, req))),
+        Ok(false) => Received::Now(Err(unstored(&ctx))),
+        Err(pending) => Received::Writing { pending, ctx, req },
     }
 }
 

@@ -5,9 +5,10 @@
 //! refused are a 401, anonymous or not. Once a request is authenticated its
 //! `Authorization` and front-proxy (`X-Remote-*`) headers are removed.
 
+use std::future::Future;
 use std::sync::{Arc, LazyLock};
 
-use super::{Next, Request};
+use super::{answered, passed, waiting, Filtered, Next, Request};
 use axum::response::{IntoResponse, Response};
 use http::header::AUTHORIZATION;
 
@@ -43,16 +44,41 @@ fn anonymous_user() -> Arc<UserInfo> {
     ANONYMOUS.clone()
 }
 
-pub async fn authenticate(authn: &Authentication, mut req: Request, next: impl Next) -> Response {
-    let unknown;
-    let peer = match req.extensions().get::<Peer>() {
-        Some(peer) => peer,
-        None => {
-            unknown = Peer::default();
-            &unknown
-        }
-    };
-    let user = match authn.authenticator.authenticate(req.headers(), peer).await {
+pub fn authenticate<'a, N: Next + 'a>(
+    authn: &'a Authentication,
+    req: Request,
+    next: N,
+) -> impl Future<Output = Response> + Send + 'a {
+    let known = on_peer(&req, |peer| authn.authenticator.authenticate_at_once(req.headers(), peer));
+    match known {
+        Ok(outcome) => as_authenticated(authn, req, outcome, next),
+        Err(review) => waiting(async move {
+            let outcome = match req.extensions().get::<Peer>() {
+                Some(peer) => authn.authenticator.reviewed(req.headers(), peer, review).await,
+                None => authn.authenticator.reviewed(req.headers(), &Peer::default(), review).await,
+            };
+            as_authenticated(authn, req, outcome, next).await
+        }),
+    }
+}
+
+/// `f` of the connection the request came on (a request built without one,
+/// in tests, has no certificates and remembers no token).
+fn on_peer<R>(req: &Request, f: impl FnOnce(&Peer) -> R) -> R {
+    match req.extensions().get::<Peer>() {
+        Some(peer) => f(peer),
+        None => f(&Peer::default()),
+    }
+}
+
+/// The rest of the chain as the user `outcome` names, or the refusal.
+fn as_authenticated<'a, N: Next + 'a>(
+    authn: &Authentication,
+    mut req: Request,
+    outcome: AuthnOutcome,
+    next: N,
+) -> Filtered<'a, N::Future> {
+    let user = match outcome {
         AuthnOutcome::Authenticated(user) => {
             req.headers_mut().remove(AUTHORIZATION);
             user
@@ -62,14 +88,14 @@ pub async fn authenticate(authn: &Authentication, mut req: Request, next: impl N
         }
         AuthnOutcome::NoCredentials => {
             tracing::debug!(path = %req.uri().path(), "anonymous request refused (--anonymous-auth=false)");
-            return ApiError::unauthorized("Unauthorized").into_response();
+            return answered(ApiError::unauthorized("Unauthorized").into_response());
         }
         AuthnOutcome::Unauthenticated { reason } => {
             tracing::debug!(path = %req.uri().path(), %reason, "unauthenticated request");
-            return ApiError::unauthorized("Unauthorized").into_response();
+            return answered(ApiError::unauthorized("Unauthorized").into_response());
         }
     };
     authn.authenticator.clear_request_headers(req.headers_mut());
     set_request_user(req.extensions_mut(), user);
-    next.run(req).await
+    passed(next.run(req))
 }

@@ -3,9 +3,10 @@
 //! filters before established. A denial is kube's 403; a review that could not
 //! be made is kube's 500, never a 403 that hides the failure.
 
+use std::future::Future;
 use std::sync::{Arc, LazyLock};
 
-use super::{Next, Request};
+use super::{passed, waiting, Next, Request};
 use axum::response::{IntoResponse, Response};
 
 use crate::apimachinery::errors::ApiError;
@@ -73,11 +74,63 @@ pub struct Authorization {
     pub resources: Arc<ServedKinds>,
 }
 
-pub async fn authorize(authz: &Authorization, req: Request, next: impl Next) -> Response {
-    match authorized(authz, req).await {
-        Ok(req) => next.run(req).await,
-        Err(refused) => refused,
+pub fn authorize<'a, N: Next + 'a>(
+    authz: &'a Authorization,
+    mut req: Request,
+    next: N,
+) -> impl Future<Output = Response> + Send + 'a {
+    if allowed_at_once(authz, &mut req) {
+        return passed(next.run(req));
     }
+    waiting(async move {
+        match authorized(authz, req).await {
+            Ok(req) => next.run(req).await,
+            Err(refused) => refused,
+        }
+    })
+}
+
+/// What a resource request must be allowed: its own attributes (borrowed
+/// from its description, so that a cache hit copies nothing), and those of
+/// what its kind also requires (a FarmPod read is also a Pod read).
+fn wanted<'r>(authz: &Authorization, info: &'r RequestInfo) -> (AttributesRef<'r>, Vec<Attributes>) {
+    let attrs = AttributesRef::from_request(info);
+    let also_requires = authz
+        .resources
+        .find(info.api_group(), info.api_version(), info.resource())
+        .filter(|_| info.is_resource_request)
+        .map(|r| r.kind.also_requires())
+        .unwrap_or(&[]);
+    let also = also_requires.iter().map(|(group, resource)| attrs.for_resource(group, resource)).collect();
+    (attrs, also)
+}
+
+/// Whether the request is allowed without waiting: an always-allowed path,
+/// or every decision it needs allowed by the cache (or the user a
+/// `system:masters` member); then it is marked and annotated as
+/// [`authorized`] would. False sends it to [`authorized`]: a decision to
+/// review, a denial, anything to refuse.
+fn allowed_at_once(authz: &Authorization, req: &mut Request) -> bool {
+    let Some(info) = req.extensions().get::<RequestInfo>() else { return false };
+    if !info.is_resource_request && authz.always_allow.allows(info.path()) {
+        // kube's path authorizer allows these with no reason.
+        annotate(req, &ALLOWED, &NO_REASON);
+        return true;
+    }
+    let Some(user) = request_user(req.extensions()) else { return false };
+    let (attrs, also) = wanted(authz, info);
+    let mut allowed_because = None;
+    for attrs in std::iter::once(attrs).chain(also.iter().map(Attributes::view)) {
+        match authz.authorizer.decided(user, attrs) {
+            Some(Decision::Allow { reason }) => {
+                allowed_because.get_or_insert(reason);
+            }
+            _ => return false,
+        }
+    }
+    annotate(req, &ALLOWED, allowed_because.as_ref().unwrap_or(&NO_REASON));
+    req.extensions_mut().insert(Authorized);
+    true
 }
 
 /// The request, once authorized; or the refusal.
@@ -86,23 +139,13 @@ async fn authorized(authz: &Authorization, mut req: Request) -> Result<Request, 
         return Err(ApiError::internal_error("no request info found: the filter chain is wrong").into_response());
     };
     if !info.is_resource_request && authz.always_allow.allows(info.path()) {
-        // kube's path authorizer allows these with no reason.
         annotate(&req, &ALLOWED, &NO_REASON);
         return Ok(req);
     }
     let Some(user) = request_user(req.extensions()) else {
         return Err(ApiError::internal_error("no user found for request").into_response());
     };
-    // Borrowed from the request's description: a cache hit copies nothing.
-    let attrs = AttributesRef::from_request(info);
-    let also_requires = authz
-        .resources
-        .find(info.api_group(), info.api_version(), info.resource())
-        .filter(|_| info.is_resource_request)
-        .map(|r| r.kind.also_requires())
-        .unwrap_or(&[]);
-    let also: Vec<Attributes> =
-        also_requires.iter().map(|(group, resource)| attrs.for_resource(group, resource)).collect();
+    let (attrs, also) = wanted(authz, info);
     let wanted = std::iter::once(attrs).chain(also.iter().map(Attributes::view));
     let uri = req.uri().path_and_query().map_or_else(|| req.uri().path(), |pq| pq.as_str());
     // The reason of the request's own decision (not of what it also requires).

@@ -8,8 +8,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::{Next, Request};
+use super::{answered, passed, Next, Request};
 use axum::response::{IntoResponse, Response};
+use futures::FutureExt;
 
 use crate::apimachinery::errors::ApiError;
 use crate::apimachinery::gofmt::go_parse_duration;
@@ -23,7 +24,11 @@ pub struct Deadline {
     pub maximum: Duration,
 }
 
-pub async fn enforce(deadline: &Deadline, req: Request, next: impl Next) -> Response {
+pub fn enforce<'a, N: Next + 'a>(
+    deadline: &Deadline,
+    req: Request,
+    next: N,
+) -> impl Future<Output = Response> + Send + 'a {
     let long_running = req.extensions().get::<RequestInfo>().is_none_or(super::is_long_running);
     let limit = match long_running || deadline.maximum.is_zero() {
         true => None,
@@ -32,16 +37,18 @@ pub async fn enforce(deadline: &Deadline, req: Request, next: impl Next) -> Resp
                 let timeout = asked.filter(|t| !t.is_zero() && *t < deadline.maximum).unwrap_or(deadline.maximum);
                 Some(Instant::now() + timeout)
             }
-            Err(message) => return ApiError::bad_request(message).into_response(),
+            Err(message) => return answered(ApiError::bad_request(message).into_response()),
         },
     };
     // The rest of the chain under the deadline, if the request has one.
     let handling = crate::heavy::with_deadline(limit, next.run(req));
-    match (Within { handling, timer: limit.map(|at| tokio::time::sleep_until(at.into())) }).await {
-        Some(_) if limit.is_some_and(|at| Instant::now() > at) => ApiError::deadline_exceeded().into_response(),
-        Some(response) => response,
-        None => ApiError::deadline_exceeded().into_response(),
-    }
+    passed(Within { handling, timer: limit.map(|at| tokio::time::sleep_until(at.into())) }.map(move |answer| {
+        match answer {
+            Some(_) if limit.is_some_and(|at| Instant::now() > at) => ApiError::deadline_exceeded().into_response(),
+            Some(response) => response,
+            None => ApiError::deadline_exceeded().into_response(),
+        }
+    }))
 }
 
 pin_project_lite::pin_project! {

@@ -7,8 +7,9 @@
 //! kube-apiserver resolves impersonation itself and forwards the result.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 
-use super::{Next, Request};
+use super::{answered, passed, waiting, Next, Request};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderName};
 
@@ -183,20 +184,25 @@ fn remove_impersonation_headers(headers: &mut HeaderMap) {
     }
 }
 
-pub async fn impersonate(authorizer: &Authorizer, req: Request, next: impl Next) -> Response {
-    match impersonated(authorizer, req).await {
-        Ok(req) => next.run(req).await,
-        Err(refused) => refused,
+pub fn impersonate<'a, N: Next + 'a>(
+    authorizer: &'a Authorizer,
+    req: Request,
+    next: N,
+) -> impl Future<Output = Response> + Send + 'a {
+    match wanted(req.headers()) {
+        Ok(wanted) if wanted.is_empty() => passed(next.run(req)),
+        Ok(wanted) => waiting(async move {
+            match impersonated(authorizer, req, wanted).await {
+                Ok(req) => next.run(req).await,
+                Err(refused) => refused,
+            }
+        }),
+        Err(refused) => answered(refused.into_response()),
     }
 }
 
-/// The request as the user it impersonates, or the refusal.
-async fn impersonated(authorizer: &Authorizer, mut req: Request) -> Result<Request, Response> {
-    let wanted = match wanted(req.headers()) {
-        Ok(wanted) if wanted.is_empty() => return Ok(req),
-        Ok(wanted) => wanted,
-        Err(refused) => return Err(refused.into_response()),
-    };
+/// The request as the user it impersonates (`wanted`, from its headers), or the refusal.
+async fn impersonated(authorizer: &Authorizer, mut req: Request, wanted: Vec<Wanted>) -> Result<Request, Response> {
     let Some(requestor) = request_user(req.extensions()).cloned() else {
         return Err(ApiError::internal_error("no user found for request").into_response());
     };

@@ -15,11 +15,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{Next, Request};
+use super::{answered, passed, Next, Request};
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use futures::ready;
+use futures::{ready, FutureExt};
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -223,15 +224,18 @@ fn is_mutating(verb: &str) -> bool {
     !matches!(verb, "get" | "list" | "watch" | "head")
 }
 
-pub async fn limit(inflight: &InFlight, req: Request, next: impl Next) -> Response {
-    let Some(Admitted { held, flow }) = admit(inflight, &req) else { return too_many() };
-    let response = crate::heavy::with_flow(flow, next.run(req)).await;
-    match held {
+pub fn limit<'a, N: Next + 'a>(
+    inflight: &InFlight,
+    req: Request,
+    next: N,
+) -> impl Future<Output = Response> + Send + 'a {
+    let Some(Admitted { held, flow }) = admit(inflight, &req) else { return answered(too_many()) };
+    passed(crate::heavy::with_flow(flow, next.run(req)).map(move |response| match held {
         Held::Nothing => response,
         Held::Request(slot) => held_until_sent(response, slot),
         // The slot lives as long as the watch stream.
         Held::Watch(slot) => held_until_sent(response, slot),
-    }
+    }))
 }
 
 /// What an admitted request holds until its answer is sent, and the name

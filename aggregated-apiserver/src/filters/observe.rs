@@ -2,10 +2,12 @@
 //! here, the other filters' refusals (401, 403, 429, 504) included, with
 //! label values of bounded cardinality.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::response::Response;
+use futures::FutureExt;
 
 use super::{Next, Request};
 
@@ -20,7 +22,11 @@ pub struct Observe {
 }
 
 /// Counts and logs every answer, the filters' refusals included.
-pub async fn observe(observed: &Observe, req: Request, next: impl Next) -> Response {
+pub fn observe<'a, N: Next + 'a>(
+    observed: &'a Observe,
+    req: Request,
+    next: N,
+) -> impl Future<Output = Response> + Send + 'a {
     let started = Instant::now();
     // Kept for the log line: a method and a URI parsed by hyper clone without
     // copying (the URI shares the request's bytes), where `path().to_string()`
@@ -31,17 +37,18 @@ pub async fn observe(observed: &Observe, req: Request, next: impl Next) -> Respo
         .extensions()
         .get::<RequestInfo>()
         .map_or(("other", "other"), |info| metric_labels(&observed.resources, info));
-    let resp = next.run(req).await;
-    let code = resp.status().as_u16();
-    let elapsed = started.elapsed();
-    observed.metrics.observe(verb, resource, code, elapsed);
-    let path = uri.path();
-    if code >= 500 {
-        tracing::warn!(%method, %path, code, ?elapsed, "request failed");
-    } else {
-        tracing::debug!(%method, %path, code, ?elapsed, "request");
-    }
-    resp
+    next.run(req).map(move |resp| {
+        let code = resp.status().as_u16();
+        let elapsed = started.elapsed();
+        observed.metrics.observe(verb, resource, code, elapsed);
+        let path = uri.path();
+        if code >= 500 {
+            tracing::warn!(%method, %path, code, ?elapsed, "request failed");
+        } else {
+            tracing::debug!(%method, %path, code, ?elapsed, "request");
+        }
+        resp
+    })
 }
 
 /// Label values with bounded cardinality: only served resources and known

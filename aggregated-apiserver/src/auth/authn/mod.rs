@@ -292,6 +292,17 @@ impl Authenticator {
 
     /// Authenticates a request from its headers and the connection's client certificates.
     pub async fn authenticate(&self, headers: &HeaderMap, peer: &Peer) -> AuthnOutcome {
+        match self.authenticate_at_once(headers, peer) {
+            Ok(outcome) => outcome,
+            Err(review) => self.reviewed(headers, peer, review).await,
+        }
+    }
+
+    /// [`Self::authenticate`], when nothing has to be waited for: the
+    /// front proxy's identity, a client certificate, a token the connection
+    /// remembers, or no token at all. Err: the request's bearer token has
+    /// to be reviewed (or found in the token cache) by [`Self::reviewed`].
+    pub fn authenticate_at_once(&self, headers: &HeaderMap, peer: &Peer) -> Result<AuthnOutcome, TokenToReview> {
         let compiled = self.compiled();
         let mut reasons = Vec::new();
         let mut decide = |step: Step| match step {
@@ -309,39 +320,60 @@ impl Authenticator {
         }
         drop(compiled);
         if let Some(user) = user {
-            return AuthnOutcome::Authenticated(Arc::new(with_authenticated_group(user)));
+            return Ok(AuthnOutcome::Authenticated(Arc::new(with_authenticated_group(user))));
         }
 
         let header = headers.get(AUTHORIZATION).map(|header| header.as_bytes());
         if let (Some(header), Some(_)) = (header, &self.tokens) {
             if let Some(user) = peer.remembered_token().user(header, Instant::now()) {
-                return AuthnOutcome::Authenticated(user);
+                return Ok(AuthnOutcome::Authenticated(user));
             }
         }
-        if let Some(token) = bearer_token(headers) {
+        if bearer_token(headers).is_some() {
             match &self.tokens {
                 None => reasons.push("bearer tokens are not accepted".to_string()),
-                Some(tokens) => match tokens.review(token).await {
-                    Ok((Some(user), cached_until)) if !user.name.is_empty() => {
-                        if let (Some(header), Some(until)) = (header, cached_until) {
-                            peer.remembered_token().remember(header, &user, until);
-                        }
-                        return AuthnOutcome::Authenticated(user);
-                    }
-                    Ok((Some(_), _)) => reasons.push("token review returned an empty username".to_string()),
-                    Ok((None, _)) => reasons.push("invalid bearer token".to_string()),
-                    Err(err) => reasons.push(format!("bearer token: {err}")),
-                },
+                Some(_) => return Err(TokenToReview { reasons }),
             }
         }
-
-        if reasons.is_empty() {
-            return AuthnOutcome::NoCredentials;
-        }
-        let reason = reasons.join("; ");
-        tracing::debug!(reason = %reason, "request not authenticated");
-        AuthnOutcome::Unauthenticated { reason }
+        Ok(refused(reasons))
     }
+
+    /// The outcome of a request whose bearer token [`Self::authenticate_at_once`] left to review.
+    pub async fn reviewed(&self, headers: &HeaderMap, peer: &Peer, review: TokenToReview) -> AuthnOutcome {
+        let TokenToReview { mut reasons } = review;
+        let header = headers.get(AUTHORIZATION).map(|header| header.as_bytes());
+        if let (Some(token), Some(tokens)) = (bearer_token(headers), &self.tokens) {
+            match tokens.review(token).await {
+                Ok((Some(user), cached_until)) if !user.name.is_empty() => {
+                    if let (Some(header), Some(until)) = (header, cached_until) {
+                        peer.remembered_token().remember(header, &user, until);
+                    }
+                    return AuthnOutcome::Authenticated(user);
+                }
+                Ok((Some(_), _)) => reasons.push("token review returned an empty username".to_string()),
+                Ok((None, _)) => reasons.push("invalid bearer token".to_string()),
+                Err(err) => reasons.push(format!("bearer token: {err}")),
+            }
+        }
+        refused(reasons)
+    }
+}
+
+/// A request's bearer token, still to be reviewed, and why the other
+/// authenticators (the front proxy's, client certificates) refused it.
+#[derive(Debug)]
+pub struct TokenToReview {
+    reasons: Vec<String>,
+}
+
+/// No credentials when nothing was refused, else why each authenticator refused.
+fn refused(reasons: Vec<String>) -> AuthnOutcome {
+    if reasons.is_empty() {
+        return AuthnOutcome::NoCredentials;
+    }
+    let reason = reasons.join("; ");
+    tracing::debug!(reason = %reason, "request not authenticated");
+    AuthnOutcome::Unauthenticated { reason }
 }
 
 #[cfg(test)]

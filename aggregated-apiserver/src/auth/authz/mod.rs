@@ -243,6 +243,21 @@ impl Authorizer {
         self.cache.write().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The decision when it needs no review: a `system:masters` member, or
+    /// one the cache holds.
+    pub fn decided(&self, user: &User, attrs: AttributesRef<'_>) -> Option<Decision> {
+        if user.groups.iter().any(|g| g == SYSTEM_MASTERS) {
+            // kube's privileged-group authorizer gives no reason.
+            static NO_REASON: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from(""));
+            return Some(Decision::Allow { reason: NO_REASON.clone() });
+        }
+        if attrs.controlled_size() >= MAX_CACHED_ATTRIBUTE_BYTES {
+            return None;
+        }
+        let key: &dyn KeyView = &(user, attrs);
+        self.cached().get_borrowed(key, (self.clock)())
+    }
+
     /// `system:masters` members are allowed without a review (the probe paths
     /// are the authorization filter's business). Otherwise the reviewer decides
     /// (rate limited, retried, under a deadline); its allowed and denied answers
@@ -251,18 +266,10 @@ impl Authorizer {
     /// are copied only for a review and into the cache, when the cache does
     /// not have the answer.
     pub async fn authorize(&self, user: &User, attrs: AttributesRef<'_>) -> Decision {
-        if user.groups.iter().any(|g| g == SYSTEM_MASTERS) {
-            // kube's privileged-group authorizer gives no reason.
-            return Decision::allow("");
+        if let Some(decision) = self.decided(user, attrs) {
+            return decision;
         }
         let cacheable = attrs.controlled_size() < MAX_CACHED_ATTRIBUTE_BYTES;
-        if cacheable {
-            let now = (self.clock)();
-            let key: &dyn KeyView = &(user, attrs);
-            if let Some(decision) = self.cached().get_borrowed(key, now) {
-                return decision;
-            }
-        }
         let attrs = attrs.to_owned();
         // Boxed: a review's future is large, and every request's future
         // through the filters would carry it for the rare miss.

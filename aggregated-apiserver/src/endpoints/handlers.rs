@@ -148,11 +148,13 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
 }
 
 /// Serves a request already classified as a resource request.
-pub async fn serve(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<Body>) -> Response {
-    match dispatch(res, info, req).await {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
-    }
+pub fn serve(
+    res: Arc<ServedKinds>,
+    info: RequestInfo,
+    req: http::Request<Body>,
+) -> impl std::future::Future<Output = Response> + Send {
+    // Not an `async fn`, which would hold its arguments beside dispatch's future.
+    futures::FutureExt::map(dispatch(res, info, req), |answer| answer.unwrap_or_else(IntoResponse::into_response))
 }
 
 /// `work` in a box of its own, for the branches of [`dispatch`] whose state is

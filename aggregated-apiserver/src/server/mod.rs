@@ -16,11 +16,14 @@ pub mod setup;
 pub mod tls;
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
+use futures::future::Either;
+use futures::FutureExt;
 use http::{header, HeaderValue, Method, Request};
 use tokio_util::sync::CancellationToken;
 use tower::Service;
@@ -157,10 +160,7 @@ impl App {
     ) -> Chain<impl Service<Request<Body>, Response = Response, Error = Infallible, Future: Send> + Clone + Send + Sync>
     {
         let app = self.clone();
-        self.filters.around(tower::service_fn(move |req| {
-            let app = app.clone();
-            async move { Ok(route(&app, req).await) }
-        }))
+        self.filters.around(tower::service_fn(move |req| route(&app, req).map(Ok)))
     }
 }
 
@@ -168,14 +168,20 @@ fn is_read(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD)
 }
 
-/// The one entry point behind the filters: serves the request.
-async fn route(app: &App, mut req: Request<Body>) -> Response {
+/// The one entry point behind the filters: serves the request. Only a
+/// resource request's answer is awaited; everything else is answered at once.
+fn route(app: &App, mut req: Request<Body>) -> impl Future<Output = Response> + Send + 'static {
     // Taken, not copied: nothing after the filters reads it from the request.
     let info = req.extensions_mut().remove::<RequestInfo>().unwrap_or_default();
-    let path = req.uri().path();
     if info.is_resource_request {
-        return handlers::serve(app.resources.clone(), info, req).await;
+        return Either::Left(handlers::serve(app.resources.clone(), info, req));
     }
+    Either::Right(std::future::ready(serve_nonresource(app, req)))
+}
+
+/// Health, metrics, version, OpenAPI and discovery.
+fn serve_nonresource(app: &App, req: Request<Body>) -> Response {
+    let path = req.uri().path();
     if !is_read(req.method()) {
         return ApiError::new(
             405,

@@ -51,11 +51,13 @@ pub fn authenticate<'a, N: Next + 'a>(
 ) -> impl Future<Output = Response> + Send + 'a {
     let known = on_peer(&req, |peer| authn.authenticator.authenticate_at_once(req.headers(), peer));
     match known {
-        Ok(outcome) => as_authenticated(authn, req, outcome, next),
-        Err(review) => waiting(async move {
+        Some(outcome) => as_authenticated(authn, req, outcome, next),
+        // A token to review: its request's first steps are made again there
+        // (a certificate already verified is remembered by the connection).
+        None => waiting(async move {
             let outcome = match req.extensions().get::<Peer>() {
-                Some(peer) => authn.authenticator.reviewed(req.headers(), peer, review).await,
-                None => authn.authenticator.reviewed(req.headers(), &Peer::default(), review).await,
+                Some(peer) => authn.authenticator.authenticate(req.headers(), peer).await,
+                None => authn.authenticator.authenticate(req.headers(), &Peer::default()).await,
             };
             as_authenticated(authn, req, outcome, next).await
         }),

@@ -128,20 +128,22 @@ fn allowed_at_once(authz: &Authorization, req: &mut Request) -> bool {
             _ => return false,
         }
     }
-    annotate(req, &ALLOWED, allowed_because.as_ref().unwrap_or(&NO_REASON));
-    req.extensions_mut().insert(Authorized);
+    allowed(req, allowed_because.as_ref());
     true
 }
 
-/// The request, once authorized; or the refusal.
+/// Marks and annotates a request allowed, `because` its own decision's reason.
+fn allowed(req: &mut Request, because: Option<&Arc<str>>) {
+    annotate(req, &ALLOWED, because.unwrap_or(&NO_REASON));
+    req.extensions_mut().insert(Authorized);
+}
+
+/// The request, once authorized; or the refusal. Only for what
+/// [`allowed_at_once`] did not allow (never an always-allowed path).
 async fn authorized(authz: &Authorization, mut req: Request) -> Result<Request, Response> {
     let Some(info) = req.extensions().get::<RequestInfo>() else {
         return Err(ApiError::internal_error("no request info found: the filter chain is wrong").into_response());
     };
-    if !info.is_resource_request && authz.always_allow.allows(info.path()) {
-        annotate(&req, &ALLOWED, &NO_REASON);
-        return Ok(req);
-    }
     let Some(user) = request_user(req.extensions()) else {
         return Err(ApiError::internal_error("no user found for request").into_response());
     };
@@ -167,8 +169,7 @@ async fn authorized(authz: &Authorization, mut req: Request) -> Result<Request, 
             }
         }
     }
-    annotate(&req, &ALLOWED, allowed_because.as_ref().unwrap_or(&NO_REASON));
-    req.extensions_mut().insert(Authorized);
+    allowed(&mut req, allowed_because.as_ref());
     Ok(req)
 }
 

@@ -292,17 +292,23 @@ impl Authenticator {
 
     /// Authenticates a request from its headers and the connection's client certificates.
     pub async fn authenticate(&self, headers: &HeaderMap, peer: &Peer) -> AuthnOutcome {
-        match self.authenticate_at_once(headers, peer) {
+        match self.without_review(headers, peer) {
             Ok(outcome) => outcome,
-            Err(review) => self.reviewed(headers, peer, review).await,
+            Err(reasons) => self.reviewed(headers, peer, reasons).await,
         }
     }
 
     /// [`Self::authenticate`], when nothing has to be waited for: the
     /// front proxy's identity, a client certificate, a token the connection
-    /// remembers, or no token at all. Err: the request's bearer token has
-    /// to be reviewed (or found in the token cache) by [`Self::reviewed`].
-    pub fn authenticate_at_once(&self, headers: &HeaderMap, peer: &Peer) -> Result<AuthnOutcome, TokenToReview> {
+    /// remembers, or no token at all. None: the request's bearer token has to
+    /// be reviewed (or found in the token cache); [`Self::authenticate`] does.
+    pub fn authenticate_at_once(&self, headers: &HeaderMap, peer: &Peer) -> Option<AuthnOutcome> {
+        self.without_review(headers, peer).ok()
+    }
+
+    /// The outcome without a token review; Err when the bearer token is to
+    /// be reviewed, with why the other authenticators refused the request.
+    fn without_review(&self, headers: &HeaderMap, peer: &Peer) -> Result<AuthnOutcome, Vec<String>> {
         let compiled = self.compiled();
         let mut reasons = Vec::new();
         let mut decide = |step: Step| match step {
@@ -332,15 +338,15 @@ impl Authenticator {
         if bearer_token(headers).is_some() {
             match &self.tokens {
                 None => reasons.push("bearer tokens are not accepted".to_string()),
-                Some(_) => return Err(TokenToReview { reasons }),
+                Some(_) => return Err(reasons),
             }
         }
         Ok(refused(reasons))
     }
 
-    /// The outcome of a request whose bearer token [`Self::authenticate_at_once`] left to review.
-    pub async fn reviewed(&self, headers: &HeaderMap, peer: &Peer, review: TokenToReview) -> AuthnOutcome {
-        let TokenToReview { mut reasons } = review;
+    /// The outcome of a request whose bearer token [`Self::without_review`]
+    /// left to review; `reasons`: why the other authenticators refused it.
+    async fn reviewed(&self, headers: &HeaderMap, peer: &Peer, mut reasons: Vec<String>) -> AuthnOutcome {
         let header = headers.get(AUTHORIZATION).map(|header| header.as_bytes());
         if let (Some(token), Some(tokens)) = (bearer_token(headers), &self.tokens) {
             match tokens.review(token).await {
@@ -357,13 +363,6 @@ impl Authenticator {
         }
         refused(reasons)
     }
-}
-
-/// A request's bearer token, still to be reviewed, and why the other
-/// authenticators (the front proxy's, client certificates) refused it.
-#[derive(Debug)]
-pub struct TokenToReview {
-    reasons: Vec<String>,
 }
 
 /// No credentials when nothing was refused, else why each authenticator refused.

@@ -431,6 +431,34 @@ fn live_at(inner: &Inner, namespace: Option<&str>, at: u64) -> u64 {
     (now + changed).max(0) as u64
 }
 
+/// The keys a page of a list walks, in the store's (namespace, name) order:
+/// those of `namespace` (all when None) after `start_after` (from the first
+/// when None); None when there are none (a continue key past the namespace).
+///
+/// A namespace's keys end before `<namespace>\0`: namespaces are DNS labels,
+/// without NUL, so that key sorts after each of the namespace's keys and
+/// before every other namespace's. The walk then stops by itself, where it
+/// compared each item's namespace: a pointer chase to a string apart in
+/// memory and a compare, per item (the compares alone were 5% of the CPU of
+/// lists of a thousand Llamas, in a profile).
+fn page_range(
+    namespace: Option<&str>,
+    start_after: Option<&ObjectKey>,
+) -> Option<(Bound<ObjectKey>, Bound<ObjectKey>)> {
+    let Some(ns) = namespace else {
+        return Some((start_after.map_or(Bound::Unbounded, |k| Bound::Excluded(k.clone())), Bound::Unbounded));
+    };
+    let first = ObjectKey::new(ns, "");
+    let end = ObjectKey::new(format!("{ns}\0"), "");
+    let start = match start_after {
+        // A continue key of this namespace (a client's token may name any key).
+        Some(k) if *k >= first && *k < end => Bound::Excluded(k.clone()),
+        Some(k) if *k >= end => return None,
+        _ => Bound::Included(first),
+    };
+    Some((start, Bound::Excluded(end)))
+}
+
 /// The version of a key visible at revision `at`.
 fn visible_at(versions: &[Version], at: u64) -> Option<&StoredObject> {
     versions.iter().rev().find(|v| v.rv <= at).and_then(|v| v.obj.as_ref())
@@ -452,13 +480,11 @@ impl MemoryStore {
         if at > inner.rv {
             return Err(StoreError::TooLarge { requested: at, current: inner.rv });
         }
-        let lower = match (req.start_after, req.namespace) {
-            (Some(k), _) => Bound::Excluded(k.clone()),
-            (None, Some(ns)) => Bound::Included(ObjectKey::new(ns, "")),
-            (None, None) => Bound::Unbounded,
-        };
-        let range = inner.objects.range::<ObjectKey, _>((lower.as_ref(), Bound::Unbounded));
         let limit = req.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        let range = match page_range(req.namespace, req.start_after) {
+            Some(bounds) => inner.objects.range::<ObjectKey, _>((bounds.0.as_ref(), bounds.1.as_ref())),
+            None => Default::default(),
+        };
         // Items before this page, when known: then the remaining count is
         // arithmetic, not a walk over the rest of the list.
         let offset = match (req.filter, req.start_after) {
@@ -466,13 +492,13 @@ impl MemoryStore {
             (None, None) => Some(0),
             (None, Some(_)) => req.offset,
         };
-        let mut items = Vec::new();
+        // As many as the page takes, when the namespace's count says: the
+        // vector is not grown (copied) ten times over on the way to a thousand.
+        let expected = req.namespace.map_or(inner.live, |ns| inner.live_in.get(ns).copied().unwrap_or(0));
+        let mut items = Vec::with_capacity(expected.min(limit));
         let mut next_start_after = None;
         let mut remaining = 0u64;
-        for (key, versions) in range {
-            if req.namespace.is_some_and(|ns| ns != key.namespace) {
-                break;
-            }
+        for (_, versions) in range {
             let Some(obj) = visible_at(versions, at) else { continue };
             if req.filter.is_some_and(|f| !f(obj)) {
                 continue;
@@ -672,6 +698,43 @@ mod tests {
         let at = stored.bytes.as_ptr() as usize - line.as_ptr() as usize;
         assert!(at < line.len(), "the object's bytes are inside its watch line, not a copy");
         assert_eq!(&line[at..at + stored.bytes.len()], &stored.bytes[..]);
+    }
+
+    #[tokio::test]
+    async fn a_namespace_list_stops_at_its_namespace_whatever_the_neighbours_and_the_continue_key() {
+        let s = store(100);
+        // Namespaces that sort right beside "default", one of them starting with it.
+        for ns in ["a", "default", "default-x", "defaulta", "z"] {
+            for name in ["n1", "n2", "n3"] {
+                let o = json!({"metadata": {"name": name, "namespace": ns}});
+                s.create(&ObjectKey::new(ns, name), o).await.unwrap();
+            }
+        }
+        let names = |page: &ListPage| {
+            page.items.iter().map(|o| format!("{}/{}", o.key.namespace, o.key.name)).collect::<Vec<_>>()
+        };
+        fn in_default(start_after: Option<&ObjectKey>, limit: Option<usize>) -> ListRequest<'_> {
+            ListRequest { namespace: Some("default"), start_after, limit, ..all() }
+        }
+        let whole = s.list(in_default(None, None)).await.unwrap();
+        assert_eq!(names(&whole), ["default/n1", "default/n2", "default/n3"]);
+        let first = s.list(in_default(None, Some(2))).await.unwrap();
+        assert_eq!(names(&first), ["default/n1", "default/n2"]);
+        assert_eq!(first.remaining, Some(1));
+        let after = first.next_start_after.expect("a second page");
+        let second = s.list(in_default(Some(&after), Some(2))).await.unwrap();
+        assert_eq!(names(&second), ["default/n3"]);
+        assert_eq!((second.next_start_after, second.remaining), (None, None));
+        // A continue key a client made up, of another namespace: the
+        // namespace's keys after it, never another namespace's.
+        let before = ObjectKey::new("a", "n2");
+        assert_eq!(names(&s.list(in_default(Some(&before), None)).await.unwrap()), names(&whole));
+        for past in [ObjectKey::new("default-x", "n1"), ObjectKey::new("z", "n9")] {
+            assert!(s.list(in_default(Some(&past), None)).await.unwrap().items.is_empty());
+        }
+        // All namespaces, after a key: everything after it in key order.
+        let across = ListRequest { start_after: Some(&after), limit: Some(3), ..all() };
+        assert_eq!(names(&s.list(across).await.unwrap()), ["default/n3", "default-x/n1", "default-x/n2"]);
     }
 
     #[tokio::test]

@@ -738,7 +738,8 @@ where
 pub struct TimedIo<T> {
     inner: T,
     clock: Arc<ConnectionClock>,
-    /// Armed at the current deadline; kept to avoid a new timer entry on every read.
+    /// Armed at the current deadline or before it (see `poll_read`); kept to
+    /// avoid a new timer entry on every read.
     sleep: Option<Pin<Box<Sleep>>>,
     expired: bool,
     _open: Open,
@@ -760,19 +761,29 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
             }
             ReadGate::Open(None) => {}
             ReadGate::Open(Some(deadline)) => {
+                // The timer moves only to an earlier deadline. Each request
+                // makes a later one (its idle and header deadlines), and
+                // moving the timer there every time was a timer-wheel
+                // removal and insertion a request; left where it is, it
+                // fires early now and then (every header read timeout, on a
+                // busy connection), and is moved on when it does.
                 let sleep = match &mut this.sleep {
                     Some(sleep) => {
-                        if sleep.deadline() != deadline {
+                        if sleep.deadline() > deadline {
                             sleep.as_mut().reset(deadline);
                         }
                         sleep
                     }
                     slot => slot.insert(Box::pin(tokio::time::sleep_until(deadline))),
                 };
-                if sleep.as_mut().poll(cx).is_ready() {
-                    this.expired = true;
-                    tracing::debug!(reason = this.clock.describe(), "closing connection");
-                    return Poll::Ready(Ok(()));
+                while sleep.as_mut().poll(cx).is_ready() {
+                    if sleep.deadline() >= deadline || Instant::now() >= deadline {
+                        this.expired = true;
+                        tracing::debug!(reason = this.clock.describe(), "closing connection");
+                        return Poll::Ready(Ok(()));
+                    }
+                    // Early: wait on for the deadline in force.
+                    sleep.as_mut().reset(deadline);
                 }
             }
         }

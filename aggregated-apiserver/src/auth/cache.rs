@@ -23,9 +23,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// How the caches here, and the request path's other maps keyed by what
-/// clients choose (user names, request paths), hash: AES rounds under keys
-/// drawn at random when the process starts (ahash), the design of the Go
-/// runtime's map hash that kube's own caches use. Chosen by clients, the keys
+/// clients choose (user names, request paths), hash: ahash under keys drawn
+/// at random when the process starts, the design of the Go runtime's map
+/// hash that kube's own caches use. It runs AES rounds only where the build
+/// enables the `aes` target feature; the default x86_64 build does not, and
+/// gets its folded-multiply fallback (callgrind's profiles name
+/// `fallback_hash`), keyed all the same. Chosen by clients, the keys
 /// need a keyed hash; SipHash, the standard library's, was 1,700 of the 3,850
 /// instructions authorization cost a GET (callgrind), over the user and the
 /// attributes.

@@ -492,9 +492,13 @@ impl MemoryStore {
             (None, None) => Some(0),
             (None, Some(_)) => req.offset,
         };
-        // As many as the page takes, when the namespace's count says: the
-        // vector is not grown (copied) ten times over on the way to a thousand.
-        let expected = req.namespace.map_or(inner.live, |ns| inner.live_in.get(ns).copied().unwrap_or(0));
+        // Unfiltered, as many as the page takes, when the namespace's count
+        // says: the vector is not grown (copied) ten times over on the way to
+        // a thousand. A selector may match few: that vector grows as it goes.
+        let expected = match req.filter {
+            Some(_) => 0,
+            None => req.namespace.map_or(inner.live, |ns| inner.live_in.get(ns).copied().unwrap_or(0)),
+        };
         let mut items = Vec::with_capacity(expected.min(limit));
         let mut next_start_after = None;
         let mut remaining = 0u64;

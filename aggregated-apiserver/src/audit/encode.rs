@@ -42,6 +42,9 @@ pub(crate) struct Parts<'a> {
     pub impersonated_user: Option<&'a str>,
     /// A created object's reference, named by its body; else the request's.
     pub object_ref: Option<&'a ObjectReference>,
+    /// The answer's code, written as a bare responseStatus unless
+    /// `response_status` says more.
+    pub response_code: Option<u16>,
     pub response_status: Option<&'a Status>,
     pub request_object: Option<&'a Value>,
     pub response_object: Option<&'a Value>,
@@ -130,25 +133,14 @@ impl Parts<'_> {
             Some(reference) => write_object_ref(out, object_ref_fields(reference))?,
             None => r.write_object_ref(out)?,
         }
-        if let Some(status) = self.response_status {
+        if let (None, Some(code)) = (self.response_status, self.response_code) {
+            // What KubeStatus writes for a bare code (an HTTP code, never 0), without serde.
+            out.extend_from_slice(b",\"responseStatus\":{\"metadata\":{},\"code\":");
+            write_int(out, i32::from(code));
+            out.push(b'}');
+        } else if let Some(status) = self.response_status {
             out.extend_from_slice(b",\"responseStatus\":");
-            let code_only = status.status.is_none()
-                && status.message.is_none()
-                && status.reason.is_none()
-                && status.details.is_none()
-                && status.metadata.continue_.is_none()
-                && status.metadata.remaining_item_count.is_none()
-                && status.metadata.resource_version.is_none()
-                && status.metadata.self_link.is_none();
-            match status.code.filter(|c| *c != 0) {
-                // What KubeStatus writes for a bare code, without serde.
-                Some(code) if code_only => {
-                    out.extend_from_slice(b"{\"metadata\":{},\"code\":");
-                    write_int(out, code);
-                    out.push(b'}');
-                }
-                _ => serde_json::to_writer(&mut *out, &KubeStatus(Some(status)))?,
-            }
+            serde_json::to_writer(&mut *out, &KubeStatus(Some(status)))?;
         }
         write_end(
             out,
@@ -173,7 +165,10 @@ impl Parts<'_> {
         r.for_each_source_ip(|ip| event.source_ips.push(ip.to_string()));
         event.user_agent = r.user_agent().map(|a| a.into_owned()).unwrap_or_default();
         event.object_ref = self.object_ref.cloned().or_else(|| r.object_ref());
-        event.response_status = self.response_status.cloned();
+        event.response_status = self
+            .response_status
+            .cloned()
+            .or_else(|| self.response_code.map(|code| Status { code: Some(i32::from(code)), ..Default::default() }));
         event.request_object = self.request_object.cloned();
         event.response_object = self.response_object.cloned();
         event.annotations = self.annotations.to_map();
@@ -679,6 +674,7 @@ mod tests {
         }
         let done: Value = serde_json::from_str(&created.last().unwrap().0).unwrap();
         assert_eq!(done["objectRef"]["name"], "t", "a created object's name from its body");
+        assert_eq!(done["responseStatus"], serde_json::json!({"metadata": {}, "code": 201}), "kube's bare code");
         assert_eq!(done["sourceIPs"], serde_json::json!(["10.1.2.3", "::1", "192.168.0.255", "10.0.0.9"]));
         assert!(done["userAgent"].as_str().unwrap().ends_with("...TRUNCATED"));
         let failed: Value = serde_json::from_str(&missing.last().unwrap().0).unwrap();

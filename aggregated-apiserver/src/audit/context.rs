@@ -330,7 +330,7 @@ impl Pending {
     /// Whether the event is recorded: false when a strict backend failed.
     pub async fn process(self) -> bool {
         match self {
-            Pending::Owned(auditor, event) => auditor.process_owned(*event).await,
+            Pending::Owned(auditor, event) => auditor.process_owned(event).await,
             Pending::Queued(ticket) => ticket.wait().await,
         }
     }

@@ -68,7 +68,7 @@
 //! | `SPEED_WATCH_WRITES` | 200 | sequential writes timed to their watch event |
 //! | `SPEED_CHARTS` | `docs/bench` | where the charts go (empty: none) |
 //! | `SPEED_SERVER_ENV` | — | `KEY=VALUE,...` set on the farm-apiserver processes (e.g. `GLIBC_TUNABLES=...`, `LD_PRELOAD=...` to compare allocators) |
-//! | `SPEED_COMPARE_ENV` | — | `KEY=VALUE,...`: a second farm-apiserver on memory with this environment, measured beside the first in every GET, LIST and create round, with its ratios to it (two runs differ by up to 15%; two processes of one binary in one run, by up to about 10%: weigh a smaller change with several processes of each) |
+//! | `SPEED_COMPARE_ENV` | — | `KEY=VALUE,...`: a second farm-apiserver on memory with this environment, measured beside the first in every GET, LIST and create round, with its ratios to it (two runs differ by up to 15%; two processes of one binary in one run, by as much: weigh a smaller change with several processes of each) |
 //! | `SPEED_COMPARE_BINARY` | — | the second farm-apiserver is this binary (another build, e.g. `main`'s, to weigh a change against), with `SPEED_COMPARE_ENV` if set |
 
 #[path = "../tests/common/mod.rs"]

@@ -135,20 +135,43 @@ pub fn yaml_to_json(body: &[u8]) -> Result<(Vec<u8>, Vec<String>), String> {
 /// the flow depth for every token, so a body of 100,000 `[` would take minutes
 /// to reject after parsing; go-yaml caps that depth (10,000) for the same reason.
 ///
-/// A lexical scan: quoted scalars and comments are skipped, and a bracket
-/// counts only where a token can start (after whitespace, a line start or
-/// another flow indicator), so `x[y` in a plain scalar is not one. It errs
-/// only on the side of refusing a document that had, outside quotes, more than
-/// `limit` unclosed brackets each starting a word.
+/// A lexical scan that follows libyaml where a bracket is one:
+/// - outside flow collections, a bracket opens one only where a token can
+///   start (after whitespace, a line start or another flow indicator), so
+///   `x[y` in a plain scalar is not one;
+/// - inside one, every bracket is (libyaml ends a plain scalar at a flow
+///   indicator there), `{"a":{"a":1}}` as JSON writes it included;
+/// - quoted scalars and comments are skipped where a token starts, and in a
+///   flow collection also right after a `:` that follows a quoted key, a
+///   collection or an indicator (`{"a":"}}"}`, whose braces are text).
+///
+/// It errs only on the side of refusing a document that had, outside quotes,
+/// more than `limit` unclosed brackets each starting a word.
 fn flow_nesting_beyond(body: &[u8], limit: usize) -> Option<usize> {
+    /// The last byte before this one that was not whitespace.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Last {
+        /// Part of a plain scalar (a word).
+        Plain,
+        /// The end of a quoted scalar or of a flow collection.
+        JsonLike,
+        /// A flow indicator or a line start.
+        Indicator,
+    }
     let (mut depth, mut line, mut i) = (0usize, 1usize, 0usize);
     let mut prev = b'\n';
+    let mut last = Last::Indicator;
+    // A `:` in a flow collection that is the value indicator: a token starts right after it.
+    let mut after_value_indicator = false;
     while i < body.len() {
         let c = body[i];
-        let token_start = matches!(prev, b' ' | b'\t' | b'\n' | b'\r' | b'[' | b'{' | b',');
+        let after_blank = matches!(prev, b' ' | b'\t' | b'\n' | b'\r');
+        let token_start = after_blank || matches!(prev, b'[' | b'{' | b',') || after_value_indicator;
+        after_value_indicator = false;
         match c {
             b'\n' => line += 1,
-            b'#' if token_start => {
+            b' ' | b'\t' | b'\r' => {}
+            b'#' if after_blank => {
                 while i < body.len() && body[i] != b'\n' {
                     i += 1;
                 }
@@ -166,21 +189,32 @@ fn flow_nesting_beyond(body: &[u8], limit: usize) -> Option<usize> {
                     }
                     i += 1;
                 }
+                last = Last::JsonLike;
             }
-            b'[' | b'{' if token_start => {
+            b'[' | b'{' if token_start || depth > 0 => {
                 depth += 1;
                 if depth > limit {
                     return Some(line);
                 }
+                last = Last::Indicator;
             }
             b'[' | b'{' => {
                 // Part of a word: what follows is too.
                 prev = b'x';
+                last = Last::Plain;
                 i += 1;
                 continue;
             }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
+            b']' | b'}' if depth > 0 => {
+                depth -= 1;
+                last = Last::JsonLike;
+            }
+            b',' if depth > 0 => last = Last::Indicator,
+            b':' if depth > 0 && last != Last::Plain => {
+                after_value_indicator = true;
+                last = Last::Indicator;
+            }
+            _ => last = Last::Plain,
         }
         prev = body.get(i).copied().unwrap_or(b' ');
         i += 1;
@@ -784,6 +818,26 @@ mod tests {
         // Brackets in quotes, comments and inside words are not nesting.
         let quoted = format!("a: \"{0}\"\nb: '{0}'\nc: x{0}\n# {0}\nd: 'it''s' # {0}\n", "[".repeat(300));
         assert_eq!(convert(&quoted)["c"], Value::String(format!("x{}", "[".repeat(300))));
+        // JSON's own way of nesting (no blank after the colon), and braces in
+        // its strings, which must not hide the nesting around them.
+        for level in [
+            "{\"a\":",
+            "{\"k\":\"}}}\",\"a\":",
+            "{\"k\" :\"}}}\", \"a\" :",
+            "[{:\"}}}\"},",
+            "{\"a\":[\"]]\",",
+            "{a: x{",
+        ] {
+            let started = std::time::Instant::now();
+            let deep = format!("{}1", level.repeat(40_000));
+            assert_eq!(err(&deep), format!("yaml: line 1: exceeded max depth of {MAX_NESTING_DEPTH}"), "{level}");
+            assert!(started.elapsed() < std::time::Duration::from_secs(5), "{level}: {:?}", started.elapsed());
+        }
+        // Braces in a flow collection's quoted strings are text.
+        let braces =
+            format!("{{\"a\":\"{0}\",\"b\":['{0}'],\"c\":{{\"d\":\"{1}\"}}}}", "{[".repeat(200), "}]".repeat(200));
+        assert_eq!(convert(&braces)["a"], Value::String("{[".repeat(200)));
+        assert_eq!(convert(&braces)["c"]["d"], Value::String("}]".repeat(200)));
     }
 
     #[test]

@@ -90,15 +90,23 @@ fn respond(code: u16, body: Bytes, content_type: &str, warnings: &[String]) -> R
     let mut resp = Response::new(Body::from(body));
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
     let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_str(content_type).unwrap_or(HeaderValue::from_static("application/json")),
-    );
+    h.insert(header::CONTENT_TYPE, content_type_value(content_type));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
     for v in warning_headers(warnings) {
         h.append(header::WARNING, v);
     }
     resp
+}
+
+/// `content_type` as a header value; the common ones without a copy of
+/// their own (an allocation of every GET).
+fn content_type_value(content_type: &str) -> HeaderValue {
+    const JSON: &str = "application/json";
+    match content_type {
+        JSON => HeaderValue::from_static(JSON),
+        negotiation::YAML_CONTENT_TYPE => HeaderValue::from_static(negotiation::YAML_CONTENT_TYPE),
+        other => HeaderValue::from_str(other).unwrap_or(HeaderValue::from_static(JSON)),
+    }
 }
 
 /// The Content-Type of a watch stream in this output.

@@ -24,14 +24,12 @@
 //! join logs that are not written.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use axum::extract::ConnectInfo;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use chrono::Utc;
@@ -44,6 +42,7 @@ use crate::apimachinery::errors::ApiError;
 use crate::apimachinery::uid::new_uid;
 use crate::audit::context::{Arrival, Captured, Pending};
 use crate::audit::{AuditContext, Auditor, Level, Stage, HEADER_AUDIT_ID};
+use crate::auth::authn::peer::Peer;
 use crate::auth::authn::shared_request_user;
 use crate::endpoints::request_info::RequestInfo;
 
@@ -116,7 +115,7 @@ fn started(auditor: &Arc<Auditor>, req: &mut Request, id: &HeaderValue) -> Optio
         received: Utc::now(),
         headers: req.headers(),
         uri: req.uri(),
-        peer: req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0),
+        peer: req.extensions().get::<Peer>().and_then(Peer::remote),
         info,
         config,
     };

@@ -60,9 +60,10 @@ fn annotate(req: &Request, decision: &Arc<str>, reason: &Arc<str>) {
     }
 }
 
-/// Put into a request's extensions when its caller was authorized for it by a
-/// review (or is a `system:masters` member), not merely let through on an
-/// always-allowed path: health checks show their failure reasons only then.
+/// Put into a non-resource request's extensions when its caller was
+/// authorized for it by a review (or is a `system:masters` member), not merely
+/// let through on an always-allowed path: health checks show their failure
+/// reasons only then.
 #[derive(Debug, Clone, Copy)]
 pub struct Authorized;
 
@@ -118,6 +119,7 @@ fn allowed_at_once(authz: &Authorization, req: &mut Request) -> bool {
         return true;
     }
     let Some(user) = request_user(req.extensions()) else { return false };
+    let resource = info.is_resource_request;
     let (attrs, also) = wanted(authz, info);
     let mut allowed_because = None;
     for attrs in std::iter::once(attrs).chain(also.iter().map(Attributes::view)) {
@@ -128,14 +130,19 @@ fn allowed_at_once(authz: &Authorization, req: &mut Request) -> bool {
             _ => return false,
         }
     }
-    allowed(req, allowed_because.as_ref());
+    allowed(req, allowed_because.as_ref(), resource);
     true
 }
 
-/// Marks and annotates a request allowed, `because` its own decision's reason.
-fn allowed(req: &mut Request, because: Option<&Arc<str>>) {
+/// Marks and annotates a request allowed, `because` its own decision's
+/// reason. Only a path's answer (a health check's) reads the mark: a
+/// resource request is not given one, which would be one more entry in its
+/// extensions (a fifth, past what their map holds before it grows).
+fn allowed(req: &mut Request, because: Option<&Arc<str>>, resource: bool) {
     annotate(req, &ALLOWED, because.unwrap_or(&NO_REASON));
-    req.extensions_mut().insert(Authorized);
+    if !resource {
+        req.extensions_mut().insert(Authorized);
+    }
 }
 
 /// The request, once authorized; or the refusal. Only for what
@@ -147,6 +154,7 @@ async fn authorized(authz: &Authorization, mut req: Request) -> Result<Request, 
     let Some(user) = request_user(req.extensions()) else {
         return Err(ApiError::internal_error("no user found for request").into_response());
     };
+    let resource = info.is_resource_request;
     let (attrs, also) = wanted(authz, info);
     let wanted = std::iter::once(attrs).chain(also.iter().map(Attributes::view));
     let uri = req.uri().path_and_query().map_or_else(|| req.uri().path(), |pq| pq.as_str());
@@ -169,7 +177,7 @@ async fn authorized(authz: &Authorization, mut req: Request) -> Result<Request, 
             }
         }
     }
-    allowed(&mut req, allowed_because.as_ref());
+    allowed(&mut req, allowed_because.as_ref(), resource);
     Ok(req)
 }
 

@@ -261,7 +261,13 @@ impl Registry {
     }
 
     fn key(&self, ns: &str, name: &str) -> ObjectKey {
-        ObjectKey::new(if self.kind.namespaced() { ns } else { "" }, name)
+        let (ns, name) = self.key_parts(ns, name);
+        ObjectKey::new(ns, name)
+    }
+
+    /// [`Self::key`], borrowed: what a read looks up.
+    fn key_parts<'a>(&self, ns: &'a str, name: &'a str) -> (&'a str, &'a str) {
+        (if self.kind.namespaced() { ns } else { "" }, name)
     }
 }
 

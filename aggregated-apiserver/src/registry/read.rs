@@ -145,7 +145,7 @@ impl Registry {
             Rv::Any => {}
         }
         self.store
-            .get(&self.key(ns, name))
+            .get(&self.key_parts(ns, name))
             .map_err(|e| self.store_error(name, e))?
             .ok_or_else(|| ApiError::not_found(self.target(name)))
     }

@@ -396,8 +396,20 @@ impl<A> PeerCertAcceptor<A> {
 
 type AcceptFuture<St, Sv> = Pin<Box<dyn Future<Output = io::Result<(St, Sv)>> + Send>>;
 
+/// A connection that knows the address of its other end.
+pub trait RemoteAddr {
+    fn remote_addr(&self) -> Option<SocketAddr>;
+}
+
+impl RemoteAddr for tokio::net::TcpStream {
+    fn remote_addr(&self) -> Option<SocketAddr> {
+        self.peer_addr().ok()
+    }
+}
+
 impl<A, I, S> Accept<I, S> for PeerCertAcceptor<A>
 where
+    I: RemoteAddr,
     A: Accept<I, S>,
     A::Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     A::Service: Send + 'static,
@@ -408,6 +420,7 @@ where
     type Future = AcceptFuture<Self::Stream, Self::Service>;
 
     fn accept(&self, stream: I, service: S) -> Self::Future {
+        let remote = stream.remote_addr();
         let handshake = self.inner.accept(stream, service);
         Box::pin(async move {
             let (stream, service) = handshake.await.inspect_err(|err| {
@@ -419,7 +432,7 @@ where
                 .1
                 .peer_certificates()
                 .map(|chain| chain.iter().map(|c| c.clone().into_owned()).collect::<Vec<_>>());
-            Ok((stream, WithPeer { inner: service, peer: Peer::new(chain) }))
+            Ok((stream, WithPeer { inner: service, peer: Peer::new(remote, chain) }))
         })
     }
 }
@@ -457,7 +470,7 @@ where
 
 /// Binds `addr` and serves `app` over TLS (HTTP/1.1 and HTTP/2 by ALPN) until `handle` shuts down
 /// (`handle.graceful_shutdown(..)` / `handle.shutdown()`); `handle.listening()` reports the bound
-/// address. Handlers can extract `Extension<Peer>` and `ConnectInfo<SocketAddr>`.
+/// address. Handlers can extract `Extension<Peer>`, which holds the client's address too.
 /// `limits` (header timeouts, idle timeout, header size) and the connection cap `cap` (from
 /// [`ConnectionLimits::idle_connections`]; None: no cap) are applied around the TLS layer by
 /// [`crate::server::connection`].
@@ -481,9 +494,7 @@ where
     let mut server = axum_server::bind(addr).acceptor(acceptor).handle(handle);
     limits.configure_http(&mut server);
     server
-        .serve(axum::ServiceExt::<Request<hyper::body::Incoming>>::into_make_service_with_connect_info::<SocketAddr>(
-            app,
-        ))
+        .serve(axum::ServiceExt::<Request<hyper::body::Incoming>>::into_make_service(app))
         .await
         .with_context(|| format!("serving HTTPS on {addr}"))
 }
@@ -494,7 +505,6 @@ mod tests {
     use crate::server::dev_certs::{ca_common_name, ensure_dev_certs, ServingCertPaths};
     use crate::server::Identity;
     use crate::test_pki::{common_name, issuer_common_name, leaf as test_leaf, pem_to_der};
-    use axum::extract::ConnectInfo;
     use axum::routing::get;
     use axum::{Extension, Router};
     use rcgen::{ExtendedKeyUsagePurpose, Issuer, KeyPair};
@@ -604,8 +614,8 @@ mod tests {
 
     // ---- a real TLS server ----------------------------------------------------------------------
 
-    async fn whoami(Extension(peer): Extension<Peer>, ConnectInfo(remote): ConnectInfo<SocketAddr>) -> String {
-        assert!(remote.ip().is_loopback());
+    async fn whoami(Extension(peer): Extension<Peer>) -> String {
+        assert!(peer.remote().is_some_and(|remote| remote.ip().is_loopback()), "{:?}", peer.remote());
         match peer.end_entity() {
             None => "none".to_string(),
             Some(cert) => format!("some {} chain={}", common_name(cert), 1 + peer.intermediates().len()),

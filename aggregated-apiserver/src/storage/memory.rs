@@ -18,8 +18,8 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
 use super::{
-    framed, Event, EventType, Indexer, ListPage, ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject,
-    Updated, WatchEnd, WatchStream, UPDATE_RETRIES,
+    framed, Event, EventType, Indexer, KeyParts, ListPage, ListRequest, Mutation, ObjectKey, Store, StoreError,
+    StoredObject, Updated, WatchEnd, WatchStream, UPDATE_RETRIES,
 };
 
 /// One version of a key; `None` marks a deletion.
@@ -178,7 +178,7 @@ impl MemoryStore {
         self.revision.send_replace(rv);
     }
 
-    fn latest<'a>(inner: &'a Inner, key: &ObjectKey) -> Option<&'a StoredObject> {
+    fn latest<'a>(inner: &'a Inner, key: &dyn KeyParts) -> Option<&'a StoredObject> {
         inner.objects.get(key).and_then(|v| v.last()).and_then(|v| v.obj.as_ref())
     }
 
@@ -594,7 +594,7 @@ impl Store for MemoryStore {
         self.wait_until(rv, timeout).await
     }
 
-    fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
+    fn get(&self, key: &dyn KeyParts) -> Result<Option<StoredObject>, StoreError> {
         Ok(Self::latest(&*self.read()?, key).cloned())
     }
 

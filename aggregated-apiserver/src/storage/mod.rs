@@ -33,6 +33,61 @@ impl ObjectKey {
     }
 }
 
+/// An object's place as a lookup names it: an [`ObjectKey`], or the two
+/// strings of the request's path, borrowed, so that a read copies neither
+/// into a key of its own (two allocations of every GET).
+pub trait KeyParts {
+    fn namespace(&self) -> &str;
+    fn name(&self) -> &str;
+}
+
+impl KeyParts for ObjectKey {
+    fn namespace(&self) -> &str {
+        &self.namespace
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// (namespace, name).
+impl KeyParts for (&str, &str) {
+    fn namespace(&self) -> &str {
+        self.0
+    }
+    fn name(&self) -> &str {
+        self.1
+    }
+}
+
+/// The stores' maps hold `Arc<ObjectKey>`; a lookup may name it as a `dyn KeyParts`.
+impl<'a> std::borrow::Borrow<dyn KeyParts + 'a> for Arc<ObjectKey> {
+    fn borrow(&self) -> &(dyn KeyParts + 'a) {
+        self.as_ref()
+    }
+}
+
+/// Ordered as [`ObjectKey`] is (namespace, then name), as `Borrow` requires.
+impl Ord for dyn KeyParts + '_ {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.namespace(), self.name()).cmp(&(other.namespace(), other.name()))
+    }
+}
+
+impl PartialOrd for dyn KeyParts + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for dyn KeyParts + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.namespace() == other.namespace() && self.name() == other.name()
+    }
+}
+
+impl Eq for dyn KeyParts + '_ {}
+
 /// One stored version of an object. Cloning it is one reference count: lists
 /// clone every item they return, and that traffic is a measurable part of a
 /// large list's CPU.
@@ -284,7 +339,7 @@ pub trait Store: Send + Sync {
     /// no one: a hint of how much work a write to it may take.
     fn cached_size(&self, key: &ObjectKey) -> Option<usize>;
     /// The object in the newest state this store has seen, asking no one.
-    fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError>;
+    fn get(&self, key: &dyn KeyParts) -> Result<Option<StoredObject>, StoreError>;
     async fn list(&self, req: ListRequest<'_>) -> Result<ListPage, StoreError>;
     /// Events after `after_rv` in `namespace` (all when `None`).
     async fn watch(&self, namespace: Option<&str>, after_rv: u64) -> Result<WatchStream, StoreError>;
@@ -299,4 +354,25 @@ pub trait Store: Send + Sync {
         key: &ObjectKey,
         try_update: &mut (dyn for<'o> FnMut(&'o StoredObject) -> Mutation + Send),
     ) -> Result<Updated, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn a_borrowed_key_orders_and_finds_as_the_owned_one() {
+        let names = [("", "b"), ("a", "z"), ("a", "a"), ("ab", ""), ("b", "a"), ("", "")];
+        let map: BTreeMap<Arc<ObjectKey>, usize> =
+            names.iter().enumerate().map(|(i, (ns, name))| (Arc::new(ObjectKey::new(*ns, *name)), i)).collect();
+        for (i, parts) in names.iter().enumerate() {
+            assert_eq!(map.get(parts as &dyn KeyParts), Some(&i), "{parts:?}");
+        }
+        assert_eq!(map.get(&("a", "b") as &dyn KeyParts), None);
+        for (a, b) in names.iter().zip(names.iter().skip(1)) {
+            let owned = ObjectKey::new(a.0, a.1).cmp(&ObjectKey::new(b.0, b.1));
+            assert_eq!((a as &dyn KeyParts).cmp(b as &dyn KeyParts), owned, "{a:?} {b:?}");
+        }
+    }
 }

@@ -641,7 +641,7 @@ mod tests {
                 }
                 _ => (vec![good.clone(), CertificateDer::from(rng.bytes(100))], false),
             };
-            let p = Peer::new(Some(chain));
+            let p = Peer::new(None, Some(chain));
             let outcome = a.authenticate(&h, &p).await;
             if matches!(outcome, AuthnOutcome::Authenticated(_)) {
                 authenticated += 1;

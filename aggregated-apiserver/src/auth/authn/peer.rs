@@ -1,9 +1,11 @@
-//! What authentication knows of the client at the other end of a request's
-//! connection: the certificates it presented in its TLS handshake, which the
-//! server's TLS acceptor ([`crate::server::tls`]) records and the
-//! authenticators verify; when they were last verified as the front proxy's;
-//! and the bearer token it last authenticated with.
+//! What the server knows of the client at the other end of a request's
+//! connection: its address (auditing's source IP), the certificates it
+//! presented in its TLS handshake, which the server's TLS acceptor
+//! ([`crate::server::tls`]) records and the authenticators verify; when they
+//! were last verified as the front proxy's; and the bearer token it last
+//! authenticated with.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
@@ -16,11 +18,19 @@ use super::UserInfo;
 /// A connection's client, added as a request extension to every request of
 /// the connection by the server's TLS acceptor. Cloning it is one reference
 /// count: every request of the connection shares it.
+///
+/// The address travels here rather than as axum's `ConnectInfo`, an
+/// extension of its own: each extension is a box and a slot in the request's
+/// map, whose first table holds three; a fourth entry makes it allocate a
+/// larger one and move the entries over.
 #[derive(Clone, Debug, Default)]
 pub struct Peer(Arc<PeerState>);
 
 #[derive(Debug, Default)]
 struct PeerState {
+    /// The address of the connection's other end; None for a request made
+    /// without a connection (tests).
+    remote: Option<SocketAddr>,
     /// The client's certificate chain (end-entity first) as presented, not
     /// verified beyond syntax and proof of key possession; empty when the
     /// client sent none.
@@ -30,13 +40,19 @@ struct PeerState {
 }
 
 impl Peer {
-    /// A client that presented `chain` (None or empty: no certificate).
-    pub fn new(chain: Option<Vec<CertificateDer<'static>>>) -> Self {
+    /// A client at `remote` that presented `chain` (None or empty: no certificate).
+    pub fn new(remote: Option<SocketAddr>, chain: Option<Vec<CertificateDer<'static>>>) -> Self {
         Self(Arc::new(PeerState {
+            remote,
             chain: chain.unwrap_or_default(),
             front_proxy: VerifiedFrontProxy::default(),
             token: RememberedToken::default(),
         }))
+    }
+
+    /// The address of the connection's other end.
+    pub fn remote(&self) -> Option<SocketAddr> {
+        self.0.remote
     }
 
     /// The client's end-entity certificate, if any.

@@ -69,11 +69,11 @@ impl<'a> Leaf<'a> {
 }
 
 pub(super) fn peer(chain: &[&CertificateDer<'static>]) -> Peer {
-    Peer::new(Some(chain.iter().map(|c| (*c).clone()).collect()))
+    Peer::new(None, Some(chain.iter().map(|c| (*c).clone()).collect()))
 }
 
 pub(super) fn no_peer() -> Peer {
-    Peer::new(None)
+    Peer::new(None, None)
 }
 
 pub(super) fn strings(list: &[&str]) -> Vec<String> {

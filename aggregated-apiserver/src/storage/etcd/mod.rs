@@ -20,7 +20,9 @@ pub use client::EtcdOptions;
 pub use feed::FeedState;
 
 use super::memory::MemoryStore;
-use super::{ListPage, ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject, Updated, WatchStream};
+use super::{
+    KeyParts, ListPage, ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject, Updated, WatchStream,
+};
 
 /// How often a read waiting for the cache asks etcd for progress again.
 const PROGRESS_RETRY: Duration = Duration::from_millis(100);
@@ -287,7 +289,7 @@ impl Store for EtcdStore {
         }
     }
 
-    fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
+    fn get(&self, key: &dyn KeyParts) -> Result<Option<StoredObject>, StoreError> {
         self.cache.get(key)
     }
 

@@ -26,7 +26,12 @@ async fn replica(etcd: &Etcd, prefix: &str, extra: &[&str]) -> Server {
 }
 
 async fn names(s: &Server) -> BTreeMap<String, u64> {
-    let (code, v) = send(s, Method::GET, &s.llamas("default", ""), None).await;
+    names_at(s, "").await
+}
+
+/// The Llamas of `default` listed with `query` (say `resourceVersion=0`).
+async fn names_at(s: &Server, query: &str) -> BTreeMap<String, u64> {
+    let (code, v) = send(s, Method::GET, &format!("{}?{query}", s.llamas("default", "")), None).await;
     assert_eq!(code, 200, "{v}");
     v["items"]
         .as_array()
@@ -215,7 +220,7 @@ async fn acknowledged_writes_survive_kill_9_of_a_replica_and_restarts_of_all() {
 }
 
 #[tokio::test]
-async fn etcd_outage_keeps_reads_fails_writes_cleanly_and_recovers() {
+async fn etcd_outage_keeps_cached_reads_fails_latest_reads_and_writes_cleanly_and_recovers() {
     let mut etcd = Etcd::start(false);
     let prefix = etcd::unique_prefix();
     let a = replica(&etcd, &prefix, &["--etcd-request-timeout", "2"]).await;
@@ -227,11 +232,21 @@ async fn etcd_outage_keeps_reads_fails_writes_cleanly_and_recovers() {
     let mut watch_b = Watch::open(&b, &format!("resourceVersion={}", state.values().max().unwrap())).await;
 
     etcd.kill();
-    // Reads keep being served from each replica's cache.
     for s in [&a, &b] {
-        assert_eq!(names(s).await, state);
-        let (code, v) = send(s, Method::GET, &s.llamas("default", "before0"), None).await;
+        // Reads at resourceVersion=0 keep being served from each replica's cache.
+        assert_eq!(names_at(s, "resourceVersion=0").await, state);
+        let (code, v) =
+            send(s, Method::GET, &format!("{}?resourceVersion=0", s.llamas("default", "before0")), None).await;
         assert_eq!(code, 200, "{v}");
+        // Reads of the latest state fail as writes do, as kube-apiserver's do:
+        // the replica can't know what was written since it last heard from etcd.
+        for path in [s.llamas("default", "before0"), s.llamas("default", "")] {
+            let started = Instant::now();
+            let (code, v) = send(s, Method::GET, &path, None).await;
+            assert!(started.elapsed() < Duration::from_secs(10), "the read took {:?}", started.elapsed());
+            assert_eq!(code, 504, "{path}: {v}");
+            assert_eq!((v["kind"].as_str(), v["reason"].as_str()), (Some("Status"), Some("Timeout")), "{v}");
+        }
     }
     // Readiness names etcd and since when.
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -297,8 +312,11 @@ async fn a_replica_partitioned_past_a_compaction_relists_and_its_watchers_get_41
     let mut client = etcd.client().await;
     let revision = client.get("compact-me", None).await.unwrap().header().unwrap().revision();
     client.compact(revision, None).await.unwrap();
-    // A still serves what it had.
-    assert_eq!(names(&a).await.keys().collect::<Vec<_>>(), ["first"]);
+    // A still serves what it had at resourceVersion=0, and refuses reads of
+    // the latest state rather than answer without B's writes.
+    assert_eq!(names_at(&a, "resourceVersion=0").await.keys().collect::<Vec<_>>(), ["first"]);
+    let (code, v) = send(&a, Method::GET, &a.llamas("default", ""), None).await;
+    assert_eq!((code.as_u16(), v["reason"].as_str()), (504, Some("Timeout")), "{v}");
     relay.restore();
 
     // A re-lists: its open watch ends, and resuming from before the compaction is 410.

@@ -58,7 +58,7 @@ impl FeedState {
             match &mut h.down {
                 Some((_, reason)) => *reason = why,
                 None => {
-                    tracing::warn!(error = why, "etcd unreachable; serving reads from the cache");
+                    tracing::warn!(error = why, "etcd unreachable; reads of the latest state fail, resourceVersion=0 reads and watches go on from the cache");
                     h.down = Some((Utc::now(), why));
                 }
             }
@@ -68,11 +68,6 @@ impl FeedState {
     /// Whether the cache has listed etcd at least once.
     pub fn synced(&self) -> bool {
         self.health.lock().map(|h| h.synced).unwrap_or(false)
-    }
-
-    /// Whether the cache was listed and etcd answers now.
-    pub fn healthy(&self) -> bool {
-        self.health.lock().map(|h| h.synced && h.down.is_none()).unwrap_or(false)
     }
 
     /// Readiness: fails until the first list, and while etcd is unreachable,

@@ -253,18 +253,19 @@ impl Store for EtcdStore {
             // Nothing to serve yet, not even a stale state: kube's cacher answers 429.
             return Err(StoreError::Initializing);
         }
-        if !self.feed.healthy() {
-            // etcd is unreachable: keep serving what the cache has.
-            return Ok(self.cache.revision());
-        }
+        // Asked even while the feed knows etcd is unreachable, as kube-apiserver
+        // asks etcd for every read of the latest state: a replica cut off from
+        // etcd can't know what other replicas wrote meanwhile, so it answers
+        // 504 rather than a state older than an acknowledged write. Reads at
+        // `resourceVersion=0` and watches go on from the cache.
         match self.revisions.current().await {
             Ok(rev) => {
                 self.wait_for_rv(rev, self.timeout).await?;
                 Ok(rev)
             }
             Err(why) => {
-                self.feed.down(why);
-                Ok(self.cache.revision())
+                self.feed.down(why.clone());
+                Err(StoreError::Unavailable(why))
             }
         }
     }

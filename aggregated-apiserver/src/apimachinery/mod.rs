@@ -16,7 +16,8 @@
 //!   `api/errors`);
 //! * [`options`]: the options of a request (list, write, delete), decoded
 //!   from its query and body with kube's rules and wording;
-//! * [`serializer`]: request bodies in JSON and YAML, read into JSON;
+//! * [`serializer`]: request bodies in JSON and YAML, read into JSON, and
+//!   [`yaml_limits`], the checks that bound the cost of parsing a YAML body;
 //! * [`gofmt`]: how Go prints and parses values, for kube's exact wording;
 //! * [`uid`]: new UIDs (random UUIDs);
 //! * [`fieldpath`], [`typed`], [`managed_fields`]: server-side apply and
@@ -41,6 +42,7 @@ pub mod schema;
 pub mod serializer;
 pub mod typed;
 pub mod uid;
+pub mod yaml_limits;
 
 #[cfg(test)]
 mod fuzz_tests;

@@ -24,6 +24,7 @@ use serde_json::{Map, Value};
 
 use crate::apimachinery::gofmt::{go_float, go_quote};
 use crate::apimachinery::gojson::MAX_NESTING_DEPTH;
+use crate::apimachinery::yaml_limits;
 
 /// The formats a whole-object body (create, update, apply) can come in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,13 +106,13 @@ const DUPLICATE_LINE_BUDGET_BYTES: usize = 1 << 20;
 /// duplicate keys it had. An empty stream is `null`, as in sigs.k8s.io/yaml.
 ///
 /// Bounded whatever the input: nesting deeper than [`MAX_NESTING_DEPTH`] is
-/// refused (`yaml: line N: exceeded max depth of 127`), and so is a document
-/// whose aliases expand it beyond about twice its own size
+/// refused (`yaml: line N: exceeded max depth of 127`), as are more %TAG
+/// directives than [`yaml_limits::MAX_TAG_DIRECTIVES`], both before parsing
+/// ([`yaml_limits`]), and so is a document whose aliases expand it beyond
+/// about twice its own size
 /// (`yaml: document contains excessive aliasing`, kube's words for an alias bomb).
 pub fn yaml_to_json(body: &[u8]) -> Result<(Vec<u8>, Vec<String>), String> {
-    if let Some(line) = flow_nesting_beyond(body, MAX_NESTING_DEPTH) {
-        return Err(format!("yaml: line {line}: exceeded max depth of {MAX_NESTING_DEPTH}"));
-    }
+    yaml_limits::check(body, MAX_NESTING_DEPTH)?;
     // Without aliases a document never yields more than ~2 units (bytes of
     // scalars + one per node) per byte of input; the slack covers tiny bodies.
     let budget = body.len().saturating_mul(2).saturating_add(64);
@@ -128,98 +129,6 @@ pub fn yaml_to_json(body: &[u8]) -> Result<(Vec<u8>, Vec<String>), String> {
     }
     let json = serde_json::to_vec(&value).map_err(|e| format!("yaml: {e}"))?;
     Ok((json, duplicates))
-}
-
-/// The 1-based line where flow collections (`[`, `{`) nest deeper than
-/// `limit`, found without parsing. libyaml's scanner does work proportional to
-/// the flow depth for every token, so a body of 100,000 `[` would take minutes
-/// to reject after parsing; go-yaml caps that depth (10,000) for the same reason.
-///
-/// A lexical scan that follows libyaml where a bracket is one:
-/// - outside flow collections, a bracket opens one only where a token can
-///   start (after whitespace, a line start or another flow indicator), so
-///   `x[y` in a plain scalar is not one;
-/// - inside one, every bracket is (libyaml ends a plain scalar at a flow
-///   indicator there), `{"a":{"a":1}}` as JSON writes it included;
-/// - quoted scalars and comments are skipped where a token starts, and in a
-///   flow collection also right after a `:` that follows a quoted key, a
-///   collection or an indicator (`{"a":"}}"}`, whose braces are text).
-///
-/// It errs only on the side of refusing a document that had, outside quotes,
-/// more than `limit` unclosed brackets each starting a word.
-fn flow_nesting_beyond(body: &[u8], limit: usize) -> Option<usize> {
-    /// The last byte before this one that was not whitespace.
-    #[derive(Clone, Copy, PartialEq)]
-    enum Last {
-        /// Part of a plain scalar (a word).
-        Plain,
-        /// The end of a quoted scalar or of a flow collection.
-        JsonLike,
-        /// A flow indicator or a line start.
-        Indicator,
-    }
-    let (mut depth, mut line, mut i) = (0usize, 1usize, 0usize);
-    let mut prev = b'\n';
-    let mut last = Last::Indicator;
-    // A `:` in a flow collection that is the value indicator: a token starts right after it.
-    let mut after_value_indicator = false;
-    while i < body.len() {
-        let c = body[i];
-        let after_blank = matches!(prev, b' ' | b'\t' | b'\n' | b'\r');
-        let token_start = after_blank || matches!(prev, b'[' | b'{' | b',') || after_value_indicator;
-        after_value_indicator = false;
-        match c {
-            b'\n' => line += 1,
-            b' ' | b'\t' | b'\r' => {}
-            b'#' if after_blank => {
-                while i < body.len() && body[i] != b'\n' {
-                    i += 1;
-                }
-                continue;
-            }
-            b'"' | b'\'' if token_start => {
-                i += 1;
-                while i < body.len() {
-                    match body[i] {
-                        b'\n' => line += 1,
-                        b'\\' if c == b'"' => i += 1,
-                        b'\'' if c == b'\'' && body.get(i + 1) == Some(&b'\'') => i += 1,
-                        q if q == c => break,
-                        _ => {}
-                    }
-                    i += 1;
-                }
-                last = Last::JsonLike;
-            }
-            b'[' | b'{' if token_start || depth > 0 => {
-                depth += 1;
-                if depth > limit {
-                    return Some(line);
-                }
-                last = Last::Indicator;
-            }
-            b'[' | b'{' => {
-                // Part of a word: what follows is too.
-                prev = b'x';
-                last = Last::Plain;
-                i += 1;
-                continue;
-            }
-            b']' | b'}' if depth > 0 => {
-                depth -= 1;
-                last = Last::JsonLike;
-            }
-            b',' if depth > 0 => last = Last::Indicator,
-            b':' if depth > 0 && last != Last::Plain => {
-                after_value_indicator = true;
-                last = Last::Indicator;
-            }
-            _ => last = Last::Plain,
-        }
-        prev = body.get(i).copied().unwrap_or(b' ');
-        i += 1;
-    }
-    None
 }
 
 /// The line of the `nth` duplicate key: a pass that stops on it.
@@ -810,29 +719,16 @@ mod tests {
     }
 
     #[test]
-    fn deep_flow_nesting_is_refused_before_parsing() {
+    fn deep_nesting_is_refused_before_parsing() {
         let started = std::time::Instant::now();
         let flood = format!("a: {}{}\n", "[".repeat(1_000_000), "]".repeat(1_000_000));
         assert_eq!(err(&flood), format!("yaml: line 1: exceeded max depth of {MAX_NESTING_DEPTH}"));
+        let quoted_in_plain = format!("{}1", "{k: a \"b, x: ".repeat(100_000));
+        assert_eq!(err(&quoted_in_plain), format!("yaml: line 1: exceeded max depth of {MAX_NESTING_DEPTH}"));
         assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
         // Brackets in quotes, comments and inside words are not nesting.
         let quoted = format!("a: \"{0}\"\nb: '{0}'\nc: x{0}\n# {0}\nd: 'it''s' # {0}\n", "[".repeat(300));
         assert_eq!(convert(&quoted)["c"], Value::String(format!("x{}", "[".repeat(300))));
-        // JSON's own way of nesting (no blank after the colon), and braces in
-        // its strings, which must not hide the nesting around them.
-        for level in [
-            "{\"a\":",
-            "{\"k\":\"}}}\",\"a\":",
-            "{\"k\" :\"}}}\", \"a\" :",
-            "[{:\"}}}\"},",
-            "{\"a\":[\"]]\",",
-            "{a: x{",
-        ] {
-            let started = std::time::Instant::now();
-            let deep = format!("{}1", level.repeat(40_000));
-            assert_eq!(err(&deep), format!("yaml: line 1: exceeded max depth of {MAX_NESTING_DEPTH}"), "{level}");
-            assert!(started.elapsed() < std::time::Duration::from_secs(5), "{level}: {:?}", started.elapsed());
-        }
         // Braces in a flow collection's quoted strings are text.
         let braces =
             format!("{{\"a\":\"{0}\",\"b\":['{0}'],\"c\":{{\"d\":\"{1}\"}}}}", "{[".repeat(200), "}]".repeat(200));

@@ -6,8 +6,8 @@
 //! 24 doubling `copy` operations grew an object to gigabytes and went
 //! unnoticed by a million of its requests. These generators know the grammar
 //! of what the server parses (JSON patch operations and paths, merge patches,
-//! apply configurations, YAML's anchors, aliases and merge keys, numbers,
-//! selectors, query parameters, Accept headers) and aim each at what grows:
+//! apply configurations, YAML's anchors, aliases, merge keys, nesting and
+//! directives, numbers, selectors, query parameters, Accept headers) and aim each at what grows:
 //! the largest subtree, the deepest path, an array's edges, the widest map,
 //! the most managers. Sizes are drawn log-uniformly, so most requests are
 //! small and a few are near the 3 MiB body limit.
@@ -59,6 +59,9 @@ pub enum Attack {
     ApplyManagers,
     /// YAML with anchors, aliases (of maps, lists and long strings) and merge keys.
     YamlAliases,
+    /// YAML on which libyaml's own work grows faster than the body: deep
+    /// nesting written in every style, and `%TAG` directives by the thousand.
+    YamlParser,
     /// Numbers at the edges of what JSON, YAML, f64, int64 and parsers hold.
     Numbers,
     /// Label and field selectors with thousands of values and terms.
@@ -85,6 +88,7 @@ impl Attack {
         Attack::ApplyWide,
         Attack::ApplyManagers,
         Attack::YamlAliases,
+        Attack::YamlParser,
         Attack::Numbers,
         Attack::Selectors,
         Attack::Params,
@@ -106,6 +110,7 @@ impl Attack {
             Attack::ApplyWide => "apply-wide",
             Attack::ApplyManagers => "apply-managers",
             Attack::YamlAliases => "yaml-aliases",
+            Attack::YamlParser => "yaml-parser",
             Attack::Numbers => "numbers",
             Attack::Selectors => "selectors",
             Attack::Params => "query-params",
@@ -235,6 +240,7 @@ impl Gen {
             Attack::ApplyWide => self.apply_wide(),
             Attack::ApplyManagers => self.apply_managers(),
             Attack::YamlAliases => self.yaml_aliases(),
+            Attack::YamlParser => self.yaml_parser(),
             Attack::Numbers => self.numbers(),
             Attack::Selectors => self.selectors(),
             Attack::Params => self.params(),
@@ -669,6 +675,29 @@ impl Gen {
             1 => (Method::PUT, format!("{}/{name}", collection()), String::new(), headers("application/yaml"), body),
             _ => (Method::PATCH, format!("{}/{name}", collection()), "fieldManager=yaml".into(), headers(APPLY), body),
         }
+    }
+
+    /// Deep nesting in the styles a lexical check can miss (a quote inside a
+    /// plain scalar, block indicators, tags and anchors, JSON's own), or
+    /// thousands of `%TAG` directives, each of which libyaml checks against
+    /// every one before it.
+    fn yaml_parser(&mut self) -> Parts {
+        let (path, name, status) = self.target(0.2);
+        let body = if self.chance(0.6) {
+            let level = *["{a: ", "[", "{\"a\":", "- ", "? ", "!t &a [", "[a 'b, ", "{k: a \"b, x: "]
+                .choose(&mut self.rng)
+                .unwrap();
+            let prefix = if self.chance(0.5) { "{k: a \"b, x: " } else { "" };
+            format!("{prefix}{}1", level.repeat(self.bulk(100, 200_000)))
+        } else {
+            let n = self.bulk(10, 100_000);
+            let mut y: String = (0..n).map(|i| format!("%TAG !t{i}! t:{i}\n")).collect();
+            let part =
+                if status { "status: !t0!s {observedGeneration: 1}" } else { "spec: !t0!s {weight: 1, height: 1}" };
+            y.push_str(&format!("---\napiVersion: {API_VERSION}\nkind: Llama\nmetadata:\n  name: {name}\n{part}\n"));
+            y
+        };
+        (Method::PATCH, path, "fieldManager=yaml".into(), headers(APPLY), Some(body.into_bytes()))
     }
 
     /// A number's text at an edge: f64's, int64's, JSON's and parsers'.

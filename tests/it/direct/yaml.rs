@@ -258,11 +258,26 @@ async fn yaml_bombs_and_deep_nesting_are_refused_and_the_server_stays_up() {
         "]".repeat(100_000)
     );
     let block: String = (0..400).map(|i| format!("{}k{i}:\n", " ".repeat(i))).collect();
-    for body in [flow, block] {
+    // A quote inside a plain scalar, then 300,000 levels (libyaml's scanner
+    // would take about a minute over them), and block sequences on one line.
+    let quoted_in_plain = format!("{{k: a \"b, x: {}1", "{a: ".repeat(300_000));
+    let dashes = format!("{}1", "- ".repeat(500_000));
+    for body in [flow, block, quoted_in_plain, dashes] {
+        let started = std::time::Instant::now();
         let (code, _, text) = send(&s, Method::POST, &coll, Some("application/yaml"), None, &body).await;
         assert_eq!(code, 400, "{text}");
         assert!(text.contains("exceeded max depth of 127"), "{text}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}: {text}", started.elapsed());
     }
+    // %TAG directives, each of which libyaml checks against all before it:
+    // 100,000 took 88 s.
+    let directives: String = (0..100_000).map(|i| format!("%TAG !t{i}! t:{i}\n")).collect();
+    let tagged = format!("{directives}---\n{}", dolly("tagged", "1"));
+    let started = std::time::Instant::now();
+    let (code, _, text) = send(&s, Method::POST, &coll, Some("application/yaml"), None, &tagged).await;
+    assert_eq!(code, 400, "{text}");
+    assert!(text.contains("yaml: line 65: more than 64 %TAG directives"), "{text}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
     // Still serving.
     let (code, _, text) = send(&s, Method::POST, &coll, Some("application/yaml"), None, &dolly("after", "1")).await;
     assert_eq!(code, 201, "{text}");

@@ -57,11 +57,21 @@ impl Operator {
 /// A set of labels a selector can be matched against (`labels.Labels`).
 pub trait Labels {
     fn get(&self, key: &str) -> Option<&str>;
+    /// How many labels there are.
+    fn count(&self) -> usize;
+    /// Every label, keys in ascending order.
+    fn in_key_order(&self) -> impl Iterator<Item = (&str, &str)>;
 }
 
 impl Labels for BTreeMap<String, String> {
     fn get(&self, key: &str) -> Option<&str> {
         BTreeMap::get(self, key).map(String::as_str)
+    }
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn in_key_order(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 }
 
@@ -164,33 +174,6 @@ impl Requirement {
     fn has_value(&self, value: &str) -> bool {
         self.sorted.binary_search_by(|v| v.as_str().cmp(value)).is_ok()
     }
-
-    /// `Requirement.Matches`.
-    pub fn matches(&self, labels: &impl Labels) -> bool {
-        let actual = labels.get(&self.key);
-        match self.operator {
-            Operator::In | Operator::Equals | Operator::DoubleEquals => actual.is_some_and(|v| self.has_value(v)),
-            Operator::NotIn | Operator::NotEquals => actual.is_none_or(|v| !self.has_value(v)),
-            Operator::Exists => actual.is_some(),
-            Operator::DoesNotExist => actual.is_none(),
-            Operator::GreaterThan | Operator::LessThan => {
-                let Some(actual) = actual.and_then(|v| go_parse_int64(v).ok()) else {
-                    return false;
-                };
-                let [wanted] = self.values.as_slice() else {
-                    return false;
-                };
-                let Some(wanted) = go_parse_int64(wanted).ok() else {
-                    return false;
-                };
-                if self.operator == Operator::GreaterThan {
-                    actual > wanted
-                } else {
-                    actual < wanted
-                }
-            }
-        }
-    }
 }
 
 impl fmt::Display for Requirement {
@@ -230,9 +213,89 @@ impl fmt::Display for Requirement {
 
 /// A parsed label selector: the AND of its requirements, sorted by key.
 /// The default value selects everything.
+///
+/// Matched in proportion to the object's labels, not to the selector: a
+/// query of 60 KB holds 12,000 requirements, and checking each against each
+/// of 1,000 objects took 1.9 s of CPU for one LIST. The requirements on one
+/// key are folded into one [`KeyTest`]; keys whose test an absent label
+/// passes can only fail on a label the object has, so they are looked up
+/// from its labels, and the keys that must be there can all be there only
+/// when the object has at least as many labels.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LabelSelector {
     requirements: Vec<Requirement>,
+    /// One test per key, sorted by key.
+    tests: Vec<KeyTest>,
+    /// The tests whose label must be there.
+    needing: Vec<usize>,
+}
+
+/// What all of a selector's requirements on one key ask of its label: their
+/// AND, which a label's value (or its absence) passes or fails at once.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct KeyTest {
+    key: String,
+    /// The label must be there (`in`, `=`, `==`, `exists`, `gt`, `lt`).
+    present: bool,
+    /// The label must not be there (`!key`).
+    absent: bool,
+    /// Its value must be one of these (every `in` and `=` set's intersection), sorted.
+    one_of: Option<Vec<String>>,
+    /// Its value must be none of these (every `notin` and `!=`), sorted once built.
+    none_of: Vec<String>,
+    /// Its value must be an integer above and below these (`gt`, `lt`).
+    above: Option<i64>,
+    below: Option<i64>,
+}
+
+impl KeyTest {
+    fn new(key: &str) -> Self {
+        KeyTest { key: key.to_string(), ..Default::default() }
+    }
+
+    /// Adds a requirement on this key: the test then passes what both did.
+    fn and(&mut self, r: &Requirement) {
+        // Validated at parse: gt and lt hold one integer.
+        let bound = || r.values.first().and_then(|v| go_parse_int64(v).ok());
+        match r.operator {
+            Operator::In | Operator::Equals | Operator::DoubleEquals => {
+                self.present = true;
+                self.one_of = Some(match self.one_of.take() {
+                    None => r.sorted.clone(),
+                    Some(before) => before.into_iter().filter(|v| r.has_value(v)).collect(),
+                });
+            }
+            // Sorted once all are in (`LabelSelector::of`).
+            Operator::NotIn | Operator::NotEquals => self.none_of.extend(r.sorted.iter().cloned()),
+            Operator::Exists => self.present = true,
+            Operator::DoesNotExist => self.absent = true,
+            Operator::GreaterThan => {
+                self.present = true;
+                self.above = Some(self.above.unwrap_or(i64::MIN).max(bound().unwrap_or(i64::MAX)));
+            }
+            Operator::LessThan => {
+                self.present = true;
+                self.below = Some(self.below.unwrap_or(i64::MAX).min(bound().unwrap_or(i64::MIN)));
+            }
+        }
+    }
+
+    /// Whether a label with this value (None: no such label) passes.
+    fn passes(&self, actual: Option<&str>) -> bool {
+        let Some(value) = actual else {
+            return !self.present;
+        };
+        if self.absent
+            || self.one_of.as_ref().is_some_and(|set| set.binary_search_by(|v| v.as_str().cmp(value)).is_err())
+            || self.none_of.binary_search_by(|v| v.as_str().cmp(value)).is_ok()
+        {
+            return false;
+        }
+        if self.above.is_none() && self.below.is_none() {
+            return true;
+        }
+        go_parse_int64(value).is_ok_and(|n| self.above.is_none_or(|a| n > a) && self.below.is_none_or(|b| n < b))
+    }
 }
 
 impl LabelSelector {
@@ -240,9 +303,30 @@ impl LabelSelector {
     /// text apimachinery produces.
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut parser = Parser::new(s);
-        let mut requirements = parser.parse()?;
+        let requirements = parser.parse()?;
+        Ok(Self::of(requirements))
+    }
+
+    /// The selector of these requirements, sorted by key as kube sorts them.
+    fn of(mut requirements: Vec<Requirement>) -> Self {
         requirements.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(LabelSelector { requirements })
+        let mut tests: Vec<KeyTest> = Vec::new();
+        for r in &requirements {
+            match tests.last_mut() {
+                Some(last) if last.key == r.key => last.and(r),
+                _ => {
+                    let mut test = KeyTest::new(&r.key);
+                    test.and(r);
+                    tests.push(test);
+                }
+            }
+        }
+        for test in &mut tests {
+            test.none_of.sort_unstable();
+            test.none_of.dedup();
+        }
+        let needing = (0..tests.len()).filter(|i| tests[*i].present).collect();
+        LabelSelector { requirements, tests, needing }
     }
 
     /// `metav1.LabelSelectorAsSelector` for a selector an object carries
@@ -263,13 +347,30 @@ impl LabelSelector {
             let values = expression.values.clone().unwrap_or_default();
             requirements.push(Requirement::new(&expression.key, operator, values)?);
         }
-        requirements.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(LabelSelector { requirements })
+        Ok(Self::of(requirements))
     }
 
     /// `Selector.Matches`.
     pub fn matches(&self, labels: &impl Labels) -> bool {
-        self.requirements.iter().all(|r| r.matches(labels))
+        let each_key = || self.tests.iter().all(|t| t.passes(labels.get(&t.key)));
+        if self.tests.len() <= SMALL_SELECTOR {
+            return each_key();
+        }
+        let count = labels.count();
+        if self.tests.len() <= count {
+            return each_key();
+        }
+        // More keys than labels: each key that must be there is looked up
+        // (no more of them than labels, or no match), the others only for
+        // the labels the object has.
+        self.needing.len() <= count
+            && self.needing.iter().all(|i| self.tests[*i].passes(labels.get(&self.tests[*i].key)))
+            && labels.in_key_order().all(|(key, value)| {
+                match self.tests.binary_search_by(|t| t.key.as_str().cmp(key)) {
+                    Ok(i) => self.tests[i].present || self.tests[i].passes(Some(value)),
+                    Err(_) => true,
+                }
+            })
     }
 
     /// `Selector.Empty`: true when the selector does not restrict anything.
@@ -295,6 +396,10 @@ impl fmt::Display for LabelSelector {
         Ok(())
     }
 }
+
+/// Up to this many requirements, a selector is matched one requirement at
+/// a time, whatever the object's labels: selectors people write.
+const SMALL_SELECTOR: usize = 8;
 
 // --- lexer -----------------------------------------------------------------
 
@@ -633,6 +738,106 @@ mod tests {
     use crate::apimachinery::fields::FieldSelector;
     use crate::apimachinery::names::{validate_dns1123_label, validate_dns1123_subdomain};
     use crate::apimachinery::test_fixtures::{LABEL_VALUE_REGEX_ERR, NAME_PART_REGEX_ERR, SUBDOMAIN_REGEX_ERR};
+
+    /// kube's `Requirement.Matches`, one requirement at a time: what the
+    /// folded tests must agree with.
+    fn reference(r: &Requirement, labels: &impl Labels) -> bool {
+        let actual = labels.get(r.key());
+        let int = |v: &str| go_parse_int64(v).ok();
+        match r.operator() {
+            Operator::In | Operator::Equals | Operator::DoubleEquals => actual.is_some_and(|v| r.has_value(v)),
+            Operator::NotIn | Operator::NotEquals => actual.is_none_or(|v| !r.has_value(v)),
+            Operator::Exists => actual.is_some(),
+            Operator::DoesNotExist => actual.is_none(),
+            Operator::GreaterThan => actual.and_then(int).zip(int(&r.values()[0])).is_some_and(|(a, w)| a > w),
+            Operator::LessThan => actual.and_then(int).zip(int(&r.values()[0])).is_some_and(|(a, w)| a < w),
+        }
+    }
+
+    #[test]
+    fn folded_matching_agrees_with_each_requirement_in_turn() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        // More keys than a small selector has, so both ways of matching run.
+        let keys = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"];
+        let values = ["1", "2", "3", "x", ""];
+        let pick = |rng: &mut rand::rngs::StdRng, from: &[&'static str]| from[rng.random_range(0..from.len())];
+        let term = |rng: &mut rand::rngs::StdRng| {
+            let (k, v) = (pick(rng, &keys), pick(rng, &values));
+            // Empty values only alone: `(x,,)` does not parse.
+            let set: Vec<&str> = (0..rng.random_range(1..4)).map(|_| pick(rng, &values[..4])).collect();
+            match rng.random_range(0..9) {
+                0 => format!("{k}={v}"),
+                1 => format!("{k}=={v}"),
+                2 => format!("{k}!={v}"),
+                3 => format!("{k} in ({})", set.join(",")),
+                4 => format!("{k} notin ({})", set.join(",")),
+                5 => k.to_string(),
+                6 => format!("!{k}"),
+                7 => format!("{k}>{}", rng.random_range(0..4)),
+                _ => format!("{k}<{}", rng.random_range(0..4)),
+            }
+        };
+        let (mut large, mut large_matched, mut large_refused) = (0, 0, 0);
+        for _ in 0..8_000 {
+            let mut set = BTreeMap::new();
+            for _ in 0..rng.random_range(0..12) {
+                set.insert(pick(&mut rng, &keys).to_string(), pick(&mut rng, &values).to_string());
+            }
+            // Mostly terms the labels pass, so that a selector of many
+            // matches now and then, and the one that fails is any of them.
+            let terms: Vec<String> = (0..rng.random_range(0..30))
+                .map(|_| {
+                    let wanted = rng.random_bool(0.95);
+                    let mut t = term(&mut rng);
+                    for _ in 0..20 {
+                        if parse_ok(&t).matches(&set) == wanted {
+                            break;
+                        }
+                        t = term(&mut rng);
+                    }
+                    t
+                })
+                .collect();
+            let selector = parse_ok(&terms.join(","));
+            let label_set: crate::storage::index::LabelSet =
+                set.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let expected = selector.requirements().iter().all(|r| reference(r, &set));
+            if selector.tests.len() > SMALL_SELECTOR.max(set.len()) {
+                large += 1;
+                large_matched += usize::from(expected);
+                large_refused += usize::from(
+                    !expected
+                        && selector
+                            .needing
+                            .iter()
+                            .all(|i| selector.tests[*i].passes(set.get(&selector.tests[*i].key).map(String::as_str))),
+                );
+            }
+            assert_eq!(selector.matches(&set), expected, "{terms:?} on {set:?}");
+            assert_eq!(selector.matches(&label_set), expected, "{terms:?} on {set:?}");
+        }
+        // Both ways ran, and the second both matched and refused by a label's value.
+        assert!(large > 1_000 && large_matched > 300 && large_refused > 10, "{large} {large_matched} {large_refused}");
+    }
+
+    #[test]
+    fn a_selector_of_thousands_of_requirements_costs_by_the_labels() {
+        let object = labels(&[("app", "web"), ("tier", "1")]);
+        // 12,000 requirements that all pass, on keys the object lacks and on its own.
+        let absent: Vec<String> = (0..12_000).map(|i| format!("!k{i}")).collect();
+        let own: Vec<String> = (0..12_000).map(|i| format!("app notin (v{i})")).collect();
+        for terms in [absent, own] {
+            let selector = parse_ok(&terms.join(","));
+            let started = std::time::Instant::now();
+            for _ in 0..1_000 {
+                assert!(selector.matches(&object));
+            }
+            assert!(started.elapsed() < std::time::Duration::from_secs(1), "{:?}", started.elapsed());
+        }
+        let missing_one = parse_ok(&(0..100).map(|i| format!("k{i}")).collect::<Vec<_>>().join(","));
+        assert!(!missing_one.matches(&object));
+    }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

@@ -80,6 +80,12 @@ impl Labels for LabelSet {
     fn get(&self, key: &str) -> Option<&str> {
         self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
+    fn count(&self) -> usize {
+        self.iter().count()
+    }
+    fn in_key_order(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.iter()
+    }
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@
 //!   parser's, whatever the syntax.
 //! - **`%TAG` directives.** libyaml checks each new directive against every
 //!   earlier one, and each tag against them all: 100,000 directives (2 MB)
-//!   took 88 s. A document needs a few at most; the directive lines are
-//!   counted before parsing.
+//!   took 88 s. A document needs a few at most; `%TAG` is counted before
+//!   parsing.
 
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;

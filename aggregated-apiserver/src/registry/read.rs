@@ -246,9 +246,12 @@ impl Registry {
             }
         }
         let (initial, from) = if initial_events {
-            let (meta, items) = self
-                .list(ns, &ListOptions { limit: None, continue_token: None, rv: Rv::Unset, ..opts.clone() })
-                .await?;
+            // From resourceVersion=0 the cache's state as it is, as kube's
+            // cacher starts it (so such a watch starts while etcd is down);
+            // otherwise the latest state.
+            let rv = if opts.rv == Rv::Any { Rv::Any } else { Rv::Unset };
+            let (meta, items) =
+                self.list(ns, &ListOptions { limit: None, continue_token: None, rv, ..opts.clone() }).await?;
             (items, meta.resource_version)
         } else {
             match opts.rv {

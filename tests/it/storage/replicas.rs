@@ -238,6 +238,10 @@ async fn etcd_outage_keeps_cached_reads_fails_latest_reads_and_writes_cleanly_an
         let (code, v) =
             send(s, Method::GET, &format!("{}?resourceVersion=0", s.llamas("default", "before0")), None).await;
         assert_eq!(code, 200, "{v}");
+        // So do watches from there, starting with the cached state.
+        let mut from_cache = Watch::open(s, "resourceVersion=0").await;
+        let first = from_cache.next().await.unwrap();
+        assert_eq!(first["type"], "ADDED", "{first}");
         // Reads of the latest state fail as writes do, as kube-apiserver's do:
         // the replica can't know what was written since it last heard from etcd.
         for path in [s.llamas("default", "before0"), s.llamas("default", "")] {

@@ -6,6 +6,7 @@
 //! backoff from the last revision it has, and re-lists when etcd has compacted
 //! that revision away (closing open watches: their clients get 410 and re-list).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,6 +26,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// What readiness and readers know of the feed.
 #[derive(Default)]
 pub struct FeedState {
+    /// Whether the cache has listed etcd once; it stays so. Apart from
+    /// `health` because every read of the latest state checks it: a lock
+    /// there was one that all threads took.
+    synced: AtomicBool,
     health: Mutex<Health>,
     /// A reader waits for a revision the cache has not reached: ask etcd for
     /// a progress notification (which carries the current revision).
@@ -33,7 +38,6 @@ pub struct FeedState {
 
 #[derive(Default)]
 struct Health {
-    synced: bool,
     /// Since when etcd has been unreachable, and why; `None` while it answers.
     down: Option<(DateTime<Utc>, String)>,
 }
@@ -48,8 +52,8 @@ impl FeedState {
             if let Some((since, _)) = h.down.take() {
                 tracing::info!(down_since = %since, "etcd reachable again");
             }
-            h.synced = true;
         }
+        self.synced.store(true, Ordering::Release);
     }
 
     /// Records a failure; the first one of an outage sets "since".
@@ -67,14 +71,14 @@ impl FeedState {
 
     /// Whether the cache has listed etcd at least once.
     pub fn synced(&self) -> bool {
-        self.health.lock().map(|h| h.synced).unwrap_or(false)
+        self.synced.load(Ordering::Acquire)
     }
 
     /// Readiness: fails until the first list, and while etcd is unreachable,
     /// saying since when.
     pub fn readiness(&self) -> Result<(), String> {
         let h = self.health.lock().map_err(|_| "etcd feed state poisoned".to_string())?;
-        match (&h.down, h.synced) {
+        match (&h.down, self.synced()) {
             (Some((since, why)), _) => Err(format!(
                 "etcd unreachable since {} ({}s): {why}",
                 since.to_rfc3339_opts(SecondsFormat::Secs, true),

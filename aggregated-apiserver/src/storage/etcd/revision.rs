@@ -21,6 +21,11 @@ impl RevisionReader {
         tokio::spawn(async move {
             let mut kv = client.kv_client();
             while let Some(first) = queue.recv().await {
+                // Readers already running on the workers (requests parsed,
+                // their handlers started) join this round trip instead of
+                // the next: under load a fetch is shared by many more reads.
+                // With nothing else runnable this returns at once.
+                tokio::task::yield_now().await;
                 // Everyone queued now arrived before the request below is sent.
                 let mut waiting = vec![first];
                 while let Ok(more) = queue.try_recv() {

@@ -223,6 +223,9 @@ impl fmt::Display for Requirement {
 /// when the object has at least as many labels.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LabelSelector {
+    /// As parsed, sorted by key: what the unit tests read back (matching
+    /// uses only the folded tests below).
+    #[cfg(test)]
     requirements: Vec<Requirement>,
     /// One test per key, sorted by key.
     tests: Vec<KeyTest>,
@@ -326,7 +329,12 @@ impl LabelSelector {
             test.none_of.dedup();
         }
         let needing = (0..tests.len()).filter(|i| tests[*i].present).collect();
-        LabelSelector { requirements, tests, needing }
+        LabelSelector {
+            #[cfg(test)]
+            requirements,
+            tests,
+            needing,
+        }
     }
 
     /// `metav1.LabelSelectorAsSelector` for a selector an object carries
@@ -375,15 +383,17 @@ impl LabelSelector {
 
     /// `Selector.Empty`: true when the selector does not restrict anything.
     pub fn is_empty(&self) -> bool {
-        self.requirements.is_empty()
+        self.tests.is_empty()
     }
 
     /// The parsed requirements, sorted by key.
+    #[cfg(test)]
     pub fn requirements(&self) -> &[Requirement] {
         &self.requirements
     }
 }
 
+#[cfg(test)]
 impl fmt::Display for LabelSelector {
     /// `Selector.String()`: requirements joined by ',' (sorted by key).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

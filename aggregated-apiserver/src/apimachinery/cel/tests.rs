@@ -104,11 +104,11 @@ fn runtime_bound_refuses_before_running() {
     );
     // 200^3 = 8,000,000 iterations: refused without running, in kube's words.
     let big = json!({"l": (0..200).collect::<Vec<_>>()});
-    let started = std::time::Instant::now();
     let err = e.evaluate(&Activation::new().json("self", &big, &t), PER_CALL_LIMIT).unwrap_err();
-    assert!(matches!(err, EvalError::CostLimitExceeded { bound } if bound > PER_CALL_LIMIT), "{err:?}");
+    // The bound of all 8,000,000 iterations, not the little over the limit
+    // that an evaluation stopped on its way would report.
+    assert!(matches!(err, EvalError::CostLimitExceeded { bound } if bound >= 200u64.pow(3)), "{err:?}");
     assert_eq!(err.to_string(), "operation cancelled: actual cost limit exceeded");
-    assert!(started.elapsed() < std::time::Duration::from_millis(100));
 }
 
 #[test]

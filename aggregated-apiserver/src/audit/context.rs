@@ -241,6 +241,10 @@ struct State {
     response_content_encoding: Option<String>,
     /// ResponseComplete (or Panic) has been written: nothing more is.
     finished: bool,
+    /// RequestReceived, queued in a group its request has not awaited yet:
+    /// a read answered at once waits for it with its ResponseComplete
+    /// ([`AuditContext::defer_received`]).
+    received_unwritten: Option<Ticket>,
 }
 
 /// An event's annotations, in the order of their keys (kube writes a map,
@@ -326,6 +330,8 @@ pub(crate) enum Pending {
     Owned(Arc<Auditor>, Box<Event>),
     /// Queued in a group written shortly ([`super::group`]).
     Queued(Ticket),
+    /// An owned event after a RequestReceived still queued, awaited first.
+    OwnedAfter(Ticket, Arc<Auditor>, Box<Event>),
 }
 
 impl Pending {
@@ -334,6 +340,10 @@ impl Pending {
         match self {
             Pending::Owned(auditor, event) => auditor.process_owned(event).await,
             Pending::Queued(ticket) => ticket.wait().await,
+            Pending::OwnedAfter(received, auditor, event) => {
+                let received = received.wait().await;
+                auditor.process_owned(event).await && received
+            }
         }
     }
 }
@@ -590,6 +600,21 @@ impl AuditContext {
         self.complete(None).await
     }
 
+    /// Leaves the RequestReceived event of a request that only reads, and
+    /// that its handler answered at once, queued until its ResponseComplete
+    /// is: the request then waits once for both, written together. Whoever
+    /// writes a later stage awaits it first ([`Self::process_now`]), so the
+    /// log keeps the order of the stages, and the answer waits for both.
+    pub(crate) fn defer_received(&self, ticket: Ticket) {
+        self.state().received_unwritten = Some(ticket);
+    }
+
+    /// The RequestReceived left queued by [`Self::defer_received`], for the
+    /// caller to await before the request's answer goes out.
+    pub(crate) fn take_received_unwritten(&self) -> Option<Ticket> {
+        self.state().received_unwritten.take()
+    }
+
     /// A request refused because its event could not be stored.
     pub(crate) fn rejected(&self) {
         self.0.auditor.metrics.rejected();
@@ -619,6 +644,8 @@ impl AuditContext {
             // Nothing is written after these.
             state.finished = true;
         }
+        // Awaited before this stage's event: its group is written by whoever awaits it.
+        let received = state.received_unwritten.take();
         let request = &self.0.request;
         let event = EventRef::parts(Parts {
             request,
@@ -635,10 +662,13 @@ impl AuditContext {
             annotations: &state.annotations,
         });
         let auditor = &self.0.auditor;
-        match auditor.process_now(&event) {
-            Some(Handed::Done(ok)) => Ok(ok),
-            Some(Handed::Queued(ticket)) => Err(Pending::Queued(ticket)),
-            None => Err(Pending::Owned(auditor.clone(), Box::new(event.to_event()))),
+        match (auditor.process_now(&event), received) {
+            (Some(Handed::Done(ok)), None) => Ok(ok),
+            (Some(Handed::Done(ok)), Some(received)) => Err(Pending::Queued(received.and(ok))),
+            (Some(Handed::Queued(ticket)), None) => Err(Pending::Queued(ticket)),
+            (Some(Handed::Queued(ticket)), Some(received)) => Err(Pending::Queued(received.then(ticket))),
+            (None, None) => Err(Pending::Owned(auditor.clone(), Box::new(event.to_event()))),
+            (None, Some(received)) => Err(Pending::OwnedAfter(received, auditor.clone(), Box::new(event.to_event()))),
         }
     }
 

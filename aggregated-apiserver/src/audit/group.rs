@@ -243,7 +243,7 @@ async fn behind_ready_tasks() {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use chrono::Utc;
 
     use super::*;
@@ -251,11 +251,12 @@ mod tests {
     use crate::audit::options::{BatchConfig, Mode};
     use crate::audit::sink::with_mode;
 
-    /// Keeps each write's count of lines; every write fails when `fail`.
+    /// Keeps each write's count of lines, and the lines; every write fails when `fail`.
     #[derive(Default)]
-    struct Writes {
-        counts: Mutex<Vec<usize>>,
-        fail: bool,
+    pub(crate) struct Writes {
+        pub counts: Mutex<Vec<usize>>,
+        pub lines: Mutex<Vec<u8>>,
+        pub fail: bool,
     }
 
     #[async_trait::async_trait]
@@ -277,8 +278,9 @@ mod tests {
             self.write_lines_now(lines, count).unwrap_or(false)
         }
 
-        fn write_lines_now(&self, _lines: &[u8], count: usize) -> Option<bool> {
+        fn write_lines_now(&self, lines: &[u8], count: usize) -> Option<bool> {
             self.counts.lock().unwrap().push(count);
+            self.lines.lock().unwrap().extend_from_slice(lines);
             Some(!self.fail)
         }
 
@@ -291,7 +293,8 @@ mod tests {
         }
     }
 
-    fn blocking(backend: &Arc<Writes>, mode: Mode) -> Arc<dyn Backend> {
+    /// `backend` in a blocking mode: its events grouped.
+    pub(crate) fn blocking(backend: &Arc<Writes>, mode: Mode) -> Arc<dyn Backend> {
         let batch = BatchConfig {
             buffer_size: 1,
             max_batch_size: 1,

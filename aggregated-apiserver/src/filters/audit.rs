@@ -41,10 +41,12 @@ use http_body::{Body as _, Frame, SizeHint};
 use crate::apimachinery::errors::ApiError;
 use crate::apimachinery::uid::new_uid;
 use crate::audit::context::{Arrival, Captured, Pending};
+use crate::audit::group::Ticket;
 use crate::audit::{AuditContext, Auditor, Level, Stage, HEADER_AUDIT_ID};
 use crate::auth::authn::peer::Peer;
 use crate::auth::authn::shared_request_user;
-use crate::endpoints::request_info::RequestInfo;
+use crate::endpoints::request_info::{RequestInfo, RequestVerb};
+use crate::registry::kind::Verb;
 
 use super::{answered, passed, waiting, Next, Request};
 
@@ -78,9 +80,28 @@ pub async fn audit(auditor: &Arc<Auditor>, mut req: Request, next: impl Next) ->
     unanswered.answered();
     let mut resp = match (answer, record) {
         (Ok(resp), None) => resp,
-        (Ok(resp), Some((ctx, long_running))) => match record_now(ctx, resp, long_running) {
-            Ok(resp) => resp,
-            Err(recording) => recording.await,
+        (Ok(resp), Some((ctx, long_running))) => match ctx.take_received_unwritten() {
+            None => match record_now(ctx, resp, long_running) {
+                Ok(resp) => resp,
+                Err(recording) => recording.await,
+            },
+            // A read whose RequestReceived waited for its answer
+            // ([`evaluate_policy`]): the two events are awaited together,
+            // RequestReceived first (should it be its group's writer).
+            Some(received) => {
+                let refusal = ctx.clone();
+                let recorded = record_now(ctx, resp, long_running);
+                let stored = received.wait().await;
+                let resp = match recorded {
+                    Ok(resp) => resp,
+                    Err(recording) => recording.await,
+                };
+                if stored {
+                    resp
+                } else {
+                    unstored(&refusal)
+                }
+            }
         },
         (Err(panic), record) => {
             if let Some((ctx, _)) = record {
@@ -216,6 +237,20 @@ fn responded(ctx: &AuditContext, resp: &Response, keep: bool) {
 }
 
 /// Policy evaluation and RequestReceived, right after authentication.
+///
+/// A request that only reads (get, list; not a watch) whose RequestReceived
+/// is queued in a group of the log's ([`crate::audit::group`]) has its
+/// handler run once before the event is awaited: answered at once (a read of
+/// the memory store), the event is left queued and awaited with the
+/// request's ResponseComplete, so that the request waits once for both,
+/// written together (a second wait cost a GET about as much as its whole
+/// ResponseComplete event: README, "Auditing: what it costs a request"). Not
+/// answered at once, the event is awaited before the handler goes on. Either
+/// way the answer goes out only once RequestReceived is written, and
+/// `blocking-strict` refuses it when it could not be, as it refuses a
+/// request before its handler runs: a read changes nothing that a refusal
+/// after its first step would have to undo. A request that may change
+/// something waits for its event before its handler runs, as kube's does.
 pub fn evaluate_policy<'a, N: Next + 'a>(req: Request, next: N) -> impl Future<Output = Response> + Send + 'a {
     match received(req) {
         Received::Now(Ok(req)) => passed(next.run(req)),
@@ -226,15 +261,39 @@ pub fn evaluate_policy<'a, N: Next + 'a>(req: Request, next: N) -> impl Future<O
                 false => unstored(&ctx),
             }
         }),
+        Received::Reading { ticket, ctx, req } => waiting(async move {
+            let mut handling = std::pin::pin!(next.run(with_body_kept(&ctx, req)));
+            match futures::poll!(handling.as_mut()) {
+                Poll::Ready(resp) => {
+                    ctx.defer_received(ticket);
+                    resp
+                }
+                Poll::Pending => match ticket.wait().await {
+                    true => handling.await,
+                    false => unstored(&ctx),
+                },
+            }
+        }),
     }
 }
 
 /// A request after its policy step: the request, once its RequestReceived
 /// event is written (its body kept when the event records it), or the refusal
-/// of a backend that failed; or the event still being written.
+/// of a backend that failed; or the event still being written, for a request
+/// that reads only as a group's line ([`evaluate_policy`]).
 enum Received {
     Now(Result<Request, Response>),
     Writing { pending: Pending, ctx: AuditContext, req: Request },
+    Reading { ticket: Ticket, ctx: AuditContext, req: Request },
+}
+
+/// Whether the request only reads and is answered once (get, list): its
+/// handler may run before its RequestReceived is written.
+fn only_reads(info: &RequestInfo) -> bool {
+    match &info.verb {
+        RequestVerb::Resource(verb) => matches!(verb, Verb::Get | Verb::List),
+        RequestVerb::Method(method) => method == "get",
+    }
 }
 
 fn received(req: Request) -> Received {
@@ -247,9 +306,11 @@ fn received(req: Request) -> Received {
     if config.level == Level::None {
         return Received::Now(Ok(req));
     }
+    let reads = only_reads(info);
     match ctx.process_now(Stage::RequestReceived) {
         Ok(true) => Received::Now(Ok(with_body_kept(&ctx, req))),
         Ok(false) => Received::Now(Err(unstored(&ctx))),
+        Err(Pending::Queued(ticket)) if reads => Received::Reading { ticket, ctx, req },
         Err(pending) => Received::Writing { pending, ctx, req },
     }
 }
@@ -388,11 +449,13 @@ mod tests {
     use std::sync::Mutex;
     use std::time::Duration;
 
-    use axum::routing::{get, post};
+    use axum::routing::get;
     use axum::Router;
 
     use super::*;
+    use crate::audit::group::tests::{blocking, Writes};
     use crate::audit::metrics::AuditMetrics;
+    use crate::audit::options::Mode;
     use crate::audit::policy::PolicyEvaluator;
     use crate::audit::sink::Backend;
     use crate::audit::Event;
@@ -417,8 +480,15 @@ mod tests {
         {"level":"RequestResponse"}]}"#;
 
     async fn serve(backend: Arc<Collect>, req: http::Request<Body>) -> (Response, AuditMetrics) {
+        serve_on(backend, POLICY, req).await
+    }
+
+    /// At Metadata, both stages.
+    const METADATA: &[u8] = br#"{"apiVersion":"audit.k8s.io/v1","kind":"Policy","rules":[{"level":"Metadata"}]}"#;
+
+    async fn serve_on(backend: Arc<dyn Backend>, policy: &[u8], req: http::Request<Body>) -> (Response, AuditMetrics) {
         let metrics = AuditMetrics::default();
-        let auditor = Arc::new(Auditor::new(PolicyEvaluator::from_bytes(POLICY).unwrap(), backend, metrics.clone()));
+        let auditor = Arc::new(Auditor::new(PolicyEvaluator::from_bytes(policy).unwrap(), backend, metrics.clone()));
         let things = "/apis/g/v1/namespaces/ns/things";
         let endpoint = Router::new()
             .route(
@@ -431,6 +501,13 @@ mod tests {
                 }),
             )
             .route(
+                &format!("{things}/after-a-turn"),
+                get(|| async {
+                    tokio::task::yield_now().await;
+                    "answered"
+                }),
+            )
+            .route(
                 &format!("{things}/slow"),
                 get(|| async {
                     std::future::pending::<()>().await;
@@ -439,7 +516,7 @@ mod tests {
             )
             .route(
                 things,
-                post(|req: Request| async move {
+                get(|| async { "[]" }).post(|req: Request| async move {
                     crate::audit::add_annotation(req.extensions(), "example.com/checked", "yes");
                     crate::audit::add_annotation(req.extensions(), "example.com/checked", "no");
                     let body = axum::body::to_bytes(req.into_body(), 1 << 20).await.unwrap_or_default();
@@ -552,5 +629,76 @@ mod tests {
         let _ = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(backend.events.lock().unwrap().is_empty());
+    }
+
+    /// The stages of the lines written, in order.
+    fn written_stages(backend: &Writes) -> Vec<String> {
+        let lines = backend.lines.lock().unwrap();
+        let text = std::str::from_utf8(&lines).unwrap();
+        text.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["stage"].to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn a_read_answered_at_once_waits_once_for_both_its_events() {
+        let backend = Arc::new(Writes::default());
+        let req = http::Request::get("/apis/g/v1/namespaces/ns/things").body(Body::empty()).unwrap();
+        let (resp, _) = serve_on(blocking(&backend, Mode::Blocking), METADATA, req).await;
+        assert_eq!(resp.status(), 200);
+        assert_eq!(*backend.counts.lock().unwrap(), [2], "one write for the two");
+        assert_eq!(written_stages(&backend), [r#""RequestReceived""#, r#""ResponseComplete""#]);
+    }
+
+    #[tokio::test]
+    async fn a_read_that_waits_has_its_request_received_written_first() {
+        let backend = Arc::new(Writes::default());
+        let req = http::Request::get("/apis/g/v1/namespaces/ns/things/after-a-turn").body(Body::empty()).unwrap();
+        let (resp, _) = serve_on(blocking(&backend, Mode::Blocking), METADATA, req).await;
+        assert_eq!(resp.status(), 200);
+        assert_eq!(*backend.counts.lock().unwrap(), [1, 1], "RequestReceived before the handler went on");
+        assert_eq!(written_stages(&backend), [r#""RequestReceived""#, r#""ResponseComplete""#]);
+    }
+
+    #[tokio::test]
+    async fn a_write_has_its_request_received_written_before_its_handler_runs() {
+        let backend = Arc::new(Writes::default());
+        let req = http::Request::post("/apis/g/v1/namespaces/ns/things")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(r#"{"a":1}"#))
+            .unwrap();
+        let (resp, _) = serve_on(blocking(&backend, Mode::Blocking), METADATA, req).await;
+        assert_eq!(resp.status(), 201);
+        assert_eq!(*backend.counts.lock().unwrap(), [1, 1]);
+    }
+
+    #[tokio::test]
+    async fn a_strict_read_whose_events_were_not_written_is_refused() {
+        let backend = Arc::new(Writes { fail: true, ..Default::default() });
+        let req = http::Request::get("/apis/g/v1/namespaces/ns/things").body(Body::empty()).unwrap();
+        let (resp, _) = serve_on(blocking(&backend, Mode::BlockingStrict), METADATA, req).await;
+        assert_eq!(resp.status(), 500);
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+        let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(status["message"], "Internal error occurred: failed to store audit event");
+    }
+
+    #[tokio::test]
+    async fn a_request_received_left_queued_is_written_by_the_stage_after_it() {
+        // Whoever writes the next stage (here a request closed early, its
+        // answer never taken) writes the RequestReceived left queued first.
+        let backend = Arc::new(Writes::default());
+        let auditor = Arc::new(Auditor::new(
+            PolicyEvaluator::from_bytes(METADATA).unwrap(),
+            blocking(&backend, Mode::Blocking),
+            AuditMetrics::default(),
+        ));
+        let things = "/apis/g/v1/namespaces/ns/things";
+        let mut req = http::Request::get(things).body(Body::empty()).unwrap();
+        req.extensions_mut().insert(crate::endpoints::request_info::classify(&http::Method::GET, things, None));
+        let (ctx, _) = started(&auditor, &mut req, &HeaderValue::from_static("id")).unwrap();
+        let Received::Reading { ticket, .. } = received(req) else { panic!("a read's event is queued") };
+        ctx.defer_received(ticket);
+        tokio::time::timeout(Duration::from_secs(5), ctx.closed_early()).await.expect("not left waiting");
+        assert_eq!(*backend.counts.lock().unwrap(), [2]);
+        assert_eq!(written_stages(&backend), [r#""RequestReceived""#, r#""ResponseComplete""#]);
     }
 }

@@ -219,6 +219,35 @@ async fn in_blocking_modes_a_request_is_answered_once_its_events_are_written() {
 }
 
 #[tokio::test]
+async fn blocking_strict_refuses_what_it_could_not_record_and_blocking_does_not() {
+    // Every write to /dev/full fails (ENOSPC).
+    for (mode, refused) in [("blocking-strict", true), ("blocking", false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = audit::write_policy(dir.path(), audit::POLICY);
+        let args = ["--audit-policy-file", policy.to_str().unwrap(), "--audit-log-path", "/dev/full"];
+        let s = Server::start(&[&args[..], &["--audit-log-mode", mode]].concat()).await;
+        // A write, a read answered at once and a list (the two reads wait for
+        // their RequestReceived together with their ResponseComplete).
+        let cases = [
+            (Method::POST, s.llamas("full", ""), Some(llama("dolly", 1.0, 2.0)), 201),
+            (Method::GET, s.llamas("full", "dolly"), None, 200),
+            (Method::GET, s.llamas("full", ""), None, 200),
+        ];
+        for (method, url, body, served) in cases {
+            let (status, echoed, answer) =
+                request(&s, method.clone(), &url, "application/json", body, "full-disk").await;
+            assert_eq!(echoed, "full-disk");
+            if refused {
+                assert_eq!(status, 500, "{mode}: {method} {url}: {answer}");
+                assert_eq!(answer["message"], "Internal error occurred: failed to store audit event", "{mode}: {url}");
+            } else {
+                assert_eq!(status, served, "{mode}: {method} {url}: {answer}");
+            }
+        }
+    }
+}
+
+#[tokio::test]
 async fn without_a_policy_the_audit_id_is_echoed_and_nothing_else_happens() {
     let s = Server::start(&[]).await;
     let resp = s.client.get(s.llamas("ns", "")).header("Audit-ID", "aggregator-id").send().await.unwrap();

@@ -12,7 +12,7 @@
 //! them wait for that write and go on. A request alone waits one turn of
 //! its thread's queue. Why: the `write` of a log line is a system call into
 //! the file system, the dearest part of an event on a server under load
-//! (README, "Auditing: what it costs a request").
+//! (docs/performance.md, "One `write` for the events that come together").
 
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 

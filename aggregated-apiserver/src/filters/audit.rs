@@ -265,7 +265,7 @@ fn responded(ctx: &AuditContext, resp: &Response, keep: bool) {
 /// the memory store), the event is left queued and awaited with the
 /// request's ResponseComplete, so that the request waits once for both,
 /// written together (a second wait cost a GET about as much as its whole
-/// ResponseComplete event: README, "Auditing: what it costs a request"). Not
+/// ResponseComplete event: docs/performance.md, "A read's two events, one wait"). Not
 /// answered at once, the event is awaited before the handler goes on. Either
 /// way the answer goes out only once RequestReceived is written, and
 /// `blocking-strict` refuses it when it could not be, as it refuses a

@@ -33,8 +33,9 @@
 //! heap between large lists.
 //!
 //! mimalloc is built with the `mimalloc` feature (mimalloc 3.x; with
-//! `mimalloc-v2`, 2.x), not by default: measured again on 2026-11-26 (README,
-//! Speed), no setting of it was both faster and as small. With its default
+//! `mimalloc-v2`, 2.x), not by default: measured again on 2026-11-26
+//! (docs/performance.md, "The allocator, measured again"), no setting of it
+//! was both faster and as small. With its default
 //! settings it spent as much CPU per GET as glibc and ~20% less per create,
 //! but idled 1.3 MiB higher and held more per FarmPod at 50,000 Pods; with
 //! freed pages returned at once (`MIMALLOC_PURGE_DELAY=0`) it held less

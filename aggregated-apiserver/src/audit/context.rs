@@ -202,8 +202,12 @@ impl RequestParts {
         })
     }
 
-    fn is_create(&self) -> bool {
-        self.object_ref.is_some() && self.verb == RequestVerb::Resource(Verb::Create)
+    /// A create or an update: the request's body is the object, and kube
+    /// completes the objectRef from its metadata (`LogRequestObject`, which
+    /// its create and update handlers call; a patch's body is not an object).
+    fn sends_object(&self) -> bool {
+        self.object_ref.is_some()
+            && matches!(self.verb, RequestVerb::Resource(Verb::Create) | RequestVerb::Resource(Verb::Update))
     }
 }
 
@@ -492,10 +496,11 @@ impl AuditContext {
     }
 
     /// Whether the request body is kept for the event: for the object of a
-    /// Request-level event, and for the name of a created object.
+    /// Request-level event, and for the objectRef of a create or an update
+    /// (a created object's name, the uid and resourceVersion sent).
     pub(crate) fn wants_request_body(&self) -> bool {
         let level = self.state().config.map_or(Level::None, |c| c.level);
-        level >= Level::Request || (level >= Level::Metadata && self.0.request.is_create())
+        level >= Level::Request || (level >= Level::Metadata && self.0.request.sends_object())
     }
 
     pub(crate) fn start_request_body(&self) {
@@ -672,20 +677,28 @@ impl AuditContext {
         }
     }
 
-    /// The request's object (Request level and up), and the name and namespace
-    /// of a created object for its objectRef (kube's `LogRequestObject`).
+    /// The request's object (Request level and up), and what kube's
+    /// `LogRequestObject` takes from a created or updated object's metadata
+    /// into the objectRef: each of name, namespace, uid and resourceVersion
+    /// the request's path did not give (an update's resourceVersion is the
+    /// one it was sent with).
     fn record_request(&self, state: &mut State, config: &RequestAuditConfig, bytes: &[u8]) {
         let content_type = state.request_content_type.as_ref().and_then(|v| v.to_str().ok());
         let Some(mut object) = body_json(content_type, None, bytes, MAX_CAPTURED_BYTES) else { return };
-        if self.0.request.is_create() {
-            let meta =
-                |key: &str| object.pointer(&format!("/metadata/{key}")).and_then(Value::as_str).map(str::to_string);
+        if self.0.request.sends_object() {
             if let Some(mut reference) = self.0.request.object_ref() {
-                if reference.name.is_empty() {
-                    reference.name = meta("name").unwrap_or_default();
-                }
-                if reference.namespace.is_empty() {
-                    reference.namespace = meta("namespace").unwrap_or_default();
+                let meta = |key: &str| {
+                    object.pointer(&format!("/metadata/{key}")).and_then(Value::as_str).unwrap_or_default().to_string()
+                };
+                for (field, key) in [
+                    (&mut reference.name, "name"),
+                    (&mut reference.namespace, "namespace"),
+                    (&mut reference.uid, "uid"),
+                    (&mut reference.resource_version, "resourceVersion"),
+                ] {
+                    if field.is_empty() {
+                        *field = meta(key);
+                    }
                 }
                 state.object_ref = Some(Box::new(reference));
             }

@@ -8,9 +8,7 @@
 //! Known differences, removed before comparing (and said in the README): the
 //! order of the query's parameters in `requestURI` (the aggregator re-encodes
 //! the query of a request it proxies, sorted, so that is what reaches us);
-//! `objectRef.uid` and `objectRef.resourceVersion`, which kube takes from the
-//! decoded request object and farm-apiserver does not record; and the reason
-//! of an allowed request: kube-apiserver's RBAC names the binding that lets
+//! and the reason of an allowed request: kube-apiserver's RBAC names the binding that lets
 //! `system:masters` in, while an aggregated server, like k8s.io/apiserver's
 //! delegating authorizer, lets that group in without asking and so without a
 //! reason.
@@ -26,17 +24,25 @@ use crate::common::cluster::{namespace, ControlPlane};
 use crate::common::compare::{CRD_GROUP, OUR_GROUP, VERSION};
 use crate::common::crd::install_llama_crd;
 
-/// One policy for both groups: changes in full, deletes with their request,
-/// reads as metadata, nothing else (kube-apiserver's own traffic stays out).
+/// One policy for both groups: changes in full but a status update's (as
+/// metadata, where the objectRef is all that is taken from its object),
+/// deletes with their request, reads as metadata, nothing else
+/// (kube-apiserver's own traffic stays out).
 fn policy() -> String {
     let groups = format!("  - group: {OUR_GROUP}\n  - group: {CRD_GROUP}\n");
+    let status = format!(
+        "  - group: {OUR_GROUP}\n    resources: [llamas/status]\n  - group: {CRD_GROUP}\n    resources: [llamas/status]\n"
+    );
     format!(
         "apiVersion: audit.k8s.io/v1
 kind: Policy
 rules:
 - level: None
   users: [\"system:kube-aggregator\"]
-- level: RequestResponse
+- level: Metadata
+  verbs: [update]
+  resources:
+{status}- level: RequestResponse
   verbs: [create, update, patch]
   resources:
 {groups}- level: Request
@@ -87,9 +93,14 @@ fn normalized(event: &Value) -> Value {
         let uri = if params.is_empty() { path.to_string() } else { format!("{path}?{}", params.join("&")) };
         map.insert("requestURI".into(), json!(uri));
     }
+    // Each server's own uid and resourceVersion of the object: whether the
+    // objectRef has them is compared, not their values.
     if let Some(reference) = map.get_mut("objectRef").and_then(Value::as_object_mut) {
-        reference.remove("uid");
-        reference.remove("resourceVersion");
+        for key in ["uid", "resourceVersion"] {
+            if reference.contains_key(key) {
+                reference.insert(key.into(), json!("<server>"));
+            }
+        }
     }
     if let Some(annotations) = map.get_mut("annotations").and_then(Value::as_object_mut) {
         annotations.remove("authorization.k8s.io/reason");

@@ -122,7 +122,10 @@ async fn each_request_is_audited_at_the_level_its_rule_says() {
     assert_eq!(evs[1]["requestObject"]["spec"], json!({"weight": 2, "height": 1}));
     assert_eq!(evs[1]["responseStatus"]["code"], 201);
 
-    // update of the status subresource: its own rule (*/status)
+    // update of the status subresource: its own rule (*/status); the
+    // objectRef carries the uid and resourceVersion the object was sent
+    // with, as kube's takes them from the decoded request object, but not
+    // at RequestReceived, written before the body is read
     let mut status = patched.clone();
     status["status"] = json!({"observedGeneration": 2});
     let (code, _, _) =
@@ -130,7 +133,13 @@ async fn each_request_is_audited_at_the_level_its_rule_says() {
     assert_eq!(code, 200);
     let evs = audit::wait_for(&log, "status-1", "ResponseComplete").await;
     assert_eq!((evs[1]["verb"].as_str(), evs[1]["level"].as_str()), (Some("update"), Some("RequestResponse")));
-    assert_eq!(evs[1]["objectRef"]["subresource"], "status");
+    assert_eq!(
+        evs[1]["objectRef"],
+        json!({"resource": "llamas", "namespace": ns, "name": "dolly", "uid": patched["metadata"]["uid"],
+               "apiGroup": "farm.example.com", "apiVersion": "v1alpha",
+               "resourceVersion": patched["metadata"]["resourceVersion"], "subresource": "status"})
+    );
+    assert!(evs[0]["objectRef"].get("uid").is_none() && evs[0]["objectRef"].get("resourceVersion").is_none());
 
     // a dry run is audited as the request it is
     let (code, _, _) = request(

@@ -361,3 +361,49 @@ async fn wait_for_signal() {
         let _ = ctrl_c.await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        options: ServerOptions,
+    }
+
+    /// glibc hands out blocks of up to 1,032 bytes from the thread's own
+    /// cache; a bigger one takes its arena's lock and slower path.
+    const GLIBC_THREAD_CACHE_MAX_BYTES: usize = 1032;
+
+    /// A request's whole way through the filters is one future, boxed once
+    /// for every request ([`Chain`]'s `call`): past glibc's per-thread cache,
+    /// every request would pay the arena's path for it (the audit filter's
+    /// own future, at 2,032 bytes, did: docs/performance.md). A filter whose
+    /// state would push the future past it keeps that state in a box of its
+    /// own, taken only by the requests that need it, as the audit filter does.
+    #[tokio::test]
+    async fn a_requests_future_fits_glibcs_per_thread_cache() {
+        let cli = Cli::try_parse_from([
+            "farm-test",
+            "--storage",
+            "memory",
+            "--authentication",
+            "none",
+            "--kubeconfig",
+            "/nonexistent",
+        ])
+        .unwrap();
+        let identity = Identity { name: "farm-test", version: "0.0.0", git_commit: "" };
+        let app =
+            App::new(&cli.options, identity, CancellationToken::new(), async |_: &mut Setup| Ok(())).await.unwrap();
+        let future = app.router().call(Request::new(Body::empty()));
+        let size = std::mem::size_of_val(&*future);
+        assert!(
+            size <= GLIBC_THREAD_CACHE_MAX_BYTES,
+            "a request's future is {size} bytes, past the {GLIBC_THREAD_CACHE_MAX_BYTES} glibc serves from its per-thread cache"
+        );
+    }
+}

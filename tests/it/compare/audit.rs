@@ -8,10 +8,10 @@
 //! Known differences, removed before comparing (and said in the README): the
 //! order of the query's parameters in `requestURI` (the aggregator re-encodes
 //! the query of a request it proxies, sorted, so that is what reaches us);
-//! and the reason of an allowed request: kube-apiserver's RBAC names the binding that lets
-//! `system:masters` in, while an aggregated server, like k8s.io/apiserver's
-//! delegating authorizer, lets that group in without asking and so without a
-//! reason.
+//! and the reason of an allowed request: kube-apiserver's RBAC names the
+//! binding that lets `system:masters` in, while an aggregated server, like
+//! k8s.io/apiserver's delegating authorizer, lets that group in without
+//! asking and so without a reason.
 
 use std::path::Path;
 use std::time::Duration;

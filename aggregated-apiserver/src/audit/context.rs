@@ -687,8 +687,9 @@ impl AuditContext {
         let Some(mut object) = body_json(content_type, None, bytes, MAX_CAPTURED_BYTES) else { return };
         if self.0.request.sends_object() {
             if let Some(mut reference) = self.0.request.object_ref() {
+                let metadata = object.get("metadata");
                 let meta = |key: &str| {
-                    object.pointer(&format!("/metadata/{key}")).and_then(Value::as_str).unwrap_or_default().to_string()
+                    metadata.and_then(|m| m.get(key)).and_then(Value::as_str).unwrap_or_default().to_string()
                 };
                 for (field, key) in [
                     (&mut reference.name, "name"),

@@ -16,7 +16,8 @@
 //! * [`auth`]: authenticators, authorizer, and the review clients;
 //! * [`audit`]: the audit policy, events and their backends;
 //! * [`server`]: options, listener, TLS, connections, health, metrics;
-//! * [`heavy`]: large computations, off the async workers and in turns.
+//! * [`heavy`]: large computations, off the async workers and in turns;
+//! * `transport`: TLS to other servers, trusting what Go's clients trust.
 
 pub mod admission;
 pub mod apimachinery;
@@ -31,3 +32,4 @@ pub mod server;
 pub mod storage;
 #[cfg(test)]
 mod test_pki;
+pub(crate) mod transport;

@@ -134,7 +134,10 @@ impl Webhook {
         super::install_crypto();
         let dir = tempfile::tempdir().expect("tempdir");
         let key = rcgen::KeyPair::generate().expect("key");
-        let params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).expect("params");
+        // Self-signed and CA:TRUE, as `openssl req -x509` makes one: the
+        // kubeconfig trusts it as itself, as kube-apiserver's Go client does.
+        let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).expect("params");
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         let cert = params.self_signed(&key).expect("self-signed");
         let config =
             axum_server::tls_rustls::RustlsConfig::from_pem(cert.pem().into_bytes(), key.serialize_pem().into_bytes())

@@ -19,14 +19,26 @@ pub struct Etcd {
     pub dir: PathBuf,
     pub port: u16,
     pub tls: bool,
+    /// Serving a self-signed CA:TRUE certificate, trusted as itself (--etcd-cafile is that certificate).
+    pub self_signed: bool,
     pub info: Value,
 }
 
 impl Etcd {
     /// A new etcd in a new directory on a free port.
     pub fn start(tls: bool) -> Etcd {
+        Self::start_with(tls, false)
+    }
+
+    /// An etcd over TLS whose serving certificate is self-signed and CA:TRUE,
+    /// as `openssl req -x509` makes one: clients trust it as itself.
+    pub fn start_self_signed() -> Etcd {
+        Self::start_with(true, true)
+    }
+
+    fn start_with(tls: bool, self_signed: bool) -> Etcd {
         let dir = tempfile::Builder::new().prefix("farm-etcd-").tempdir().expect("tempdir").keep();
-        let mut etcd = Etcd { child: None, stdin: None, dir, port: 0, tls, info: Value::Null };
+        let mut etcd = Etcd { child: None, stdin: None, dir, port: 0, tls, self_signed, info: Value::Null };
         etcd.run();
         etcd
     }
@@ -42,6 +54,9 @@ impl Etcd {
         cmd.arg("--etcd-only").arg("--dir").arg(&self.dir).arg("--etcd-port").arg(self.port.to_string());
         if self.tls {
             cmd.arg("--etcd-tls");
+        }
+        if self.self_signed {
+            cmd.arg("--etcd-self-signed-serving");
         }
         let mut child = cmd
             .stdin(Stdio::piped())

@@ -32,6 +32,16 @@ use serde_json::{json, Value};
 
 use super::identity::new_ca;
 
+/// What a webhook server presents at the TLS handshake.
+pub struct Serving {
+    /// The certificate chain, leaf first, PEM.
+    pub chain_pem: String,
+    /// The leaf's private key, PEM.
+    pub key_pem: String,
+    /// Whether the server speaks TLS 1.2 only (else 1.2 and 1.3).
+    pub tls12_only: bool,
+}
+
 /// A webhook server running until the test process ends.
 pub struct WebhookServer {
     pub port: u16,
@@ -59,12 +69,27 @@ impl WebhookServer {
         let mut params = CertificateParams::new(names).unwrap();
         params.subject_alt_names.push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
         let cert = params.signed_by(&key, &issuer).unwrap();
-        let certs = vec![cert.der().clone()];
-        let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
+        let serving = Serving { chain_pem: cert.pem(), key_pem: key.serialize_pem(), tls12_only: false };
+        Self::serve(&serving, ca_pem, client_ca_pem)
+    }
+
+    /// Serves `serving`'s certificate chain on 127.0.0.1; `ca_pem` is what
+    /// configurations trust it by (their caBundle).
+    pub fn start_serving(serving: &Serving, ca_pem: String) -> WebhookServer {
+        Self::serve(serving, ca_pem, None)
+    }
+
+    fn serve(serving: &Serving, ca_pem: String, client_ca_pem: Option<&str>) -> WebhookServer {
+        use rustls::pki_types::pem::PemObject as _;
+        let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_slice_iter(serving.chain_pem.as_bytes())
+            .collect::<Result<_, _>>()
             .unwrap();
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(serving.key_pem.as_bytes()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let versions: &[&rustls::SupportedProtocolVersion] =
+            if serving.tls12_only { &[&rustls::version::TLS12] } else { rustls::DEFAULT_VERSIONS };
+        let builder =
+            rustls::ServerConfig::builder_with_provider(provider.clone()).with_protocol_versions(versions).unwrap();
         let builder = match client_ca_pem {
             None => builder.with_no_client_auth(),
             Some(pem) => {

@@ -66,6 +66,41 @@ func newCA(commonName string) (*keyPair, error) {
 	return &keyPair{cert: cert, key: key}, nil
 }
 
+// newSelfSignedServing makes a serving certificate for 127.0.0.1 and
+// localhost that is its own CA (CA:TRUE), as `openssl req -x509` makes one:
+// clients trust the server by this very certificate.
+func newSelfSignedServing(commonName string) (*keyPair, error) {
+	key, err := newKey()
+	if err != nil {
+		return nil, err
+	}
+	serial, err := randomSerial()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: commonName},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(certValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              []string{"localhost"},
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &keyPair{cert: cert, key: key}, nil
+}
+
 // leafSpec describes a certificate signed by a CA.
 type leafSpec struct {
 	commonName    string

@@ -19,7 +19,7 @@ import (
 // absolute; the three files are set only with --etcd-tls.
 type EtcdOnlyInfo struct {
 	EtcdEndpoint string `json:"etcdEndpoint"`           // http(s)://127.0.0.1:PORT
-	EtcdCAFile   string `json:"etcdCAFile,omitempty"`   // CA of the serving and client certificates
+	EtcdCAFile   string `json:"etcdCAFile,omitempty"`   // what clients trust etcd's serving certificate by
 	EtcdCertFile string `json:"etcdCertFile,omitempty"` // client certificate (CN farm-apiserver)
 	EtcdKeyFile  string `json:"etcdKeyFile,omitempty"`  // its key
 	Dir          string `json:"dir"`
@@ -35,9 +35,23 @@ func (cp *controlPlane) startEtcdOnly(ctx context.Context) error {
 	p := cp.p
 	var tlsFiles *etcdTLSFiles
 	if o.etcdTLS {
-		f, err := ensureEtcdPKI(filepath.Join(p.dir, "etcd-pki"))
+		dir := filepath.Join(p.dir, "etcd-pki")
+		f, err := ensureEtcdPKI(dir)
 		if err != nil {
 			return fmt.Errorf("etcd certificates: %w", err)
+		}
+		if o.etcdSelfSigned {
+			// etcd still checks clients against the CA; clients trust the
+			// server by its own certificate.
+			f.serverCertFile = filepath.Join(dir, "server-self-signed.crt")
+			f.serverKeyFile = filepath.Join(dir, "server-self-signed.key")
+			kp, err := newSelfSignedServing("etcd")
+			if err != nil {
+				return fmt.Errorf("etcd self-signed certificate: %w", err)
+			}
+			if err := kp.write(f.serverCertFile, f.serverKeyFile); err != nil {
+				return fmt.Errorf("etcd self-signed certificate: %w", err)
+			}
 		}
 		tlsFiles = &f
 	}
@@ -60,6 +74,9 @@ func (cp *controlPlane) startEtcdOnly(ctx context.Context) error {
 	info := EtcdOnlyInfo{EtcdEndpoint: cp.etcd.endpoint, Dir: p.dir}
 	if tlsFiles != nil {
 		info.EtcdCAFile = tlsFiles.caFile
+		if o.etcdSelfSigned {
+			info.EtcdCAFile = tlsFiles.serverCertFile
+		}
 		info.EtcdCertFile = tlsFiles.clientCertFile
 		info.EtcdKeyFile = tlsFiles.clientKeyFile
 	}

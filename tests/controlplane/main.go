@@ -148,6 +148,7 @@ type cpOptions struct {
 	kcmArgs        multiFlag
 	etcdOnly       bool // only etcd; its data and dir are kept
 	etcdTLS        bool // etcd-only: clients over HTTPS with client certificates
+	etcdSelfSigned bool // etcd-tls: a serving certificate that is its own CA
 }
 
 func main() {
@@ -173,6 +174,7 @@ func run() int {
 	fs.Var(&o.kcmArgs, "controller-manager-arg", "extra kube-controller-manager flag (repeatable)")
 	fs.BoolVar(&o.etcdOnly, "etcd-only", false, "run only etcd (data in DIR/etcd, kept across runs; needs --dir)")
 	fs.BoolVar(&o.etcdTLS, "etcd-tls", false, "with --etcd-only: serve etcd clients over HTTPS and require client certificates (certificates in DIR/etcd-pki, created if missing)")
+	fs.BoolVar(&o.etcdSelfSigned, "etcd-self-signed-serving", false, "with --etcd-tls: serve a new self-signed CA:TRUE certificate (as openssl req -x509 makes one), given as etcdCAFile")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -265,10 +267,16 @@ func (o cpOptions) validate(fs *flag.FlagSet) error {
 		if o.etcdTLS {
 			return errors.New("--etcd-tls needs --etcd-only")
 		}
+		if o.etcdSelfSigned {
+			return errors.New("--etcd-self-signed-serving needs --etcd-only and --etcd-tls")
+		}
 		return nil
 	}
 	if o.dir == "" {
 		return errors.New("--etcd-only needs --dir")
+	}
+	if o.etcdSelfSigned && !o.etcdTLS {
+		return errors.New("--etcd-self-signed-serving needs --etcd-tls")
 	}
 	var err error
 	fs.Visit(func(f *flag.Flag) {

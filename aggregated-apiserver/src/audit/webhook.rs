@@ -52,7 +52,7 @@ impl WebhookBackend {
         config.cluster_url = base.path_and_query("/").build().context("the audit webhook's server URL")?;
         config.default_retry = false;
         config.connect_timeout = Some(REQUEST_TIMEOUT);
-        let client = kube::Client::try_from(config).context("building the audit webhook client")?;
+        let client = crate::transport::kube_client(config).context("building the audit webhook client")?;
         Ok(Self { client, path, initial_backoff, metrics })
     }
 

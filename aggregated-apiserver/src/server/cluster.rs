@@ -33,7 +33,7 @@ pub async fn cluster_client(options: &ClusterOptions) -> anyhow::Result<kube::Cl
         },
     };
     config.default_retry = false;
-    kube::Client::try_from(config).map_err(|e| anyhow::anyhow!("building the Kubernetes client: {e}"))
+    crate::transport::kube_client(config).map_err(|e| anyhow::anyhow!("building the Kubernetes client: {e:#}"))
 }
 
 /// What is wrong with a kubeconfig, naming its path once.

@@ -11,3 +11,4 @@ mod cel;
 mod crd;
 pub mod mutating_policies;
 mod openapi;
+mod webhook_tls;

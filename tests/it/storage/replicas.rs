@@ -417,6 +417,19 @@ async fn mutual_tls_to_etcd_and_clear_errors_for_bad_settings() {
     assert!(e.contains("/nonexistent/ca.crt"), "{e}");
 }
 
+/// etcd serving a self-signed certificate that says CA:TRUE (what
+/// `openssl req -x509` makes), given as --etcd-cafile: Go's client, and so
+/// kube-apiserver, trusts it as itself, and so does farm-apiserver.
+#[tokio::test]
+async fn etcd_with_a_self_signed_ca_certificate_is_trusted_as_itself() {
+    let etcd = Etcd::start_self_signed();
+    let prefix = etcd::unique_prefix();
+    let s = replica(&etcd, &prefix, &[]).await;
+    let created = create(&s, "default", &llama("self-signed", 1.0, 1.0)).await;
+    let (_, v) = send(&s, Method::GET, &s.llamas("default", "self-signed"), None).await;
+    assert_eq!(v, created);
+}
+
 // ---- a replica registered behind the aggregator, on the control plane's etcd -----------------
 
 fn etcd_args(cp: &ControlPlane, prefix: &str) -> Vec<String> {

@@ -23,6 +23,7 @@ use rustls::pki_types::pem::PemObject as _;
 
 use super::authentication::WebhookAuthentication;
 use super::source::Hook;
+use crate::transport::{client_config, go_tls_error, Roots};
 
 /// A webhook's answer larger than this is refused: no answer needs more than
 /// a few objects' worth (objects are at most a few MiB).
@@ -228,35 +229,20 @@ impl Caller {
 
 fn build_client(key: &ClientKey) -> anyhow::Result<reqwest::Client> {
     use anyhow::Context as _;
-    let mut roots = rustls::RootCertStore::empty();
-    if key.ca_bundle.is_empty() {
-        let found = rustls_native_certs::load_native_certs();
-        roots.add_parsable_certificates(found.certs);
-    } else {
-        let mut reader = std::io::BufReader::new(key.ca_bundle.as_slice());
-        let certs: Vec<_> = rustls_pemfile::certs(&mut reader).collect::<Result<_, _>>().context("reading caBundle")?;
-        anyhow::ensure!(!certs.is_empty(), "caBundle holds no certificate");
-        for cert in certs {
-            roots.add(cert).context("using caBundle")?;
-        }
-    }
-    let builder = rustls::ClientConfig::builder_with_provider(crate::server::tls::ring_provider())
-        .with_safe_default_protocol_versions()
-        .context("TLS versions")?
-        .with_root_certificates(roots);
-    let mut tls = match &key.identity {
-        None => builder.with_no_client_auth(),
+    let roots = if key.ca_bundle.is_empty() { Roots::System } else { Roots::Pem(key.ca_bundle.clone()) };
+    let identity = match &key.identity {
+        None => None,
         Some((certificate, private_key)) => {
             let chain: Vec<_> = rustls_pemfile::certs(&mut certificate.as_slice())
                 .collect::<Result<_, _>>()
                 .context("reading the client certificate")?;
             let private_key =
                 rustls::pki_types::PrivateKeyDer::from_pem_slice(private_key).context("reading the client key")?;
-            builder.with_client_auth_cert(chain, private_key).context("using the client certificate")?
+            Some((chain, private_key))
         }
     };
     // kube-apiserver speaks HTTP/1.1 to webhooks.
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let tls = client_config(roots, identity, &[b"http/1.1"])?;
     let mut builder = reqwest::Client::builder()
         .use_preconfigured_tls(tls)
         .redirect(reqwest::redirect::Policy::none())
@@ -272,6 +258,8 @@ fn build_client(key: &ClientKey) -> anyhow::Result<reqwest::Client> {
 fn post_error(shown: &str, e: &reqwest::Error) -> String {
     let why = if e.is_timeout() {
         "context deadline exceeded".to_string()
+    } else if let Some(tls) = go_tls_error(e) {
+        tls
     } else {
         // The innermost cause says what happened (refused, TLS, reset).
         let mut source: &dyn std::error::Error = e;

@@ -6,7 +6,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use std::sync::Arc;
+
+use etcd_client::{Channel, Client, ConnectOptions, Identity, TlsOptions};
+
+use crate::transport::{GoVerifier, Roots};
 
 /// The largest answer accepted from etcd. A list page or a watch catching up
 /// carries many objects of up to etcd's 1.5 MiB each; kube-apiserver lifts the
@@ -50,34 +54,58 @@ impl EtcdOptions {
         if self.servers.is_empty() {
             bail!("--storage etcd needs --etcd-servers");
         }
-        let mut tls_wanted = false;
+        let mut schemes = std::collections::BTreeSet::new();
         for server in &self.servers {
             let uri: http::Uri = server.parse().with_context(|| format!("--etcd-servers: {server:?} is not a URL"))?;
             match uri.scheme_str() {
-                Some("https") => tls_wanted = true,
-                Some("http") => {}
+                Some(scheme @ ("https" | "http")) => schemes.insert(scheme.to_string()),
                 _ => bail!("--etcd-servers: {server:?} must start with http:// or https://"),
-            }
+            };
             if uri.host().is_none() {
                 bail!("--etcd-servers: {server:?} has no host");
             }
         }
-        let mut options = ConnectOptions::new()
+        if schemes.len() > 1 {
+            bail!("--etcd-servers mixes http:// and https:// URLs: use one for all");
+        }
+        let tls_wanted = schemes.contains("https");
+        let keep_alive = (Duration::from_secs(5), Duration::from_secs(3));
+        let connect_timeout = self.request_timeout.min(Duration::from_secs(5));
+        let options = ConnectOptions::new()
             .with_timeout(self.request_timeout)
-            .with_connect_timeout(self.request_timeout.min(Duration::from_secs(5)))
+            .with_connect_timeout(connect_timeout)
             // Notice a dead or partitioned etcd on idle connections too.
-            .with_keep_alive(Duration::from_secs(5), Duration::from_secs(3))
+            .with_keep_alive(keep_alive.0, keep_alive.1)
             .with_keep_alive_while_idle(true)
             .with_require_leader(true);
-        if tls_wanted {
-            options = options.with_tls(self.tls()?);
-        } else if self.ca_file.is_some() || self.cert_file.is_some() {
-            bail!("--etcd-cafile/--etcd-certfile are given but --etcd-servers are not https:// URLs");
+        if !tls_wanted {
+            if self.ca_file.is_some() || self.cert_file.is_some() {
+                bail!("--etcd-cafile/--etcd-certfile are given but --etcd-servers are not https:// URLs");
+            }
+            return Client::connect(&self.servers, Some(options)).await.context("connecting to etcd");
         }
-        Client::connect(&self.servers, Some(options)).await.context("connecting to etcd")
+        // TLS is set up here rather than by etcd-client, so that etcd's
+        // certificate is verified as kube-apiserver's Go client verifies it.
+        let (tls, verifier) = self.tls()?;
+        let (channel, endpoints) = tonic::transport::Channel::balance_channel(64);
+        for server in &self.servers {
+            let endpoint = tonic::transport::Endpoint::from_shared(server.clone())
+                .with_context(|| format!("--etcd-servers: {server:?} is not a URL"))?
+                .tls_config_with_verifier(tls.clone(), verifier.clone())
+                .with_context(|| format!("--etcd-servers: TLS for {server:?}"))?
+                .keep_alive_while_idle(true)
+                .http2_keep_alive_interval(keep_alive.0)
+                .keep_alive_timeout(keep_alive.1)
+                .timeout(self.request_timeout)
+                .connect_timeout(connect_timeout);
+            let change = tonic::transport::channel::Change::Insert(endpoint.uri().clone(), endpoint);
+            endpoints.send(change).await.context("adding an etcd endpoint")?;
+        }
+        Client::from_channel(Channel::Tonic(channel), Some(options)).await.context("connecting to etcd")
     }
 
-    fn tls(&self) -> anyhow::Result<TlsOptions> {
+    /// etcd's TLS: the client certificate, and a verifier trusting --etcd-cafile.
+    fn tls(&self) -> anyhow::Result<(TlsOptions, Arc<GoVerifier>)> {
         let read = |flag: &str, path: &PathBuf| {
             std::fs::read(path).with_context(|| format!("{flag}: reading {}", path.display()))
         };
@@ -89,7 +117,9 @@ impl EtcdOptions {
         if !String::from_utf8_lossy(&ca_pem).contains("-----BEGIN CERTIFICATE-----") {
             bail!("--etcd-cafile {} holds no PEM certificate", ca.display());
         }
-        let mut tls = TlsOptions::new().ca_certificate(Certificate::from_pem(ca_pem));
+        let verifier =
+            GoVerifier::new(Roots::Pem(ca_pem)).with_context(|| format!("--etcd-cafile {}", ca.display()))?;
+        let mut tls = TlsOptions::new();
         match (&self.cert_file, &self.key_file) {
             (Some(cert), Some(key)) => {
                 let cert_pem = read("--etcd-certfile", cert)?;
@@ -99,6 +129,6 @@ impl EtcdOptions {
             (None, None) => {}
             _ => bail!("--etcd-certfile and --etcd-keyfile go together"),
         }
-        Ok(tls)
+        Ok((tls, Arc::new(verifier)))
     }
 }

@@ -30,7 +30,7 @@ ENTRYPOINT ["/farm-apiserver"]
 CMD ["serve"]
 
 # Builds the static binary (the gnu target with +crt-static keeps glibc's
-# malloc and the tuning in aggregated-apiserver/src/server/allocator.rs).
+# malloc and the tuning in src/process/allocator.rs).
 FROM docker.io/library/rust:1-bookworm AS build
 ARG REVISION
 WORKDIR /src

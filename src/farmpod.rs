@@ -427,7 +427,7 @@ pub fn spawn_pod_watch(client: Client, namespaces: Vec<String>, store: Arc<Memor
                             );
                         }
                         if synced.is_some() {
-                            aggregated_apiserver::server::allocator::release_free_memory();
+                            crate::process::allocator::release_free_memory();
                         }
                     }
                     Err(e) => tracing::error!(error = %e, "applying a pod event to the FarmPod cache"),

@@ -13,6 +13,7 @@
 pub mod farmpod;
 pub mod llama;
 pub mod options;
+pub mod process;
 
 use std::sync::Arc;
 

@@ -3,17 +3,18 @@
 use aggregated_apiserver::server::Identity;
 use anyhow::Context as _;
 use farm_apiserver::options::{Cli, Command, ServeArgs, SOURCE_REVISION};
+use farm_apiserver::process::{allocator, resident};
 
 const IDENTITY: Identity =
     Identity { name: "farm-apiserver", version: env!("CARGO_PKG_VERSION"), git_commit: SOURCE_REVISION };
 
-/// The allocator chosen in `aggregated_apiserver::server::allocator`.
+/// The allocator chosen in `farm_apiserver::process::allocator`.
 #[global_allocator]
-static GLOBAL: aggregated_apiserver::server::allocator::Global = aggregated_apiserver::server::allocator::GLOBAL;
+static GLOBAL: allocator::Global = allocator::GLOBAL;
 
 fn main() -> anyhow::Result<()> {
     // Before the runtime starts its threads (see the module).
-    aggregated_apiserver::server::allocator::configure();
+    allocator::configure();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -54,6 +55,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     args.server.logging.init();
     let pod_namespaces = args.pod_namespaces;
     aggregated_apiserver::server::run(args.server, IDENTITY, async move |setup| {
+        setup.on_first_ready(resident::startup_over);
         farm_apiserver::serve_kinds(setup, pod_namespaces).await
     })
     .await

@@ -2,7 +2,6 @@
 //! request, and graceful shutdown (SIGTERM drains in-flight requests and ends
 //! watches cleanly).
 
-pub mod allocator;
 pub mod cluster;
 pub mod connection;
 pub mod dev_certs;
@@ -11,7 +10,6 @@ pub mod metrics;
 pub mod open_files;
 pub mod options;
 pub mod request_metrics;
-pub mod resident;
 pub mod setup;
 pub mod tls;
 
@@ -68,6 +66,8 @@ pub struct App {
     pub auditor: Option<Arc<crate::audit::Auditor>>,
     filters: Arc<Filters>,
     version: bytes::Bytes,
+    /// What the application asked to run once the server is first ready.
+    first_ready: FirstReady,
 }
 
 impl App {
@@ -111,6 +111,7 @@ impl App {
             Setup::new(&options.storage, &options.admission, metrics.admission(), cluster, authorizer).await?;
         serve(&mut served).await?;
         let registries = served.registries;
+        let first_ready = FirstReady::new(served.first_ready);
         for gauge in served.gauges {
             metrics.gauge_fn(gauge.name, gauge.help, gauge.value);
         }
@@ -150,6 +151,7 @@ impl App {
             auditor,
             filters: Arc::new(filters),
             version: bytes::Bytes::from(serde_json::to_vec(&version).unwrap_or_default()),
+            first_ready,
         }))
     }
 
@@ -161,6 +163,31 @@ impl App {
     {
         let app = self.clone();
         self.filters.around(tower::service_fn(move |req| route(&app, req).map(Ok)))
+    }
+}
+
+/// Work the application asked to run once, when the server is first ready
+/// ([`Setup::on_first_ready`]).
+struct FirstReady(std::sync::Mutex<Vec<Box<dyn FnOnce() + Send>>>);
+
+impl FirstReady {
+    fn new(hooks: Vec<Box<dyn FnOnce() + Send>>) -> Self {
+        Self(std::sync::Mutex::new(hooks))
+    }
+
+    fn is_pending(&self) -> bool {
+        self.0.lock().is_ok_and(|hooks| !hooks.is_empty())
+    }
+
+    /// Runs the hooks the first time; later calls find none.
+    fn run(&self) {
+        let hooks = match self.0.lock() {
+            Ok(mut hooks) => std::mem::take(&mut *hooks),
+            Err(_) => return,
+        };
+        for hook in hooks {
+            hook();
+        }
     }
 }
 
@@ -192,10 +219,10 @@ fn serve_nonresource(app: &App, req: Request<Body>) -> Response {
     }
     let reveal = app.guard.is_none() || req.extensions().get::<authorization::Authorized>().is_some();
     if let Some(r) = app.health.serve(path, req.uri().query(), reveal) {
-        // The first answer that the server is ready ends start-up (see
-        // resident), before the prober reads it; later ones find it done.
+        // The first answer that the server is ready runs what the
+        // application asked to run then, before the prober reads it.
         if path == "/readyz" && r.status() == http::StatusCode::OK {
-            resident::startup_over();
+            app.first_ready.run();
         }
         return r;
     }
@@ -265,9 +292,10 @@ pub async fn run(
 
     let shutdown = CancellationToken::new();
     let app = App::new(&options, identity, shutdown.clone(), serve).await?;
-    {
-        // Start-up ends when the server is first ready: a readiness probe
-        // ends it then (see route); this ends it for a server nobody probes.
+    if app.first_ready.is_pending() {
+        // What the application asked to run when the server is first ready
+        // runs at the first ready answer to a probe (see route), or here for
+        // a server nobody probes.
         let app = app.clone();
         tokio::spawn(async move {
             while !app.health.ready.iter().all(|check| check.check().is_ok()) {
@@ -276,7 +304,7 @@ pub async fn run(
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             }
-            resident::startup_over();
+            app.first_ready.run();
         });
     }
     let handle = axum_server::Handle::new();
@@ -359,51 +387,5 @@ async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = ctrl_c.await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::Parser as _;
-
-    use super::*;
-
-    #[derive(clap::Parser)]
-    struct Cli {
-        #[command(flatten)]
-        options: ServerOptions,
-    }
-
-    /// glibc hands out blocks of up to 1,032 bytes from the thread's own
-    /// cache; a bigger one takes its arena's lock and slower path.
-    const GLIBC_THREAD_CACHE_MAX_BYTES: usize = 1032;
-
-    /// A request's whole way through the filters is one future, boxed once
-    /// for every request ([`Chain`]'s `call`): past glibc's per-thread cache,
-    /// every request would pay the arena's path for it (the audit filter's
-    /// own future, at 2,032 bytes, did: docs/performance.md). A filter whose
-    /// state would push the future past it keeps that state in a box of its
-    /// own, taken only by the requests that need it, as the audit filter does.
-    #[tokio::test]
-    async fn a_requests_future_fits_glibcs_per_thread_cache() {
-        let cli = Cli::try_parse_from([
-            "farm-test",
-            "--storage",
-            "memory",
-            "--authentication",
-            "none",
-            "--kubeconfig",
-            "/nonexistent",
-        ])
-        .unwrap();
-        let identity = Identity { name: "farm-test", version: "0.0.0", git_commit: "" };
-        let app =
-            App::new(&cli.options, identity, CancellationToken::new(), async |_: &mut Setup| Ok(())).await.unwrap();
-        let future = app.router().call(Request::new(Body::empty()));
-        let size = std::mem::size_of_val(&*future);
-        assert!(
-            size <= GLIBC_THREAD_CACHE_MAX_BYTES,
-            "a request's future is {size} bytes, past the {GLIBC_THREAD_CACHE_MAX_BYTES} glibc serves from its per-thread cache"
-        );
     }
 }

@@ -66,6 +66,7 @@ pub struct Setup {
     pub(crate) registries: Vec<Arc<Registry>>,
     pub(crate) ready_checks: Vec<Arc<dyn Check>>,
     pub(crate) gauges: Vec<Gauge>,
+    pub(crate) first_ready: Vec<Box<dyn FnOnce() + Send>>,
 }
 
 impl Setup {
@@ -107,7 +108,15 @@ impl Setup {
             registries: Vec::new(),
             ready_checks: Vec::new(),
             gauges: Vec::new(),
+            first_ready: Vec::new(),
         })
+    }
+
+    /// Runs `hook` once, when the server is first ready (every readiness
+    /// check passes): the end of start-up, for process policy such as handing
+    /// memory used only while starting back to the system.
+    pub fn on_first_ready(&mut self, hook: impl FnOnce() + Send + 'static) {
+        self.first_ready.push(Box::new(hook));
     }
 
     /// A store in memory for `kind`, with the watch history the options set:

@@ -16,7 +16,8 @@
 //! cache, so the next use of any of them is a minor fault that maps them
 //! again, and what is resident from then on is what the server runs. It also
 //! hands the heap's free pages back ([`super::allocator::release_free_memory`]).
-//! It runs once, when the server is first ready (all readiness checks pass):
+//! It runs once, when the server is first ready (all readiness checks pass;
+//! the binary registers it with the library's `Setup::on_first_ready`):
 //! by then every informer has listed, and the code a request needs is mapped
 //! in again by the first few requests (a few hundred minor faults, once).
 //!

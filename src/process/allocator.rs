@@ -1,9 +1,11 @@
 //! The process's allocator: glibc's malloc, with two settings (other C
 //! libraries: nothing here), or mimalloc with the `mimalloc` feature. This
-//! is the one place the choice is made; the binary installs [`GLOBAL`]. The
-//! README's "Speed" section has the measurements it was made by (glibc as
-//! it was, glibc with a top pad or a trim threshold, jemalloc and mimalloc,
-//! each on GET/LIST/create speed and on idle and per-FarmPod memory).
+//! is the one place the choice is made; the binary installs [`GLOBAL`].
+//! docs/benchmarks.md ("The allocator, chosen by measurement") and
+//! docs/performance.md ("The allocator, measured again") have the
+//! measurements it was made by (glibc as it was, glibc with a top pad or a
+//! trim threshold, jemalloc and mimalloc, each on GET/LIST/create speed and
+//! on idle and per-FarmPod memory).
 //!
 //! One arena. glibc gives each new thread its own arena, up to eight per
 //! core, and an arena keeps what it frees as resident memory. The Pod watcher

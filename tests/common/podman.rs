@@ -50,8 +50,12 @@ pub struct Podman {
 
 impl Podman {
     pub fn new() -> Podman {
-        let found = Command::new("podman").arg("--version").output().is_ok_and(|o| o.status.success());
-        assert!(found, "podman is needed to run the image (apt-get install podman runc) and was not found on PATH");
+        // Installs podman and runc where it can (as root, with apt-get), else fails naming the command.
+        let tools = Command::new("bash")
+            .arg(repo_root().join("scripts/container-tools"))
+            .output()
+            .expect("run scripts/container-tools");
+        assert!(tools.status.success(), "{}", String::from_utf8_lossy(&tools.stderr));
         Podman { dir: tempfile::Builder::new().prefix("farm-podman-").tempdir().expect("tempdir") }
     }
 

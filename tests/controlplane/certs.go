@@ -37,60 +37,41 @@ func randomSerial() (*big.Int, error) {
 
 // newCA makes a self-signed CA.
 func newCA(commonName string) (*keyPair, error) {
-	key, err := newKey()
-	if err != nil {
-		return nil, err
-	}
-	serial, err := randomSerial()
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
+	return newSelfSigned(x509.Certificate{
 		Subject:               pkix.Name{CommonName: commonName},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(certValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	return &keyPair{cert: cert, key: key}, nil
+	})
 }
 
 // newSelfSignedServing makes a serving certificate for 127.0.0.1 and
 // localhost that is its own CA (CA:TRUE), as `openssl req -x509` makes one:
 // clients trust the server by this very certificate.
 func newSelfSignedServing(commonName string) (*keyPair, error) {
-	key, err := newKey()
-	if err != nil {
-		return nil, err
-	}
-	serial, err := randomSerial()
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
+	return newSelfSigned(x509.Certificate{
 		Subject:               pkix.Name{CommonName: commonName},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(certValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 		DNSNames:              []string{"localhost"},
 		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+	})
+}
+
+// newSelfSigned signs tmpl with a new key of its own, valid from an hour ago
+// for certValidity.
+func newSelfSigned(tmpl x509.Certificate) (*keyPair, error) {
+	key, err := newKey()
+	if err != nil {
+		return nil, err
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if tmpl.SerialNumber, err = randomSerial(); err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(certValidity)
+	der, err := x509.CreateCertificate(rand.Reader, &tmpl, &tmpl, key.Public(), key)
 	if err != nil {
 		return nil, err
 	}

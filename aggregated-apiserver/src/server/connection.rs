@@ -181,7 +181,7 @@ pub struct ConnectionLimits {
     /// Connections without a request in flight (in their TLS handshake, before their first
     /// request, idle keep-alive) kept open at once; beyond, the one idle longest is closed to
     /// make room, never one with a request in flight nor the aggregator's. 0: no limit.
-    /// 1000 idle TLS connections cost ~35 MiB here, which a 256Mi pod can afford (README).
+    /// 1000 idle TLS connections cost ~35 MiB here, which a 256Mi pod can afford (docs/configuration.md).
     #[arg(long, default_value_t = 1000)]
     pub max_connections: usize,
 }

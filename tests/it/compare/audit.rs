@@ -5,7 +5,7 @@
 //! stages with the same fields and values once times, IDs, the group and the
 //! server-made object metadata are set aside, and the differences below.
 //!
-//! Known differences, removed before comparing (and said in the README): the
+//! Known differences, removed before comparing (and said in docs/security.md): the
 //! order of the query's parameters in `requestURI` (the aggregator re-encodes
 //! the query of a request it proxies, sorted, so that is what reaches us);
 //! and the reason of an allowed request: kube-apiserver's RBAC names the

@@ -654,7 +654,7 @@ async fn the_aggregator_is_never_locked_out_nor_closed() {
 
 /// Measures the server's resident memory per idle TLS connection (one request served on each,
 /// then kept open), for HTTP/1.1 and HTTP/2, and checks it stays within the budget the
-/// --max-connections default is sized by (README: 256 KiB a connection).
+/// --max-connections default is sized by (docs/configuration.md, "Connections": 256 KiB a connection).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connection_memory() {
     const EACH: usize = 500;

@@ -14,8 +14,8 @@
 use std::sync::Arc;
 
 use aggregated_apiserver::apimachinery::field_error::FieldError;
-use aggregated_apiserver::options::{with_env_prefix, ServerOptions};
 use aggregated_apiserver::registry::kind::{Column, Kind, Names};
+use aggregated_apiserver::server::options::{with_env_prefix, ServerOptions};
 use aggregated_apiserver::server::{self, Identity};
 use clap::{CommandFactory as _, FromArgMatches as _, Parser};
 use serde_json::{json, Value};

@@ -6,10 +6,10 @@ use serde_json::{json, Map, Value};
 
 use crate::admission::reinvocation::Reinvocation;
 use crate::apimachinery::options::{DeleteOptions, FieldValidation, WriteOptions};
+use crate::apimachinery::resource::Names;
 use crate::apimachinery::typed::Shape;
 use crate::audit::context::AuditContext;
 use crate::auth::authn::UserInfo;
-use crate::registry::kind::Names;
 
 /// An admission operation (`admission.Operation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use crate::admission::namespace_lifecycle::{namespace_not_found, NamespaceLifecy
 use crate::admission::{Attributes, Operation};
 use crate::apimachinery::errors::{ApiError, ApiResult};
 use crate::apimachinery::labels::LabelSelector;
-use crate::registry::kind::Names;
+use crate::apimachinery::resource::Names;
 
 /// One rule of a webhook (`RuleWithOperations`) or policy
 /// (`NamedRuleWithOperations`), by its fields.
@@ -163,7 +163,7 @@ mod tests {
                 (strings(groups), strings(&["*"]), strings(operations), strings(resources), scope.map(str::to_string));
             let rule = Rule { api_groups: &g, api_versions: &v, operations: &o, resources: &r, scope: &s };
             rule.matches(Request {
-                names: &crate::registry::kind::TEST_NAMES,
+                names: &crate::apimachinery::resource::TEST_NAMES,
                 subresource: sub,
                 operation: op,
                 namespaced,

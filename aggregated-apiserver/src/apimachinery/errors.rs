@@ -341,6 +341,13 @@ impl ApiError {
     }
 }
 
+/// A large computation stopped at its request's deadline (crate::heavy).
+impl From<crate::heavy::DeadlineExceeded> for ApiError {
+    fn from(_: crate::heavy::DeadlineExceeded) -> Self {
+        ApiError::deadline_exceeded()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

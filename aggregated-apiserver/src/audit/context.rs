@@ -38,9 +38,9 @@ use super::policy::{Attributes, RequestAuditConfig};
 use super::request::{body_json, source_ip_list, strip_managed_fields, user_agent_text};
 use super::sink::Handed;
 use super::Auditor;
+use crate::apimachinery::request_info::{RequestInfo, RequestVerb};
+use crate::apimachinery::resource::Verb;
 use crate::auth::authn::UserInfo;
-use crate::endpoints::request_info::{RequestInfo, RequestVerb};
-use crate::registry::kind::Verb;
 
 /// Bytes of a request or response body kept for its event, at most; a larger
 /// body is recorded without its object (kube's own bound is the truncate

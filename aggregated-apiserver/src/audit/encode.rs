@@ -544,13 +544,13 @@ mod tests {
     use http::{HeaderMap, HeaderValue, Method, Uri};
 
     use super::*;
+    use crate::apimachinery::request_info::classify;
     use crate::audit::context::{Arrival, AuditContext};
     use crate::audit::metrics::AuditMetrics;
     use crate::audit::policy::PolicyEvaluator;
     use crate::audit::sink::Backend;
     use crate::audit::Auditor;
     use crate::auth::authn::UserInfo;
-    use crate::endpoints::request_info::classify;
 
     /// Records at once, as the log does: each event's JSON written from the
     /// record, and the JSON of the owned event made from it.

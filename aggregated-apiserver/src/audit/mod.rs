@@ -42,7 +42,7 @@ use self::options::AuditOptions;
 use self::policy::{PolicyEvaluator, RequestAuditConfig};
 use self::rotate::Rotation;
 use self::sink::{Backend, Handed, LineBackend};
-use crate::endpoints::request_info::RequestInfo;
+use crate::apimachinery::request_info::RequestInfo;
 
 /// The policy and the backends: one per server, when auditing is on.
 pub struct Auditor {

@@ -13,8 +13,8 @@ use serde_json::Value;
 use crate::apimachinery::field_error::{aggregate, FieldError, FieldErrorKind};
 use crate::apimachinery::gofmt::go_quote;
 use crate::apimachinery::names::validate_dns1123_subdomain;
+use crate::apimachinery::request_info::RequestInfo;
 use crate::auth::authn::UserInfo;
-use crate::endpoints::request_info::RequestInfo;
 
 use super::event::{Level, Stage};
 
@@ -389,7 +389,7 @@ mod tests {
     use http::Method;
 
     use super::*;
-    use crate::endpoints::request_info::classify;
+    use crate::apimachinery::request_info::classify;
 
     const POLICY: &str = r#"
 apiVersion: audit.k8s.io/v1

@@ -13,25 +13,25 @@ use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::{Operation, Requester};
+use crate::apimachinery::duration::parse_seconds;
 use crate::apimachinery::errors::{ApiError, ApiResult, Target};
 use crate::apimachinery::gojson;
 use crate::apimachinery::managed_fields::Writer;
 use crate::apimachinery::options::{
     decode_delete_options, DeleteOptions, ListOptions, Query, Rv, WriteOptions, WriteVerb,
 };
+use crate::apimachinery::patch::Patch;
+use crate::apimachinery::request_info::{RequestInfo, RequestVerb};
+use crate::apimachinery::resource::Verb;
 use crate::apimachinery::serializer::{self, BodyError, BodyType};
 use crate::audit::context::AuditContext;
 use crate::auth::authn::{request_user, UserInfo};
 use crate::endpoints::list_body::ObjectListBody;
 use crate::endpoints::negotiation::{self, Encoding, Output, Shape};
-use crate::endpoints::request_info::{RequestInfo, RequestVerb};
 use crate::endpoints::warnings::warning_headers;
 use crate::endpoints::watch::{self, WatchJob};
 use crate::heavy;
-use crate::options::values::parse_seconds;
 use crate::registry::encode::{self, IncludeObject, ListMeta};
-use crate::registry::kind::Verb;
-use crate::registry::patch::Patch;
 use crate::registry::{DeleteOutcome, Part, Registry, WatchStart, WriteOutcome};
 use crate::storage::StoredObject;
 

@@ -10,8 +10,8 @@ use std::task::{Context, Poll};
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 
+use crate::apimachinery::resource::Names;
 use crate::registry::encode::ListMeta;
-use crate::registry::kind::Names;
 
 /// How much of the list is copied at once.
 pub const CHUNK: usize = 64 * 1024;

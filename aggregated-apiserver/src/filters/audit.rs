@@ -39,14 +39,14 @@ use http::{header, HeaderName, HeaderValue};
 use http_body::{Body as _, Frame, SizeHint};
 
 use crate::apimachinery::errors::ApiError;
+use crate::apimachinery::request_info::{RequestInfo, RequestVerb};
+use crate::apimachinery::resource::Verb;
 use crate::apimachinery::uid::new_uid;
 use crate::audit::context::{Arrival, Captured, Pending};
 use crate::audit::group::Ticket;
 use crate::audit::{AuditContext, Auditor, Level, Stage, HEADER_AUDIT_ID};
 use crate::auth::authn::peer::Peer;
 use crate::auth::authn::shared_request_user;
-use crate::endpoints::request_info::{RequestInfo, RequestVerb};
-use crate::registry::kind::Verb;
 
 use super::{answered, passed, waiting, Next, Request};
 
@@ -708,7 +708,7 @@ mod tests {
         ));
         let things = "/apis/g/v1/namespaces/ns/things";
         let mut req = http::Request::get(things).body(Body::empty()).unwrap();
-        req.extensions_mut().insert(crate::endpoints::request_info::classify(&http::Method::GET, things, None));
+        req.extensions_mut().insert(crate::apimachinery::request_info::classify(&http::Method::GET, things, None));
         let (ctx, _) = started(&auditor, &mut req, &HeaderValue::from_static("id")).unwrap();
         let Received::Reading { ticket, .. } = received(req) else { panic!("a read's event is queued") };
         ctx.defer_received(ticket);

@@ -10,11 +10,11 @@ use super::{passed, waiting, Next, Request};
 use axum::response::{IntoResponse, Response};
 
 use crate::apimachinery::errors::ApiError;
+use crate::apimachinery::request_info::RequestInfo;
 use crate::audit::AuditContext;
 use crate::auth::authn::request_user;
 use crate::auth::authz::{self, Attributes, AttributesRef, Authorizer, Decision};
 use crate::endpoints::handlers::ServedKinds;
-use crate::endpoints::request_info::RequestInfo;
 
 /// `--authorization-always-allow-paths` (kube's delegating default: `/healthz`,
 /// `/readyz`, `/livez`): exact paths, or prefixes when they end in `*`.

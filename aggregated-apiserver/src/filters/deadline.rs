@@ -15,7 +15,7 @@ use futures::FutureExt;
 use crate::apimachinery::errors::ApiError;
 use crate::apimachinery::gofmt::go_parse_duration;
 use crate::apimachinery::options::params::Query;
-use crate::endpoints::request_info::RequestInfo;
+use crate::apimachinery::request_info::RequestInfo;
 
 /// The deadline filter's options.
 #[derive(Debug, Clone, Copy)]

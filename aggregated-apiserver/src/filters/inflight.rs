@@ -26,10 +26,10 @@ use std::task::{Context, Poll};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::apimachinery::errors::ApiError;
+use crate::apimachinery::request_info::RequestInfo;
 use crate::auth::authn::request_user;
 use crate::auth::authz::SYSTEM_MASTERS;
 use crate::auth::cache::KeyHasher;
-use crate::endpoints::request_info::RequestInfo;
 
 /// kube's wording (and its one-second `Retry-After`).
 const TOO_MANY: &str = "Too many requests, please try again later.";
@@ -264,7 +264,7 @@ enum Held {
 fn admit(inflight: &InFlight, req: &Request) -> Option<Admitted> {
     let nothing = Admitted { held: Held::Nothing, flow: None };
     let Some(info) = req.extensions().get::<RequestInfo>() else { return Some(nothing) };
-    if crate::server::health::is_probe_path(info.path()) && !info.is_resource_request {
+    if crate::apimachinery::request_info::is_probe_path(info.path()) && !info.is_resource_request {
         return Some(nothing);
     }
     let user = request_user(req.extensions());

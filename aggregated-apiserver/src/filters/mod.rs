@@ -35,6 +35,7 @@ pub mod inflight;
 pub mod observe;
 pub mod options;
 pub mod recovery;
+pub mod request_metrics;
 pub mod status_encoding;
 
 use std::convert::Infallible;
@@ -49,12 +50,11 @@ use futures::future::{BoxFuture, Either, Ready};
 use futures::FutureExt;
 use tower::{Service, ServiceExt};
 
+use crate::apimachinery::request_info::RequestVerb;
+use crate::apimachinery::resource::Verb;
+use crate::auth::options::{AuthenticationOptions, AuthorizationOptions};
 use crate::auth::Guard;
 use crate::endpoints::handlers::ServedKinds;
-use crate::endpoints::request_info::RequestVerb;
-use crate::options::ServerOptions;
-use crate::registry::kind::Verb;
-use crate::server::metrics::Metrics;
 
 /// A request as the filters see it.
 pub type Request = http::Request<Body>;
@@ -105,6 +105,13 @@ pub fn waiting<'a, F>(rest: impl Future<Output = Response> + Send + 'a) -> Filte
     Either::Right(Either::Right(Box::pin(rest)))
 }
 
+/// The options the filters are built from.
+pub struct FilterOptions<'a> {
+    pub limits: &'a options::RequestLimits,
+    pub authentication: &'a AuthenticationOptions,
+    pub authorization: &'a AuthorizationOptions,
+}
+
 /// The state of each filter of the request path, each from its own options.
 pub struct Filters {
     /// With an audit policy and a backend only.
@@ -122,18 +129,18 @@ impl Filters {
     /// `guard` is None with `--authentication none`: then nobody is
     /// authenticated, impersonation is not offered, and nothing is authorized.
     pub fn new(
-        options: &ServerOptions,
+        options: FilterOptions<'_>,
         guard: Option<&Guard>,
         resources: Arc<ServedKinds>,
-        metrics: Arc<Metrics>,
+        requests: Arc<request_metrics::RequestMetrics>,
         auditor: Option<Arc<crate::audit::Auditor>>,
     ) -> Self {
-        let limits = &options.limits;
+        let limits = options.limits;
         let always_allow =
             authorization::AlwaysAllowPaths::new(&options.authorization.authorization_always_allow_paths);
         Self {
             audit: auditor,
-            observe: Arc::new(observe::Observe { metrics, resources: resources.clone() }),
+            observe: Arc::new(observe::Observe { requests, resources: resources.clone() }),
             deadline: Arc::new(deadline::Deadline { maximum: limits.request_timeout }),
             authentication: guard.map(|guard| {
                 Arc::new(authentication::Authentication {
@@ -289,12 +296,12 @@ where
 /// Whether a request is long-running (kube's `LongRunningRequestCheck`): only
 /// watches here. Long-running requests have no deadline and are not counted by
 /// the in-flight limits (watches have caps of their own).
-pub fn is_long_running(info: &crate::endpoints::request_info::RequestInfo) -> bool {
+pub fn is_long_running(info: &crate::apimachinery::request_info::RequestInfo) -> bool {
     info.is_resource_request && info.verb == RequestVerb::Resource(Verb::Watch)
 }
 
 /// Classifies the request once (kube's `WithRequestInfo`); every filter after
-/// this one reads the [`RequestInfo`](crate::endpoints::request_info::RequestInfo)
+/// this one reads the [`RequestInfo`](crate::apimachinery::request_info::RequestInfo)
 /// from the request's extensions.
 ///
 /// It also echoes the `Audit-ID` the request came with (the aggregator's), as
@@ -302,7 +309,7 @@ pub fn is_long_running(info: &crate::endpoints::request_info::RequestInfo) -> bo
 /// than in a filter of its own: with auditing off this is all auditing does
 /// (a lookup and a clone of the header's shared bytes).
 pub fn request_info<N: Next>(mut req: Request, next: N) -> impl Future<Output = Response> + Send {
-    let info = crate::endpoints::request_info::classify(req.method(), req.uri().path(), req.uri().query());
+    let info = crate::apimachinery::request_info::classify(req.method(), req.uri().path(), req.uri().query());
     req.extensions_mut().insert(info);
     let audit_id = audit::sent_audit_id(&req);
     next.run(req).map(move |mut resp| {

@@ -11,13 +11,13 @@ use futures::FutureExt;
 
 use super::{Next, Request};
 
+use super::request_metrics::RequestMetrics;
+use crate::apimachinery::request_info::{RequestInfo, RequestVerb};
 use crate::endpoints::handlers::ServedKinds;
-use crate::endpoints::request_info::{RequestInfo, RequestVerb};
-use crate::server::metrics::Metrics;
 
 /// What the filter counts into, and the served resources it names.
 pub struct Observe {
-    pub metrics: Arc<Metrics>,
+    pub requests: Arc<RequestMetrics>,
     pub resources: Arc<ServedKinds>,
 }
 
@@ -40,7 +40,7 @@ pub fn observe<'a, N: Next + 'a>(
     next.run(req).map(move |resp| {
         let code = resp.status().as_u16();
         let elapsed = started.elapsed();
-        observed.metrics.observe(verb, resource, code, elapsed);
+        observed.requests.observe(verb, resource, code, elapsed.as_secs_f64());
         let path = uri.path();
         if code >= 500 {
             tracing::warn!(%method, %path, code, ?elapsed, "request failed");

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::options::values::parse_seconds;
+use crate::apimachinery::duration::parse_seconds;
 
 #[derive(Args, Debug, Clone)]
 pub struct RequestLimits {

@@ -5,7 +5,7 @@ use super::*;
 use crate::admission::attributes::delete_options_object;
 use crate::admission::Requester;
 use crate::apimachinery::errors::StatusDetails;
-use crate::registry::kind::Names;
+use crate::apimachinery::resource::Names;
 
 /// The finalizer a (validated) propagation policy asks for, as kube-apiserver
 /// adds it: orphan for `Orphan` or the deprecated `orphanDependents: true`,

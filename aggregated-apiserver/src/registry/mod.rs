@@ -11,7 +11,6 @@ mod apply;
 mod delete;
 pub mod encode;
 pub mod kind;
-pub mod patch;
 mod read;
 mod strategy;
 mod write;
@@ -290,8 +289,8 @@ fn object_too_large() -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apimachinery::resource::{Names, TEST_NAMES as NAMES};
     use crate::registry::encode::KindIndexer;
-    use crate::registry::kind::{Names, TEST_NAMES as NAMES};
     use crate::storage::memory::MemoryStore;
 
     struct Ruled(Value);

@@ -466,7 +466,7 @@ impl Registry {
         ns: &str,
         name: &str,
         part: Part,
-        patch: &crate::registry::patch::Patch,
+        patch: &crate::apimachinery::patch::Patch,
         body_bytes: usize,
         wopts: &WriteOptions,
         user: Requester<'_>,
@@ -669,7 +669,7 @@ impl Registry {
     ) -> Mutation {
         // A write computed past its request's deadline is not made: its
         // client has its 504 (crate::heavy).
-        let decision = decision.and_then(|d| crate::heavy::check_deadline().map(|()| d));
+        let decision = decision.and_then(|d| crate::heavy::check_deadline().map(|()| d).map_err(ApiError::from));
         match decision {
             Err(e) => {
                 *refused = Some(e);

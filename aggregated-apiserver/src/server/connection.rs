@@ -135,8 +135,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 
+use crate::apimachinery::duration::parse_seconds;
 use crate::auth::authn::peer::Peer;
-use crate::options::values::parse_seconds;
 
 /// HTTP/2 streams one connection may have open at once: Go's http2 default, which
 /// k8s.io/apiserver makes explicit ("a malicious client can only open 400 streams before we

@@ -117,14 +117,6 @@ impl Health {
     }
 }
 
-/// Whether `path` is a health probe or one of its checks (`/readyz/etcd`):
-/// those are never refused for load.
-pub fn is_probe_path(path: &str) -> bool {
-    ["/healthz", "/livez", "/readyz"]
-        .iter()
-        .any(|probe| path.strip_prefix(probe).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')))
-}
-
 fn text(code: StatusCode, body: String) -> Response {
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = code;

@@ -4,7 +4,6 @@
 //! application's name (`farm-apiserver` gives `farm_apiserver_requests_total`).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -13,10 +12,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry as PromRegistry;
 
-use super::request_metrics::{RequestMetrics, RequestMetricsCollector};
 use crate::admission::metrics::AdmissionMetrics;
 use crate::audit::metrics::AuditMetrics;
 use crate::endpoints::handlers::WatchGauge;
+use crate::filters::request_metrics::{RequestMetrics, RequestMetricsCollector};
 use crate::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -112,8 +111,9 @@ impl Metrics {
         }
     }
 
-    pub fn observe(&self, verb: &'static str, resource: &'static str, code: u16, elapsed: Duration) {
-        self.requests.observe(verb, resource, code, elapsed.as_secs_f64());
+    /// The request counters and latencies, which the observe filter fills.
+    pub fn requests(&self) -> Arc<RequestMetrics> {
+        self.requests.clone()
     }
 
     /// The Prometheus text exposition, with object counts read now.
@@ -172,7 +172,7 @@ mod tests {
         assert_eq!(prefix_of("farm-apiserver"), "farm_apiserver");
         assert_eq!(prefix_of("my.app-server"), "my_app_server");
         let metrics = Metrics::new("farm-apiserver");
-        metrics.observe("create", "llamas", 201, Duration::from_millis(3));
+        metrics.requests().observe("create", "llamas", 201, 0.003);
         metrics.gauge_fn("staleness_seconds", "How stale", || 0.0);
         metrics.gauge_fn("never_synced_seconds", "Forever", || f64::INFINITY);
         metrics.gauge_fn("lag_seconds", "Some lag", || 2.5);

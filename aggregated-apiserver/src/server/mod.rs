@@ -9,7 +9,6 @@ pub mod health;
 pub mod metrics;
 pub mod open_files;
 pub mod options;
-pub mod request_metrics;
 pub mod setup;
 pub mod tls;
 
@@ -27,16 +26,15 @@ use tokio_util::sync::CancellationToken;
 use tower::Service;
 
 use crate::apimachinery::errors::{ApiError, Reason};
+use crate::apimachinery::request_info::RequestInfo;
 use crate::auth::options::Authentication;
 use crate::endpoints::discovery::Discovery;
 use crate::endpoints::handlers::{self, ApiSettings, ServedKinds};
 use crate::endpoints::openapi::OpenApi;
-use crate::endpoints::request_info::RequestInfo;
-use crate::filters::{authorization, Chain, Filters};
-use crate::options::ServerOptions;
+use crate::filters::{authorization, Chain, FilterOptions, Filters};
 use crate::server::health::{FnCheck, Health};
 use crate::server::metrics::Metrics;
-use options::ServingOptions;
+use options::{ServerOptions, ServingOptions};
 use setup::Setup;
 
 /// How long buffered audit events may take to be written at exit.
@@ -140,7 +138,13 @@ impl App {
             "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
         });
         let resources = Arc::new(ServedKinds { registries, settings, shutdown, watches: metrics.clone() });
-        let filters = Filters::new(options, guard.as_ref(), resources.clone(), metrics.clone(), auditor.clone());
+        let filter_options = FilterOptions {
+            limits: &options.limits,
+            authentication: &options.authentication,
+            authorization: &options.authorization,
+        };
+        let filters =
+            Filters::new(filter_options, guard.as_ref(), resources.clone(), metrics.requests(), auditor.clone());
         Ok(Arc::new(Self {
             guard,
             resources,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use crate::options::values::parse_seconds;
+use crate::apimachinery::duration::parse_seconds;
 use crate::storage::etcd::EtcdOptions;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -32,8 +32,8 @@ use crate::admission::namespace_lifecycle::NamespaceLifecycle;
 use crate::admission::{forbidden, matching};
 use crate::admission::{AdmissionPlugin, Attributes};
 use crate::apimachinery::errors::{self, ApiError, ApiResult, StatusDetails};
+use crate::apimachinery::patch::Patch;
 use crate::apimachinery::serializer::BodyType;
-use crate::registry::patch::Patch;
 
 /// The audit annotation kube adds when a webhook failed open.
 const MUTATING_FAILED_OPEN: &str = "failed-open.mutation.webhook.admission.k8s.io/";

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 use super::cache::TtlCache;
 use super::review::{ReviewError, ReviewPolicy, ReviewRunner};
-use crate::endpoints::request_info::RequestInfo;
+use crate::apimachinery::request_info::RequestInfo;
 use cache_key::{CacheKey, KeyView};
 
 /// The group whose members are allowed everything without a review
@@ -296,7 +296,7 @@ impl Authorizer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endpoints::request_info::classify;
+    use crate::apimachinery::request_info::classify;
     use http::Method;
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 

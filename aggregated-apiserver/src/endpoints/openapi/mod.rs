@@ -25,8 +25,8 @@ use serde_json::{json, Map, Value};
 
 use self::gnostic::Spec;
 use self::serve::Encoded;
+use crate::apimachinery::resource::{Names, Verb};
 use crate::endpoints::static_doc::StaticDoc;
-use crate::registry::kind::{Names, Verb};
 use crate::registry::Registry;
 
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";

@@ -42,9 +42,9 @@ use crate::apimachinery::cel::authz::Checks;
 use crate::apimachinery::cel::mutation::{json_patch, object_json};
 use crate::apimachinery::cel::{cel, Expression, OUT_OF_BUDGET};
 use crate::apimachinery::errors::{ApiError, ApiResult};
+use crate::apimachinery::patch::Patch;
 use crate::apimachinery::serializer::BodyType;
 use crate::apimachinery::typed;
-use crate::registry::patch::Patch;
 
 /// The MutatingAdmissionPolicies of a cluster.
 pub struct MutatingPolicies {

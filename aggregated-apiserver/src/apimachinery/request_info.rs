@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use http::Method;
 
-use crate::registry::kind::Verb;
+use crate::apimachinery::resource::Verb;
 
 /// What a request asks to do: one of the resource verbs, or, for a
 /// non-resource request (and a resource path with a method kube gives no
@@ -145,6 +145,14 @@ fn span_end(offset: usize) -> u32 {
 
 fn non_resource(method: &Method, path: &str) -> RequestInfo {
     RequestInfo::non_resource(RequestVerb::of_method(method), path)
+}
+
+/// Whether `path` is a health probe or one of its checks (`/readyz/etcd`):
+/// those are never refused for load.
+pub fn is_probe_path(path: &str) -> bool {
+    ["/healthz", "/livez", "/readyz"]
+        .iter()
+        .any(|probe| path.strip_prefix(probe).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')))
 }
 
 /// Whether the query asks for a watch: its first `watch` value read as the

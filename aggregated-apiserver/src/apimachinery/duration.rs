@@ -1,4 +1,4 @@
-//! How flag values are read, for every concern's options.
+//! Durations as every concern's flags take them.
 
 use std::time::Duration;
 

@@ -19,7 +19,7 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{json, Map, Value};
 
-use aggregated_apiserver::registry::kind::{Column, Kind, Names, Verb};
+use aggregated_apiserver::{Column, Kind, Names, Verb};
 use aggregated_apiserver::storage::memory::MemoryStore;
 use aggregated_apiserver::storage::{ObjectKey, StoreError};
 

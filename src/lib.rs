@@ -17,10 +17,7 @@ pub mod process;
 
 use std::sync::Arc;
 
-use aggregated_apiserver::registry::kind::Kind;
-use aggregated_apiserver::registry::Registry;
-use aggregated_apiserver::server::health::DetailedCheck;
-use aggregated_apiserver::server::setup::{Gauge, Setup};
+use aggregated_apiserver::{DetailedCheck, Gauge, Kind, Registry, Setup};
 
 /// Adds Llamas and FarmPods to what the server serves; starts the Pod watch
 /// when a cluster is configured.

@@ -11,8 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use aggregated_apiserver::apimachinery::field_error::FieldError;
-use aggregated_apiserver::registry::kind::{Column, Kind, Names};
+use aggregated_apiserver::{Column, FieldError, Kind, Names};
 
 // The Rust types are the one source of the kind's schema: kube derives the
 // CRD's structural OpenAPI v3 schema from them (schemars, `schema =
@@ -264,7 +263,7 @@ mod tests {
 
     #[test]
     fn the_rules_compile_and_say_what_they_mean() {
-        use aggregated_apiserver::apimachinery::schema::validations::SchemaRules;
+        use aggregated_apiserver::SchemaRules;
         let rules = SchemaRules::compile(llama_schema()).unwrap().expect("Llama has rules");
         // Cheap: a Llama write stays small work on the async workers.
         assert!(rules.max_cost() < 100, "{}", rules.max_cost());

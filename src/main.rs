@@ -1,6 +1,6 @@
 //! The farm-apiserver command line: `serve` (default) and `certs`.
 
-use aggregated_apiserver::server::Identity;
+use aggregated_apiserver::Identity;
 use anyhow::Context as _;
 use farm_apiserver::options::{Cli, Command, ServeArgs, SOURCE_REVISION};
 use farm_apiserver::process::{allocator, resident};
@@ -28,8 +28,8 @@ async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse_args();
     match cli.command {
         Some(Command::Certs(args)) => {
-            aggregated_apiserver::server::options::LoggingOptions::default().init();
-            let paths = aggregated_apiserver::server::dev_certs::write_cert_bundle(
+            aggregated_apiserver::LoggingOptions::default().init();
+            let paths = aggregated_apiserver::write_cert_bundle(
                 &args.out,
                 &IDENTITY,
                 &args.service_name,
@@ -54,7 +54,7 @@ async fn run() -> anyhow::Result<()> {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     args.server.logging.init();
     let pod_namespaces = args.pod_namespaces;
-    aggregated_apiserver::server::run(args.server, IDENTITY, async move |setup| {
+    aggregated_apiserver::run(args.server, IDENTITY, async move |setup| {
         setup.on_first_ready(resident::startup_over);
         farm_apiserver::serve_kinds(setup, pod_namespaces).await
     })

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use aggregated_apiserver::server::options::ServerOptions;
+use aggregated_apiserver::ServerOptions;
 use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 /// `--version`: `0.1.0 (rev 92fa3f0, 2026-11-26)`, after the name (build.rs
@@ -80,7 +80,7 @@ impl Cli {
     /// and environment variables.
     pub fn command_line() -> clap::Command {
         let command = farm_defaults(Self::command()).mut_subcommand("serve", farm_defaults);
-        aggregated_apiserver::server::options::with_env_prefix(command, "FARM")
+        aggregated_apiserver::with_env_prefix(command, "FARM")
     }
 
     /// Parses the process's arguments (exits with clap's message on an error).

@@ -13,10 +13,8 @@
 
 use std::sync::Arc;
 
-use aggregated_apiserver::apimachinery::field_error::FieldError;
-use aggregated_apiserver::registry::kind::{Column, Kind, Names};
-use aggregated_apiserver::server::options::{with_env_prefix, ServerOptions};
-use aggregated_apiserver::server::{self, Identity};
+use aggregated_apiserver::prelude::*;
+use aggregated_apiserver::with_env_prefix;
 use clap::{CommandFactory as _, FromArgMatches as _, Parser};
 use serde_json::{json, Value};
 
@@ -106,7 +104,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::from_arg_matches(&matches)?;
     cli.server.logging.init();
     let identity = Identity { name: "greetings", version: env!("CARGO_PKG_VERSION"), git_commit: "" };
-    server::run(cli.server, identity, async |setup| {
+    run(cli.server, identity, async |setup| {
         setup.stored(Arc::new(Greeting))?;
         Ok(())
     })

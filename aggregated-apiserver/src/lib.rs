@@ -23,6 +23,20 @@
 //! * [`apimachinery`]: what a Kubernetes object and a request are, with no
 //!   I/O: the words every layer above speaks;
 //! * [`heavy`]: large computations, off the async workers and in turns.
+//!
+//! # The front door
+//!
+//! What an application names is re-exported here: describe a kind ([`Kind`],
+//! [`Names`], [`Verb`], [`Column`], [`FieldError`]), serve it ([`run`] with
+//! [`ServerOptions`] and an [`Identity`], registering kinds in a [`Setup`]),
+//! and the checks and gauges a view adds ([`Check`], [`DetailedCheck`],
+//! [`Gauge`]). [`prelude`] holds the first two groups. Stores (for a view the
+//! application fills itself, or a store of its own) are in [`storage`].
+
+// MutatingAdmissionPolicy's v1beta1 types come with Kubernetes 1.34.
+k8s_openapi::k8s_if_le_1_33! {
+    compile_error!("aggregated-apiserver needs k8s-openapi's v1_34 feature or a later one, enabled by the application");
+}
 
 pub mod admission;
 pub mod apimachinery;
@@ -37,3 +51,69 @@ pub mod storage;
 #[cfg(test)]
 mod test_pki;
 pub(crate) mod transport;
+
+pub use apimachinery::field_error::FieldError;
+pub use apimachinery::resource::{Names, Verb};
+pub use apimachinery::schema::validations::SchemaRules;
+pub use registry::kind::{Column, Kind};
+pub use registry::Registry;
+pub use server::dev_certs::{write_cert_bundle, ServingCertPaths};
+pub use server::health::{Check, DetailedCheck, FnCheck};
+pub use server::options::{with_env_prefix, LoggingOptions, ServerOptions};
+pub use server::setup::{Gauge, Setup};
+pub use server::{run, Identity};
+
+/// What a server built on this library names first: describing a kind and
+/// serving it. A whole server for a kind of one's own:
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use aggregated_apiserver::prelude::*;
+/// use serde_json::{json, Value};
+///
+/// struct Greeting;
+///
+/// static NAMES: Names = Names {
+///     group: "example.com",
+///     version: "v1",
+///     kind: "Greeting",
+///     list_kind: "GreetingList",
+///     plural: "greetings",
+///     singular: "greeting",
+///     short_names: &["gr"],
+///     categories: &[],
+/// };
+///
+/// impl Kind for Greeting {
+///     fn names(&self) -> &'static Names {
+///         &NAMES
+///     }
+///
+///     /// A structural schema, as a CRD's `openAPIV3Schema`.
+///     fn schema(&self) -> Value {
+///         json!({
+///             "type": "object",
+///             "properties": {
+///                 "spec": {"type": "object", "properties": {"message": {"type": "string"}}}
+///             }
+///         })
+///     }
+/// }
+///
+/// /// Serves Greetings in memory, or in etcd with `--storage etcd`.
+/// async fn serve(options: ServerOptions) -> anyhow::Result<()> {
+///     let identity = Identity { name: "greetings", version: "0.1.0", git_commit: "" };
+///     run(options, identity, async |setup| {
+///         setup.stored(Arc::new(Greeting))?;
+///         Ok(())
+///     })
+///     .await
+/// }
+///
+/// assert_eq!(Greeting.names().api_version(), "example.com/v1");
+/// assert!(Greeting.verbs().contains(&Verb::Watch));
+/// ```
+pub mod prelude {
+    pub use crate::{run, Column, FieldError, Identity, Kind, Names, ServerOptions, Setup, Verb};
+}

@@ -186,7 +186,7 @@ fn kube_dry_run(cmp: &Comparison, singular: &str, schema: &Value) -> (bool, Stri
 /// accepts in a kind's schema: the same, but for the differences pinned here.
 #[tokio::test]
 async fn rules_compile_where_kube_compiles_them() {
-    use aggregated_apiserver::apimachinery::schema::validations::SchemaRules;
+    use aggregated_apiserver::SchemaRules;
     let cmp = comparison("cmp-cel-compile").await;
     let strings = json!({"type": "array", "items": {"type": "string"}});
     let bounded = json!({"type": "array", "maxItems": 50, "items": {"type": "string", "maxLength": 20}});
@@ -258,7 +258,7 @@ async fn rules_compile_where_kube_compiles_them() {
 /// CRD (a server-side dry run) holds the message this server gives.
 #[tokio::test]
 async fn rules_that_do_not_compile_are_reported_as_kube_reports_them() {
-    use aggregated_apiserver::apimachinery::schema::validations::SchemaRules;
+    use aggregated_apiserver::SchemaRules;
     let cmp = comparison("cmp-cel-errors").await;
     let object = json!({"type": "object", "properties": {"a": {"type": "string"}, "n": {"type": "integer"}}});
     let string = json!({"type": "string"});

@@ -19,9 +19,9 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{json, Map, Value};
 
-use aggregated_apiserver::{Column, Kind, Names, Verb};
 use aggregated_apiserver::storage::memory::MemoryStore;
 use aggregated_apiserver::storage::{ObjectKey, StoreError};
+use aggregated_apiserver::{Column, Kind, Names, Verb};
 
 /// The annotation pointing back to the Pod's uid.
 pub const POD_UID_ANNOTATION: &str = "farm.example.com/pod-uid";

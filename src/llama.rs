@@ -94,7 +94,7 @@ pub struct LlamaStatus {
 /// this server (and a CRD author) states beyond the Rust types:
 ///
 /// - no `nullable` (kube marks `Option` fields nullable; a null there is
-///   dropped as for any non-nullable field, as before), no `default`s, no
+///   dropped as for any non-nullable field), no `default`s, no
 ///   `format: double` on the spec's numbers;
 /// - `apiVersion`, `kind` and `metadata` declared at the root, as kube's
 ///   published CRD schemas show them;

@@ -8,13 +8,14 @@
 //! slot where no other worker can steal it. For a request read over HTTP/2
 //! that task is the connection itself (reading the body wakes it to send
 //! window updates), so every other stream of the connection stalls until
-//! the computation ends: the fuzzer saw 36 requests wait past 75 s that way.
+//! the computation ends (measured: docs/performance.md, "Heavy work off the
+//! async workers").
 //!
 //! [`tokio::task::block_in_place`] first hands the worker's queue, LIFO slot
 //! included, to another thread, and the kernel then shares the cores among
-//! the computation and everything else. It costs ~9 µs a call here, so work
-//! estimated below [`HEAVY_BYTES`] (which finishes in about that time or
-//! less) runs in place.
+//! the computation and everything else. It costs some microseconds a call,
+//! so work estimated below [`HEAVY_BYTES`] (which finishes in about that
+//! time or less) runs in place.
 //!
 //! # Turns are shared fairly, and end at the request's deadline
 //!
@@ -42,8 +43,9 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::oneshot;
 
 /// Bytes of input (request body, stored object, answer to convert) from
-/// which a request's computation is run off the async workers: ~16 KiB of
-/// the widest patch costs ~7 ms of CPU, a thousand times the hand-off.
+/// which a request's computation is run off the async workers: at this size
+/// the widest patch costs about a thousand times the hand-off (measured:
+/// docs/performance.md, "Heavy work off the async workers").
 pub const HEAVY_BYTES: usize = 16 * 1024;
 
 thread_local! {
@@ -213,7 +215,7 @@ impl Turns {
             handed
         };
         // The turns are never dropped with requests waiting; were they, the
-        // work would still run, as before turns were fair.
+        // work would still run, only not in a fair turn.
         handed.await.ok()
     }
 

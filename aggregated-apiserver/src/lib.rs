@@ -2,27 +2,27 @@
 //! server: kube-apiserver proxies a group to it through an APIService, and it
 //! answers as kube-apiserver answers for a CustomResourceDefinition.
 //!
-//! A kind describes itself ([`registry::kind::Kind`]); the library serves it
+//! A kind describes itself ([`Kind`]); the library serves it
 //! with every verb, watch, server-side apply, discovery, OpenAPI, delegated
 //! authentication and authorization, kube's filters, health and metrics.
 //!
 //! The folders follow k8s.io/apiserver's packages, in the order a request
 //! meets them; each uses only the ones below it:
-//! * [`server`]: options, listener, TLS, connections, health, metrics, and
-//!   the [`server::setup::Setup`] an application registers its kinds in;
-//! * [`filters`]: every layer of the request path, in kube's order;
-//! * [`endpoints`]: requests into registry calls, answers encoded;
+//! * `server`: options, listener, TLS, connections, health, metrics, and
+//!   the `server::setup::Setup` an application registers its kinds in;
+//! * `filters`: every layer of the request path, in kube's order;
+//! * `endpoints`: requests into registry calls, answers encoded;
 //!   discovery, OpenAPI, watch;
-//! * [`registry`]: a kind's REST semantics over a store;
-//!   [`registry::kind`] is the one interface a kind implements;
-//! * [`admission`]: what a write must pass before it is stored;
-//! * [`audit`]: the audit policy, events and their backends;
-//! * [`auth`]: authenticators, authorizer, and the review clients;
+//! * `registry`: a kind's REST semantics over a store;
+//!   `registry::kind` is the one interface a kind implements;
+//! * `admission`: what a write must pass before it is stored;
+//! * `audit`: the audit policy, events and their backends;
+//! * `auth`: authenticators, authorizer, and the review clients;
 //! * [`storage`]: the `Store` contract, in memory or in etcd;
 //! * `transport`: TLS to other servers, trusting what Go's clients trust;
-//! * [`apimachinery`]: what a Kubernetes object and a request are, with no
+//! * `apimachinery`: what a Kubernetes object and a request are, with no
 //!   I/O: the words every layer above speaks;
-//! * [`heavy`]: large computations, off the async workers and in turns.
+//! * `heavy`: large computations, off the async workers and in turns.
 //!
 //! # The front door
 //!
@@ -33,28 +33,31 @@
 //! [`Gauge`]). [`prelude`] holds the first two groups. Stores (for a view the
 //! application fills itself, or a store of its own) are in [`storage`].
 
+#![warn(missing_docs)]
+
 // MutatingAdmissionPolicy's v1beta1 types come with Kubernetes 1.34.
 k8s_openapi::k8s_if_le_1_33! {
     compile_error!("aggregated-apiserver needs k8s-openapi's v1_34 feature or a later one, enabled by the application");
 }
 
-pub mod admission;
-pub mod apimachinery;
-pub mod audit;
-pub mod auth;
-pub mod endpoints;
-pub mod filters;
-pub mod heavy;
-pub mod registry;
-pub mod server;
+pub(crate) mod admission;
+pub(crate) mod apimachinery;
+pub(crate) mod audit;
+pub(crate) mod auth;
+pub(crate) mod endpoints;
+pub(crate) mod filters;
+pub(crate) mod heavy;
+pub(crate) mod registry;
+pub(crate) mod server;
 pub mod storage;
 #[cfg(test)]
 mod test_pki;
 pub(crate) mod transport;
 
-pub use apimachinery::field_error::FieldError;
+pub use apimachinery::field_error::{FieldError, FieldErrorKind};
 pub use apimachinery::resource::{Names, Verb};
 pub use apimachinery::schema::validations::SchemaRules;
+pub use registry::encode::KindIndexer;
 pub use registry::kind::{Column, Kind};
 pub use registry::Registry;
 pub use server::dev_certs::{write_cert_bundle, ServingCertPaths};

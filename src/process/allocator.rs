@@ -1,33 +1,30 @@
 //! The process's allocator: glibc's malloc, with two settings (other C
 //! libraries: nothing here), or mimalloc with the `mimalloc` feature. This
-//! is the one place the choice is made; the binary installs [`GLOBAL`].
-//! docs/benchmarks.md ("The allocator, chosen by measurement") and
-//! docs/performance.md ("The allocator, measured again") have the
-//! measurements it was made by (glibc as it was, glibc with a top pad or a
-//! trim threshold, jemalloc and mimalloc, each on GET/LIST/create speed and
-//! on idle and per-FarmPod memory).
+//! is the one place the choice is made; the binary installs [`GLOBAL`]. The
+//! choice and the settings rest on measurements of GET/LIST/create speed and
+//! of idle and per-FarmPod memory (measured: docs/benchmarks.md, "The
+//! allocator, chosen by measurement"; docs/performance.md, "The allocator,
+//! measured again" and "The process allocator's settings").
 //!
 //! One arena. glibc gives each new thread its own arena, up to eight per
 //! core, and an arena keeps what it frees as resident memory. The Pod watcher
 //! decodes upstream lists 500 Pods at a time on whichever runtime thread polls
-//! it, so every arena it touched kept megabytes of freed pages between the
-//! FarmPods it stores. One arena (the main heap) holds them all where
-//! `malloc_trim` can return them: the FarmPods benchmark measured 49.6 MiB
-//! instead of 62.8 MiB after syncing 10,000 Pods. Small allocations stay
-//! thread-local in glibc's per-thread caches, so the arena's lock is taken
-//! only for larger blocks.
+//! it, so every arena it touches would keep megabytes of freed pages between
+//! the FarmPods it stores. One arena (the main heap) holds them all where
+//! `malloc_trim` can return them. Small allocations stay thread-local in
+//! glibc's per-thread caches, so the arena's lock is taken only for larger
+//! blocks.
 //!
-//! A top pad. With one arena, every free that left more than 128 KiB free at
-//! the top of the heap (the trim threshold) gave it back to the system
-//! (`brk`), and the next request's allocations faulted the pages in again:
+//! A top pad. With one arena, every free that leaves more than 128 KiB free
+//! at the top of the heap (the trim threshold) gives it back to the system
+//! (`brk`), and the next request's allocations fault the pages in again:
 //! page faults, zeroing, and TLB shootdowns across every thread, on every
-//! request. Over half the server's CPU was in the kernel, and a GET of one
-//! Llama ran at a third of the rate it had before the arena setting. glibc
-//! keeps `M_TOP_PAD` bytes beyond what it needs whenever it grows or trims
-//! the heap, so a heap that goes up and down by a request's worth stays
-//! resident; the pad is only reserved address space until touched, so an idle
-//! server's RSS does not grow. The periodic [`release_free_memory`] (after a
-//! full Pod list) still hands everything free back, pad included.
+//! request. glibc keeps `M_TOP_PAD` bytes beyond what it needs whenever it
+//! grows or trims the heap, so a heap that goes up and down by a request's
+//! worth stays resident; the pad is only reserved address space until
+//! touched, so an idle server's RSS does not grow. The periodic
+//! [`release_free_memory`] (after a full Pod list) still hands everything
+//! free back, pad included.
 //!
 //! Setting `M_TOP_PAD` also turns off glibc's sliding mmap threshold, so
 //! blocks of 128 KiB and more are always mapped and unmapped on their own
@@ -35,19 +32,11 @@
 //! heap between large lists.
 //!
 //! mimalloc is built with the `mimalloc` feature (mimalloc 3.x; with
-//! `mimalloc-v2`, 2.x), not by default: measured again on 2026-11-26
-//! (docs/performance.md, "The allocator, measured again"), no setting of it
-//! was both faster and as small. With its default
-//! settings it spent as much CPU per GET as glibc and ~20% less per create,
-//! but idled 1.3 MiB higher and held more per FarmPod at 50,000 Pods; with
-//! freed pages returned at once (`MIMALLOC_PURGE_DELAY=0`) it held less
-//! per FarmPod than glibc but spent twice glibc's CPU per GET, though
-//! callgrind counted fewer instructions in its own code: the pages a request
-//! frees were handed back and faulted in again by the next (two page faults
-//! per GET), the churn the top pad above removed from glibc. The C library
-//! is built without transparent huge pages (`no_thp`): mimalloc otherwise
-//! advises them for its arenas, which took an idle server from 27 to 38 MiB.
-//! Its options are read from `MIMALLOC_*` variables when the process starts.
+//! `mimalloc-v2`, 2.x), not by default: no setting of it is both faster and
+//! as small as glibc with these settings. The C library is built without
+//! transparent huge pages (`no_thp`): mimalloc otherwise advises them for
+//! its arenas, which grows an idle server's memory. Its options are read
+//! from `MIMALLOC_*` variables when the process starts.
 
 /// The process's global allocator, installed by the binary
 /// (`#[global_allocator] static GLOBAL: Global = GLOBAL;` in its main.rs)

@@ -1,15 +1,14 @@
 //! What stays resident once start-up is over.
 //!
-//! An idle server's RSS was mostly its own binary: of 26.5 MiB measured
-//! right after `/readyz` first answered ok (with a cluster, no Pods), 17 MiB
-//! were pages of the executable's code and 4–5 MiB its read-only data, all
-//! file pages; the heap, the stacks and the relocated data (RELRO) together
-//! were 3.5 MiB. Start-up runs code from nearly every crate linked in (the
-//! options parser, TLS and certificate code, OpenAPI and discovery documents,
-//! the kube client and the first lists of the informers, ...) and the kernel
-//! maps file pages at least 64 KiB at a time around a fault (the whole folio
-//! where the page cache holds a large one: 128 KiB in the measurements), so
-//! ~85% of the code was mapped though little of it runs again.
+//! Without this, an idle server's RSS is mostly its own binary: pages of the
+//! executable's code and read-only data, all file pages (measured:
+//! docs/performance.md, "What stays resident after start-up"). Start-up runs
+//! code from nearly every crate linked in (the options parser, TLS and
+//! certificate code, OpenAPI and discovery documents, the kube client and the
+//! first lists of the informers, ...) and the kernel maps file pages at least
+//! 64 KiB at a time around a fault (the whole folio where the page cache
+//! holds a large one), so most of the code is mapped though little of it
+//! runs again.
 //!
 //! [`startup_over`] unmaps the executable's read-only segments (code and
 //! constants, never written) with `MADV_DONTNEED`: the pages stay in the page

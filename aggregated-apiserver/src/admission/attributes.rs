@@ -82,7 +82,7 @@ impl Attributes<'_> {
         }
     }
 
-    /// The group-qualified resource, as errors name it (`llamas.example.com`).
+    /// The group-qualified resource, as errors name it (`widgets.example.com`).
     pub fn group_resource(&self) -> String {
         if self.names.group.is_empty() {
             self.names.plural.to_string()

@@ -136,12 +136,12 @@ mod tests {
         let e = namespace_not_found("x").status_body();
         assert_eq!(e["message"], "namespaces \"x\" not found");
         assert_eq!(e["details"], json!({"name": "x", "kind": "namespaces"}));
-        let t = Target { group: "farm.example.com", kind: "Llama", resource: "llamas", name: "a" };
+        let t = Target { group: "example.com", kind: "Widget", resource: "widgets", name: "a" };
         let e = namespace_terminating("gone", t).status_body();
         assert_eq!(e["code"], 403);
         assert_eq!(
             e["message"],
-            "llamas.farm.example.com \"a\" is forbidden: unable to create new content in namespace gone because it is being terminated"
+            "widgets.example.com \"a\" is forbidden: unable to create new content in namespace gone because it is being terminated"
         );
         assert_eq!(e["details"]["causes"][0]["reason"], "NamespaceTerminating");
     }

@@ -118,13 +118,13 @@ pub type ApiResult<T> = Result<T, ApiError>;
 pub struct Target<'a> {
     pub group: &'a str,
     pub kind: &'a str,
-    /// The plural resource name, used in messages like `llamas.farm.example.com "x" not found`.
+    /// The plural resource name, used in messages like `widgets.example.com "x" not found`.
     pub resource: &'a str,
     pub name: &'a str,
 }
 
 impl Target<'_> {
-    /// `llamas.farm.example.com` (or `llamas` for the core group).
+    /// `widgets.example.com` (or `widgets` for the core group).
     pub fn qualified_resource(&self) -> String {
         if self.group.is_empty() {
             self.resource.to_string()
@@ -295,7 +295,7 @@ impl ApiError {
     }
 
     /// 422 Invalid with one cause per bad field, worded like kube-apiserver:
-    /// `Llama.farm.example.com "x" is invalid: [a: Invalid value..., b: ...]`.
+    /// `Widget.example.com "x" is invalid: [a: Invalid value..., b: ...]`.
     pub fn invalid(group: &str, kind: &str, name: &str, errors: &[FieldError]) -> Self {
         let qualified_kind = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
         // Go's ErrorList.ToAggregate names each distinct message once.
@@ -359,11 +359,11 @@ mod tests {
             FieldError::invalid("spec.weight", &json!(-1), "must be greater than 0"),
             FieldError::required("spec.height", ""),
         ];
-        let e = ApiError::invalid("farm.example.com", "Llama", "x", &errs);
+        let e = ApiError::invalid("example.com", "Widget", "x", &errs);
         assert_eq!(e.code, 422);
         assert_eq!(
             e.message,
-            "Llama.farm.example.com \"x\" is invalid: [spec.weight: Invalid value: -1: must be greater than 0, spec.height: Required value]"
+            "Widget.example.com \"x\" is invalid: [spec.weight: Invalid value: -1: must be greater than 0, spec.height: Required value]"
         );
         let b = e.status_body();
         assert_eq!(b["details"]["causes"][0]["reason"], "FieldValueInvalid");
@@ -372,9 +372,9 @@ mod tests {
 
     #[test]
     fn not_found_names_qualified_resource() {
-        let t = Target { group: "farm.example.com", kind: "Llama", resource: "llamas", name: "bob" };
+        let t = Target { group: "example.com", kind: "Widget", resource: "widgets", name: "bob" };
         let e = ApiError::not_found(t);
-        assert_eq!(e.message, "llamas.farm.example.com \"bob\" not found");
-        assert_eq!(e.status_body()["details"]["kind"], "llamas");
+        assert_eq!(e.message, "widgets.example.com \"bob\" not found");
+        assert_eq!(e.status_body()["details"]["kind"], "widgets");
     }
 }

@@ -14,23 +14,35 @@ use crate::apimachinery::gofmt::go_value;
 /// `FieldValueRequired`, ...); `message` is the text after the field path.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FieldError {
+    /// What is wrong with the field.
     pub kind: FieldErrorKind,
+    /// The field's path, e.g. `spec.replicas` or `metadata.labels[app]`.
     pub field: String,
     /// The offending value rendered the way Go's `field.Error` renders it, when
     /// the error type shows one (Invalid, NotSupported, Duplicate, TooLong...).
     pub value: Option<String>,
+    /// Why, in words (may be empty).
     pub detail: String,
 }
 
+/// What is wrong with a field: Go's `field.ErrorType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum FieldErrorKind {
+    /// The value is not acceptable (`Invalid value`).
     Invalid,
+    /// The field must be set (`Required value`).
     Required,
+    /// The field may not be set, or not to this value (`Forbidden`).
     Forbidden,
+    /// The value repeats another (`Duplicate value`).
     Duplicate,
+    /// The value is not one of those allowed (`Unsupported value`).
     NotSupported,
+    /// The value is longer than allowed (`Too long`).
     TooLong,
+    /// There are more items than allowed (`Too many`).
     TooMany,
+    /// The value has the wrong type (`Invalid value`).
     TypeInvalid,
 }
 
@@ -64,18 +76,30 @@ impl FieldErrorKind {
 }
 
 impl FieldError {
+    /// An error of `kind` at `field`, without a value.
     pub fn new(kind: FieldErrorKind, field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self { kind, field: field.into(), value: None, detail: detail.into() }
     }
 
+    /// An Invalid error showing `value` as Go shows it.
+    ///
+    /// ```
+    /// use aggregated_apiserver::FieldError;
+    /// use serde_json::json;
+    ///
+    /// let e = FieldError::invalid("spec.times", &json!(0), "must be at least 1");
+    /// assert_eq!(e.message_body(), "Invalid value: 0: must be at least 1");
+    /// ```
     pub fn invalid(field: impl Into<String>, value: &Value, detail: impl Into<String>) -> Self {
         Self { kind: FieldErrorKind::Invalid, field: field.into(), value: Some(go_value(value)), detail: detail.into() }
     }
 
+    /// A Required error: the field must be set.
     pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self::new(FieldErrorKind::Required, field, detail)
     }
 
+    /// A Forbidden error: the field may not be set, or not so.
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self::new(FieldErrorKind::Forbidden, field, detail)
     }
@@ -86,6 +110,7 @@ impl FieldError {
         Self { kind: FieldErrorKind::Invalid, field: field.into(), value: Some(raw.to_string()), detail: detail.into() }
     }
 
+    /// The same error, showing `value` as Go shows it.
     pub fn with_value(mut self, value: &Value) -> Self {
         self.value = Some(go_value(value));
         self

@@ -15,16 +15,19 @@ pub struct FieldTerm {
 }
 
 impl FieldTerm {
+    #[cfg(test)]
     pub fn field(&self) -> &str {
         &self.field
     }
 
     /// The unescaped value.
+    #[cfg(test)]
     pub fn value(&self) -> &str {
         &self.value
     }
 
     /// True for `!=`, false for `=` / `==`.
+    #[cfg(test)]
     pub fn is_not_equals(&self) -> bool {
         self.not_equals
     }
@@ -163,6 +166,7 @@ impl FieldSelector {
         self.terms.is_empty()
     }
 
+    #[cfg(test)]
     pub fn terms(&self) -> &[FieldTerm] {
         &self.terms
     }

@@ -14,7 +14,7 @@ use crate::apimachinery::objectmeta::{
 use crate::apimachinery::schema::prune::prune_unknown_fields;
 use crate::apimachinery::schema::validate::validate_against_schema;
 use crate::apimachinery::schema::MAX_WALK_DEPTH;
-use crate::apimachinery::test_fixtures::{llama, llama_schema};
+use crate::apimachinery::test_fixtures::{widget, widget_schema};
 
 struct XorShift(u64);
 
@@ -36,7 +36,7 @@ impl XorShift {
 const ALPHABET: &[u8] = b"{}[]:,\"\\ \n0123456789-+.eEtrufalsn/abxyzK\x00\x01\x7f\xc3\xa9\xff\xf0\x9f";
 
 fn exercise(body: &[u8]) {
-    let schema = llama_schema();
+    let schema = widget_schema();
     match decode_json(body) {
         Ok((mut v, dups)) => {
             assert!(v.is_object());
@@ -48,7 +48,7 @@ fn exercise(body: &[u8]) {
             for e in validate_against_schema(&v, &schema) {
                 let _ = e.full_message();
             }
-            let _ = validate_type_meta(&v, "farm.example.com/v1alpha", "Llama");
+            let _ = validate_type_meta(&v, "example.com/v1alpha", "Widget");
             let meta = v.get("metadata").cloned().unwrap_or(Value::Null);
             let _ = validate_object_meta(&meta, true);
             let _ = validate_object_meta(&meta, false);
@@ -59,7 +59,7 @@ fn exercise(body: &[u8]) {
         }
         Err(e) => {
             assert!(!e.is_empty());
-            let _ = decode_error_message(&e, body, "Llama", "v1alpha");
+            let _ = decode_error_message(&e, body, "Widget", "v1alpha");
         }
     }
 }
@@ -114,9 +114,9 @@ fn fuzz_random_bytes_never_panic() {
 #[test]
 fn fuzz_mutated_valid_json_never_panics() {
     let mut rng = XorShift(0xD1B5_4A32_D192_ED03);
-    let mut seed = llama();
+    let mut seed = widget();
     seed["metadata"]["ownerReferences"] =
-        json!([{"apiVersion": "v1", "kind": "Farm", "name": "f", "uid": "u", "controller": true}]);
+        json!([{"apiVersion": "v1", "kind": "Team", "name": "f", "uid": "u", "controller": true}]);
     seed["metadata"]["managedFields"] =
         json!([{"manager": "m", "operation": "Update", "time": "2024-01-01T00:00:00Z"}]);
     seed["metadata"]["finalizers"] = json!(["a/b"]);
@@ -154,7 +154,7 @@ fn fuzz_mutated_valid_json_never_panics() {
 }
 
 #[test]
-fn fuzz_random_values_in_a_llama_never_panic() {
+fn fuzz_random_values_in_a_widget_never_panic() {
     let mut rng = XorShift(0x2545_F491_4F6C_DD1D);
     let spots = [
         "/spec/weight",
@@ -172,7 +172,7 @@ fn fuzz_random_values_in_a_llama_never_panic() {
         "/apiVersion",
     ];
     for i in 0..2000 {
-        let mut obj = llama();
+        let mut obj = widget();
         obj["metadata"]["ownerReferences"] = json!([]);
         obj["metadata"]["managedFields"] = json!([]);
         obj["metadata"]["finalizers"] = json!([]);
@@ -191,7 +191,7 @@ fn fuzz_random_values_in_a_llama_never_panic() {
         }
         // both straight and through the decoder
         exercise(&serde_json::to_vec(&obj).unwrap());
-        let schema = if i % 2 == 0 { llama_schema() } else { random_value(&mut rng, 0) };
+        let schema = if i % 2 == 0 { widget_schema() } else { random_value(&mut rng, 0) };
         let _ = validate_against_schema(&obj, &schema);
         let _ = prune_unknown_fields(&mut obj, &schema);
     }

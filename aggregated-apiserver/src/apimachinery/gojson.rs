@@ -103,9 +103,9 @@ pub fn decode_json(body: &[u8]) -> Result<(Value, Vec<String>), String> {
 /// [`strict_decoding_error`] message the way kube-apiserver's
 /// `transformDecodeError` does for the 400 it sends:
 /// * errors from reading apiVersion/kind:
-///   `the object provided is unrecognized (must be of type Llama): couldn't get version/kind; json parse error: ... (<first 30 bytes>)`
+///   `the object provided is unrecognized (must be of type Widget): couldn't get version/kind; json parse error: ... (<first 30 bytes>)`
 ///   (the body shown as text if it starts with `{`, else as hex, `<empty>` if empty);
-/// * later errors: `Llama in version "v1alpha" cannot be handled as a Llama: <err>`.
+/// * later errors: `Widget in version "v1" cannot be handled as a Widget: <err>`.
 pub fn decode_error_message(err: &str, body: &[u8], kind: &str, version: &str) -> String {
     if err.starts_with(VERSION_KIND_ERROR_PREFIX) {
         unrecognized_object_message(err, body, kind)
@@ -116,7 +116,7 @@ pub fn decode_error_message(err: &str, body: &[u8], kind: &str, version: &str) -
 
 /// kube's 400 text for a body whose apiVersion/kind could not be read yet (a
 /// YAML body that does not convert, too): `the object provided is unrecognized
-/// (must be of type Llama): <err> (<first 30 bytes>)`.
+/// (must be of type Widget): <err> (<first 30 bytes>)`.
 pub fn unrecognized_object_message(err: &str, body: &[u8], kind: &str) -> String {
     format!("the object provided is unrecognized (must be of type {kind}): {err} ({})", summarize_data(body, 30))
 }
@@ -751,7 +751,7 @@ impl<'a> GoScanner<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apimachinery::test_fixtures::llama;
+    use crate::apimachinery::test_fixtures::widget;
 
     #[test]
     fn go_cut_cuts_bytes_and_writes_each_stray_byte_as_a_replacement() {
@@ -774,9 +774,9 @@ mod tests {
 
     #[test]
     fn decode_valid_object() {
-        let body = serde_json::to_vec(&llama()).unwrap();
+        let body = serde_json::to_vec(&widget()).unwrap();
         let (v, dups) = decode_json(&body).unwrap();
-        assert_eq!(v, llama());
+        assert_eq!(v, widget());
         assert!(dups.is_empty());
     }
 
@@ -789,7 +789,7 @@ mod tests {
     #[test]
     fn decode_reports_duplicates_with_paths_and_later_value_wins() {
         let body = r#"{"metadata":{"name":"a","name":"b"},"spec":{"weight":1,"weight":2,
-            "items":[{"x":1},{"x":2},{"x":1,"x":3}]},"kind":"Llama","kind":"Llama"}"#;
+            "items":[{"x":1},{"x":2},{"x":1,"x":3}]},"kind":"Widget","kind":"Widget"}"#;
         let (v, dups) = decode_json(body.as_bytes()).unwrap();
         assert_eq!(dups, vec!["metadata.name", "spec.weight", "spec.items[2].x", "kind"]);
         assert_eq!(v["metadata"]["name"], "b");
@@ -890,7 +890,7 @@ mod tests {
             ))
         };
         assert_eq!(decode_err("[1,2]"), want("array"));
-        assert_eq!(decode_err(r#""llama""#), want("string"));
+        assert_eq!(decode_err(r#""widget""#), want("string"));
         assert_eq!(decode_err("5"), want("number"));
         assert_eq!(decode_err(" true "), want("bool"));
         assert_eq!(decode_err("null"), "Object 'Kind' is missing in 'null'");
@@ -903,7 +903,7 @@ mod tests {
             pre("json: cannot unmarshal number into Go struct field .kind of type string")
         );
         assert_eq!(
-            decode_err(r#"{"kind":"Llama","APIVERSION":true}"#),
+            decode_err(r#"{"kind":"Widget","APIVERSION":true}"#),
             pre("json: cannot unmarshal bool into Go struct field .apiVersion of type string")
         );
         assert_eq!(
@@ -961,24 +961,24 @@ mod tests {
 
     #[test]
     fn decode_error_message_wraps_like_transform_decode_error() {
-        let body = br#"{"apiVersion":"farm.example.com/v1alpha","#;
+        let body = br#"{"apiVersion":"example.com/v1alpha","#;
         let err = decode_json(body).unwrap_err();
         assert_eq!(
-            decode_error_message(&err, body, "Llama", "v1alpha"),
-            "the object provided is unrecognized (must be of type Llama): couldn't get version/kind; json parse error: unexpected end of JSON input ({\"apiVersion\":\"farm.example.co ...)"
+            decode_error_message(&err, body, "Widget", "v1alpha"),
+            "the object provided is unrecognized (must be of type Widget): couldn't get version/kind; json parse error: unexpected end of JSON input ({\"apiVersion\":\"example.com/v1a ...)"
         );
         assert_eq!(
-            decode_error_message(&decode_err("xyz"), b"xyz", "Llama", "v1alpha"),
-            "the object provided is unrecognized (must be of type Llama): couldn't get version/kind; json parse error: invalid character 'x' looking for beginning of value (78797a)"
+            decode_error_message(&decode_err("xyz"), b"xyz", "Widget", "v1alpha"),
+            "the object provided is unrecognized (must be of type Widget): couldn't get version/kind; json parse error: invalid character 'x' looking for beginning of value (78797a)"
         );
         assert_eq!(
-            decode_error_message(&decode_err(""), b"", "Llama", "v1alpha"),
-            "the object provided is unrecognized (must be of type Llama): couldn't get version/kind; json parse error: unexpected end of JSON input (<empty>)"
+            decode_error_message(&decode_err(""), b"", "Widget", "v1alpha"),
+            "the object provided is unrecognized (must be of type Widget): couldn't get version/kind; json parse error: unexpected end of JSON input (<empty>)"
         );
         let strict = strict_decoding_error(&["metadata.name".into()], &["spec.color".into()]).unwrap();
         assert_eq!(
-            decode_error_message(&strict, b"{}", "Llama", "v1alpha"),
-            "Llama in version \"v1alpha\" cannot be handled as a Llama: strict decoding error: duplicate field \"metadata.name\", unknown field \"spec.color\""
+            decode_error_message(&strict, b"{}", "Widget", "v1alpha"),
+            "Widget in version \"v1alpha\" cannot be handled as a Widget: strict decoding error: duplicate field \"metadata.name\", unknown field \"spec.color\""
         );
     }
 

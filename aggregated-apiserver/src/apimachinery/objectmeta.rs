@@ -201,8 +201,8 @@ fn go_expect_struct_list(
 // ---------------------------------------------------------------------------
 
 /// Checks the kind and apiVersion the body names, like apiextensions'
-/// `ValidateTypeMeta`: `kind: Invalid value: "Goat": must be Llama`,
-/// `apiVersion: Invalid value: "v1": must be farm.example.com/v1alpha`.
+/// `ValidateTypeMeta`: `kind: Invalid value: "Goat": must be Widget`,
+/// `apiVersion: Invalid value: "v1": must be example.com/v1`.
 /// kube reports only these when any fails.
 pub fn validate_type_meta(obj: &Value, api_version: &str, kind: &str) -> Vec<FieldError> {
     let mut errs = Vec::new();
@@ -723,13 +723,13 @@ pub fn prepare_meta_for_update(new_meta: &mut Value, old_meta: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apimachinery::test_fixtures::{llama, msgs, with, without};
+    use crate::apimachinery::test_fixtures::{msgs, widget, with, without};
     use serde_json::json;
 
     #[test]
     fn object_meta_type_errors_read_like_go() {
         assert_eq!(check_object_meta_types(&Value::Null), Ok(()));
-        assert_eq!(check_object_meta_types(&llama()["metadata"]), Ok(()));
+        assert_eq!(check_object_meta_types(&widget()["metadata"]), Ok(()));
         let cases = [
             (json!("x"), "json: cannot unmarshal string into Go value of type v1.ObjectMeta"),
             (json!({"name": 5}), "json: cannot unmarshal number into Go struct field ObjectMeta.name of type string"),
@@ -761,9 +761,9 @@ mod tests {
     #[test]
     fn valid_meta_has_no_errors() {
         let meta = json!({"name": "bob", "namespace": "default", "generateName": "bob-", "generation": 3,
-            "labels": {"app.kubernetes.io/name": "llama", "tier": ""}, "annotations": {"Example.com/Note": "x"},
-            "finalizers": ["farm.example.com/cleanup", "farm.example.com/cleanup"],
-            "ownerReferences": [{"apiVersion": "farm.example.com/v1alpha", "kind": "Farm", "name": "f", "uid": "u", "controller": true, "blockOwnerDeletion": true},
+            "labels": {"app.kubernetes.io/name": "widget", "tier": ""}, "annotations": {"Example.com/Note": "x"},
+            "finalizers": ["example.com/cleanup", "example.com/cleanup"],
+            "ownerReferences": [{"apiVersion": "example.com/v1alpha", "kind": "Team", "name": "f", "uid": "u", "controller": true, "blockOwnerDeletion": true},
                                 {"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "u2", "controller": false}],
             "managedFields": [{"manager": "kubectl", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": {}}]});
         assert!(validate_object_meta(&meta, true).is_empty(), "{:?}", validate_object_meta(&meta, true));
@@ -878,14 +878,14 @@ mod tests {
                 r#"metadata.ownerReferences.apiVersion: Invalid value: "a/b/c": version must not be empty"#,
             ]
         );
-        let refs = json!([{"apiVersion": "v1", "kind": "Farm", "name": "a", "uid": "1", "controller": true},
-                          {"apiVersion": "v1", "kind": "Farm", "name": "b", "uid": "2", "controller": true}]);
+        let refs = json!([{"apiVersion": "v1", "kind": "Team", "name": "a", "uid": "1", "controller": true},
+                          {"apiVersion": "v1", "kind": "Team", "name": "b", "uid": "2", "controller": true}]);
         let errs = validate_object_meta(&json!({"name": "a", "namespace": "d", "ownerReferences": refs}), true);
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].field, "metadata.ownerReferences");
         assert_eq!(
             errs[0].detail,
-            "Only one reference can have Controller set to true. Found \"true\" in references for Farm/a and Farm/b"
+            "Only one reference can have Controller set to true. Found \"true\" in references for Team/a and Team/b"
         );
         let refs = json!([{"apiVersion": "v1", "kind": "Event", "name": "e", "uid": "1"}]);
         let errs = validate_object_meta(&json!({"name": "a", "namespace": "d", "ownerReferences": refs}), true);
@@ -937,16 +937,12 @@ mod tests {
 
     #[test]
     fn type_meta_rules() {
-        assert!(validate_type_meta(&llama(), "farm.example.com/v1alpha", "Llama").is_empty());
+        assert!(validate_type_meta(&widget(), "example.com/v1alpha", "Widget").is_empty());
         assert_eq!(
-            msgs(&validate_type_meta(
-                &json!({"kind": "Goat", "apiVersion": "v1"}),
-                "farm.example.com/v1alpha",
-                "Llama"
-            )),
+            msgs(&validate_type_meta(&json!({"kind": "Goat", "apiVersion": "v1"}), "example.com/v1alpha", "Widget")),
             vec![
-                r#"kind: Invalid value: "Goat": must be Llama"#,
-                r#"apiVersion: Invalid value: "v1": must be farm.example.com/v1alpha"#,
+                r#"kind: Invalid value: "Goat": must be Widget"#,
+                r#"apiVersion: Invalid value: "v1": must be example.com/v1alpha"#,
             ]
         );
     }

@@ -281,8 +281,9 @@ mod tests {
         assert!(failing.apply(json!({"spec": {}})).is_err());
     }
 
-    /// The 3 KB patch that grew an object until the kernel killed the server:
-    /// one add of 1 KB, then copies of /spec into itself, each doubling it.
+    /// A 3 KB patch that, unbounded, grows an object until the kernel kills
+    /// the server: one add of 1 KB, then copies of /spec into itself, each
+    /// doubling it.
     fn doubling_copies(copies: usize) -> Value {
         let mut ops = vec![json!({"op": "add", "path": "/spec/d0", "value": "x".repeat(1024)})];
         for i in 1..=copies {

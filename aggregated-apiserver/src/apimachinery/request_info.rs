@@ -251,15 +251,15 @@ mod tests {
 
     #[test]
     fn classifies_like_kube() {
-        let i = classify(&Method::GET, "/apis/farm.example.com/v1alpha/namespaces/ns/llamas", Some("watch=true"));
-        assert_eq!((i.verb.as_str(), i.namespace(), i.resource()), ("watch", "ns", "llamas"));
-        let i = classify(&Method::PUT, "/apis/farm.example.com/v1alpha/namespaces/ns/llamas/a/status", None);
+        let i = classify(&Method::GET, "/apis/example.com/v1alpha/namespaces/ns/widgets", Some("watch=true"));
+        assert_eq!((i.verb.as_str(), i.namespace(), i.resource()), ("watch", "ns", "widgets"));
+        let i = classify(&Method::PUT, "/apis/example.com/v1alpha/namespaces/ns/widgets/a/status", None);
         assert_eq!((i.verb.as_str(), i.name(), i.subresource()), ("update", "a", "status"));
-        let i = classify(&Method::DELETE, "/apis/farm.example.com/v1alpha/namespaces/ns/llamas", None);
+        let i = classify(&Method::DELETE, "/apis/example.com/v1alpha/namespaces/ns/widgets", None);
         assert_eq!(i.verb, "deletecollection");
-        let i = classify(&Method::GET, "/apis/farm.example.com/v1alpha/llamas", None);
+        let i = classify(&Method::GET, "/apis/example.com/v1alpha/widgets", None);
         assert_eq!((i.verb.as_str(), i.namespace()), ("list", ""));
-        let i = classify(&Method::GET, "/apis/farm.example.com/v1alpha", None);
+        let i = classify(&Method::GET, "/apis/example.com/v1alpha", None);
         assert!(!i.is_resource_request);
         assert!(!classify(&Method::GET, "/healthz", None).is_resource_request);
     }
@@ -269,45 +269,45 @@ mod tests {
         fn parts(i: &RequestInfo) -> [&str; 7] {
             [i.path(), i.api_group(), i.api_version(), i.namespace(), i.resource(), i.name(), i.subresource()]
         }
-        let path = "/apis/farm.example.com/v1alpha/watch/namespaces/ns/llamas/a/status";
+        let path = "/apis/example.com/v1alpha/watch/namespaces/ns/widgets/a/status";
         let i = classify(&Method::GET, path, None);
-        assert_eq!(parts(&i), [path, "farm.example.com", "v1alpha", "ns", "llamas", "a", "status"]);
+        assert_eq!(parts(&i), [path, "example.com", "v1alpha", "ns", "widgets", "a", "status"]);
         assert!(!i.extra_segments);
         // Empty segments are skipped.
-        let i = classify(&Method::GET, "//apis//g/v1/namespaces/ns/llamas/a/", None);
-        assert_eq!(parts(&i)[1..], ["g", "v1", "ns", "llamas", "a", ""]);
-        let i = classify(&Method::GET, "/apis/g/v1/namespaces/ns/llamas/a/status/more/and/more/still", None);
-        assert_eq!(parts(&i)[3..], ["ns", "llamas", "a", "status"]);
+        let i = classify(&Method::GET, "//apis//g/v1/namespaces/ns/widgets/a/", None);
+        assert_eq!(parts(&i)[1..], ["g", "v1", "ns", "widgets", "a", ""]);
+        let i = classify(&Method::GET, "/apis/g/v1/namespaces/ns/widgets/a/status/more/and/more/still", None);
+        assert_eq!(parts(&i)[3..], ["ns", "widgets", "a", "status"]);
         assert!(i.extra_segments);
         // /namespaces/{name}: the namespace object, with its name as the namespace.
         let i = classify(&Method::GET, "/apis/g/v1/namespaces/ns", None);
         assert_eq!(parts(&i)[3..], ["ns", "namespaces", "ns", ""]);
-        let i = classify(&Method::GET, "/apis/g/v1/llamas/\u{e9}t\u{e9}", None);
+        let i = classify(&Method::GET, "/apis/g/v1/widgets/\u{e9}t\u{e9}", None);
         assert_eq!(i.name(), "\u{e9}t\u{e9}");
         let i = classify(&Method::GET, "/apis/g", None);
         assert_eq!((i.is_resource_request, i.path(), i.resource()), (false, "/apis/g", ""));
         let rebuilt = RequestInfo::resource_request(
             RequestVerb::Resource(Verb::Get),
-            "/apis/g/v1/namespaces/ns/llamas/a",
-            ["g", "v1", "ns", "llamas", "", "a"],
+            "/apis/g/v1/namespaces/ns/widgets/a",
+            ["g", "v1", "ns", "widgets", "", "a"],
         );
-        let i = classify(&Method::GET, "/apis/g/v1/namespaces/ns/llamas/a", None);
+        let i = classify(&Method::GET, "/apis/g/v1/namespaces/ns/widgets/a", None);
         assert_eq!(parts(&rebuilt), parts(&i));
         assert_eq!(parts(&RequestInfo::default()), [""; 7]);
     }
 
     #[test]
     fn watch_in_the_query_reads_like_the_parameter_codec() {
-        let verb = |q: &str| classify(&Method::GET, "/apis/farm.example.com/v1alpha/llamas", Some(q)).verb;
+        let verb = |q: &str| classify(&Method::GET, "/apis/example.com/v1alpha/widgets", Some(q)).verb;
         for q in ["watch=true", "watch=TRUE", "watch=T", "watch=yes", "watch=", "watch", "watch=1&watch=0"] {
             assert_eq!(verb(q), "watch", "{q}");
         }
         for q in ["watch=false", "watch=FALSE", "watch=False", "watch=0", "watch=0&watch=1", "limit=1"] {
             assert_eq!(verb(q), "list", "{q}");
         }
-        let named = classify(&Method::GET, "/apis/farm.example.com/v1alpha/namespaces/n/llamas/a", Some("watch=true"));
+        let named = classify(&Method::GET, "/apis/example.com/v1alpha/namespaces/n/widgets/a", Some("watch=true"));
         assert_eq!(named.verb, "get");
-        let path = classify(&Method::GET, "/apis/farm.example.com/v1alpha/watch/namespaces/n/llamas/a", None);
+        let path = classify(&Method::GET, "/apis/example.com/v1alpha/watch/namespaces/n/widgets/a", None);
         assert_eq!((path.verb.as_str(), path.name()), ("watch", "a"));
     }
 }

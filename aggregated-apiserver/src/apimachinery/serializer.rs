@@ -657,15 +657,15 @@ mod tests {
     fn syntax_errors_in_go_yaml_words() {
         // Each checked against kube-apiserver 1.34 serving a CRD.
         assert_eq!(
-            err("apiVersion: v\nkind: Llama\nmetadata:\n  name: b\n spec: [\n"),
+            err("apiVersion: v\nkind: Widget\nmetadata:\n  name: b\n spec: [\n"),
             "yaml: line 4: did not find expected key"
         );
         assert_eq!(
-            err("apiVersion: v\nkind: Llama\nmetadata:\n\tname: b\n"),
+            err("apiVersion: v\nkind: Widget\nmetadata:\n\tname: b\n"),
             "yaml: line 4: found character that cannot start any token"
         );
         assert_eq!(
-            err("apiVersion: v\nkind: Llama\nmetadata: {name: \"abc\n"),
+            err("apiVersion: v\nkind: Widget\nmetadata: {name: \"abc\n"),
             "yaml: line 4: found unexpected end of stream"
         );
     }

@@ -1,4 +1,4 @@
-//! Test fixtures shared by the apimachinery unit tests: a Llama-shaped
+//! Test fixtures shared by the apimachinery unit tests: a Widget-shaped
 //! object and structural schema, field-error helpers, and the exact texts of
 //! `pkg/util/validation`'s regex errors.
 
@@ -6,24 +6,24 @@ use serde_json::{json, Value};
 
 use crate::apimachinery::field_error::FieldError;
 
-pub(crate) fn llama_schema() -> Value {
+pub(crate) fn widget_schema() -> Value {
     json!({"type":"object","properties":{"apiVersion":{"type":"string"},"kind":{"type":"string"},"metadata":{"type":"object"},"spec":{"type":"object","required":["weight","height"],"properties":{"weight":{"type":"number","exclusiveMinimum":true,"minimum":0},"height":{"type":"number","exclusiveMinimum":true,"minimum":0},"colour":{"type":"string","nullable":true}}},"status":{"type":"object","properties":{"observedGeneration":{"type":"integer","format":"int64"},"conditions":{"type":"array","items":{"type":"object","required":["type","status"],"properties":{"type":{"type":"string"},"status":{"type":"string"},"lastTransitionTime":{"type":"string","format":"date-time"},"reason":{"type":"string"},"message":{"type":"string"}}}}}}},"required":["spec"]})
 }
 
 /// The same kind as schemars 1.x emits it: numeric `exclusiveMinimum`.
-pub(crate) fn llama_schema_numeric() -> Value {
-    let mut s = llama_schema();
+pub(crate) fn widget_schema_numeric() -> Value {
+    let mut s = widget_schema();
     for f in ["weight", "height"] {
         s["properties"]["spec"]["properties"][f] = json!({"type": "number", "exclusiveMinimum": 0});
     }
     s
 }
 
-pub(crate) fn llama() -> Value {
+pub(crate) fn widget() -> Value {
     json!({
-        "apiVersion": "farm.example.com/v1alpha",
-        "kind": "Llama",
-        "metadata": {"name": "bob", "namespace": "default", "labels": {"app": "farm"}},
+        "apiVersion": "example.com/v1alpha",
+        "kind": "Widget",
+        "metadata": {"name": "bob", "namespace": "default", "labels": {"app": "demo"}},
         "spec": {"weight": 80.5, "height": 2, "colour": "brown"},
         "status": {
             "observedGeneration": 1,

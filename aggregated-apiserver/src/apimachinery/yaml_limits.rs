@@ -5,18 +5,19 @@
 //! - **Nesting.** libyaml's scanner does work in proportion to the open flow
 //!   collections for every token (it revisits each level's possible simple
 //!   key), and serde_norway reads a document's every event before its
-//!   recursion limit can act: 100,000 levels of `{a: ` took about a minute
-//!   of CPU to refuse. The depth is counted here on libyaml's own events and
-//!   the count stops at the limit, which bounds the work to the tokens before
-//!   it (plus libyaml's lookahead for a simple key, at most 1,024
-//!   characters). A lexical pre-scan that guessed where libyaml sees a
-//!   bracket was outwitted by a quote inside a plain scalar
-//!   (`{k: a "b, x: {a: ...`); on the parser's events the depth is the
-//!   parser's, whatever the syntax.
+//!   recursion limit can act, so deep nesting costs minutes of CPU before it
+//!   is refused (measured: docs/performance.md, "Inputs that grow the work
+//!   faster than the request"). The depth is counted here on libyaml's own
+//!   events and the count stops at the limit, which bounds the work to the
+//!   tokens before it (plus libyaml's lookahead for a simple key, at most
+//!   1,024 characters). Counted on the parser's events, the depth is the
+//!   parser's, whatever the syntax: a lexical pre-scan guessing where
+//!   libyaml sees a bracket is outwitted by a quote inside a plain scalar
+//!   (`{k: a "b, x: {a: ...`).
 //! - **`%TAG` directives.** libyaml checks each new directive against every
-//!   earlier one, and each tag against them all: 100,000 directives (2 MB)
-//!   took 88 s. A document needs a few at most; `%TAG` is counted before
-//!   parsing.
+//!   earlier one, and each tag against them all, quadratic in a body's
+//!   directives (docs/performance.md, as above). A document needs a few at
+//!   most; `%TAG` is counted before parsing.
 
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;

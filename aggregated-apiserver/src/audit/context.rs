@@ -10,7 +10,7 @@
 //! }
 //! ```
 //!
-//! ([`add_annotation`] does exactly that.) Annotations are kept whatever the
+//! Annotations are kept whatever the
 //! level (the policy may not have been evaluated yet when they are added) and
 //! written with the events that follow; as in kube, the first value of a key
 //! wins and a different later one is logged and ignored. With auditing off no
@@ -46,14 +46,6 @@ use crate::auth::authn::UserInfo;
 /// body is recorded without its object (kube's own bound is the truncate
 /// backend's event size, which applies on top of this).
 pub const MAX_CAPTURED_BYTES: usize = 10 << 20;
-
-/// Adds an annotation to the audit event of the request whose extensions
-/// these are; nothing when the request is not audited.
-pub fn add_annotation(extensions: &http::Extensions, key: &str, value: &str) {
-    if let Some(audit) = extensions.get::<AuditContext>() {
-        audit.add_annotation(key, value);
-    }
-}
 
 /// A request's audit record: cheap to clone, shared by the filters, the body
 /// wrappers and whoever annotates it.
@@ -93,8 +85,8 @@ pub(crate) struct RequestParts {
 /// writes, encoded once rather than for each event.
 struct RefText {
     /// Kept as bytes: they are written from strings, and the events copy
-    /// the JSON as bytes; checking them as UTF-8 when made (a `String`) cost
-    /// every audited request ~200 instructions for the rare reader of a field.
+    /// the JSON as bytes; a `String` would check them as UTF-8 on every
+    /// audited request for the rare reader of a field.
     text: Vec<u8>,
     /// Where each field ends; the JSON follows the last.
     ends: [usize; 6],
@@ -225,10 +217,9 @@ struct State {
     impersonated_user: Option<Arc<str>>,
     /// A created object's reference, its name and namespace from the body.
     /// Boxed, as the Status below: each is rare and large, and a record
-    /// over 1,032 bytes is past glibc's per-thread cache, so that every
-    /// audited request's record went through the arena (with the bare code
-    /// below and the objectRef kept as bytes: 2,100 instructions a GET less,
-    /// callgrind).
+    /// over 1,032 bytes is past glibc's per-thread cache, so every audited
+    /// request's record would go through the arena (measured:
+    /// docs/performance.md, "Auditing: the record and its encoding").
     object_ref: Option<Box<ObjectReference>>,
     /// The answer's code: every answered request's responseStatus.
     response_code: Option<u16>,
@@ -256,9 +247,9 @@ struct State {
 /// writes it. The keys the server sets are constants and their values often
 /// shared (the authorizer's cached reason), so that the two annotations of
 /// an authorized request allocate no more than this list and are encoded
-/// once a thread ([`shared_annotation_json`]), where a map of strings made
-/// five allocations a request and encoding them was a seventh of what an
-/// event cost.
+/// once a thread ([`shared_annotation_json`]), not once a request as a map
+/// of strings would be (measured: docs/performance.md, "Auditing: the
+/// record and its encoding").
 #[derive(Default)]
 pub(crate) struct Annotations(Vec<Annotation>);
 
@@ -356,7 +347,7 @@ impl AuditContext {
     pub(crate) fn new(auditor: Arc<Auditor>, arrival: Arrival<'_>) -> Self {
         let uri = arrival.uri;
         // One pass over the few headers rather than a hashed lookup for each
-        // of the four (callgrind: 750 instructions a request, looked up by name).
+        // of the four, which costs more on every request.
         let (mut forwarded_for, mut real_ip, mut user_agent, mut content_type) = (None, None, None, None);
         for (name, value) in arrival.headers {
             let slot = if name == header::USER_AGENT {

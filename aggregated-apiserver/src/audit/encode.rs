@@ -1,14 +1,14 @@
 //! An event as the backends are handed it: borrowed from its request's
 //! record ([`super::context`]) and written straight from there, without an
-//! owned [`Event`] in between. Building an `Event` for each stage meant a
-//! dozen strings copied out of the request (URI, verb, user agent, source
-//! IPs, objectRef, ID) and dropped again, and then serialized; callgrind put
-//! the record, its allocations and the encoding at two thirds of what
-//! auditing added to a GET. Here the request's own parts (the URI's and
-//! headers' shared bytes, the peer address) are written into the backend's
-//! buffer as they are, and an owned [`Event`] is made only for a backend that
-//! keeps or awaits one ([`EventRef::to_event`]: a webhook in `blocking`
-//! mode, truncation of a large event, the `legacy` format).
+//! owned [`Event`] in between. An `Event` for each stage would copy a dozen
+//! strings out of the request (URI, verb, user agent, source IPs,
+//! objectRef, ID), drop them again and serialize them, most of what auditing
+//! adds to a GET (measured: docs/performance.md, "Auditing: the record and
+//! its encoding"). Here the request's own parts (the URI's and headers'
+//! shared bytes, the peer address) are written into the backend's buffer as
+//! they are, and an owned [`Event`] is made only for a backend that keeps or
+//! awaits one ([`EventRef::to_event`]: a webhook in `blocking` mode,
+//! truncation of a large event, the `legacy` format).
 
 use std::cell::RefCell;
 use std::net::IpAddr;
@@ -269,8 +269,9 @@ fn remembered<K: 'static>(
 /// `user` as an event writes it ([`write_user`]), shared by the requests
 /// that `user` itself is shared by (a token's cached review, a connection's
 /// certificate): encoded once for the thread's last few users rather than
-/// once a request. A service account's user is a dozen strings: writing it
-/// was 3,000 instructions of an audited GET (callgrind).
+/// once a request. A service account's user is a dozen strings, a large
+/// part of an audited GET's encoding (measured: docs/performance.md,
+/// "Auditing: the record and its encoding").
 pub(crate) fn shared_user_json(user: &Arc<UserInfo>) -> Arc<str> {
     remembered(&USER_JSON, CACHED_USERS, |known| Arc::ptr_eq(known, user), || user.clone(), || user_json(user))
 }
@@ -409,8 +410,8 @@ pub(crate) fn write_object_ref(out: &mut Vec<u8>, fields: [&str; 8]) -> serde_js
     Ok(())
 }
 
-/// An address as its `Display` writes it; IPv4 digit by digit, a tenth of
-/// the formatter's ~1,000 instructions (callgrind).
+/// An address as its `Display` writes it; IPv4 digit by digit, at a
+/// fraction of the formatter's cost.
 pub(crate) fn write_ip(out: &mut Vec<u8>, ip: IpAddr) {
     let IpAddr::V4(v4) = ip else {
         use std::io::Write;
@@ -454,7 +455,7 @@ fn write_int(out: &mut Vec<u8>, n: i32) {
 thread_local! {
     /// The second last written and its `2006-01-02T15:04:05.` prefix: the
     /// events of a second share it, and only the microseconds are written
-    /// anew (the calendar arithmetic was most of a timestamp's cost).
+    /// anew (the calendar arithmetic is most of a timestamp's cost).
     static SECOND: RefCell<(i64, [u8; 20])> = const { RefCell::new((i64::MIN, [0; 20])) };
 }
 

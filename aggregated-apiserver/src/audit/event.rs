@@ -169,10 +169,10 @@ impl Event {
     /// writes (a unit test holds the two together), faster. serde_json
     /// escapes every key and string byte by byte; here the keys are written
     /// as they are and a string is copied whole when it has nothing to
-    /// escape (else serde_json writes it). Through serde, escaping alone was
-    /// 10,300 instructions of an audited GET's two events (callgrind).
-    /// The nested objects (users, Status, request and response objects) go
-    /// through serde_json as before.
+    /// escape (else serde_json writes it): escaping through serde is a large
+    /// part of an audited GET's events (measured: docs/performance.md,
+    /// "Auditing: the record and its encoding"). The nested objects (users,
+    /// Status, request and response objects) go through serde_json.
     pub fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         out.extend_from_slice(b"{\"kind\":");
         json_str(out, self.kind)?;
@@ -264,6 +264,7 @@ impl Event {
 }
 
 /// audit.k8s.io/v1 `EventList`, the body of a webhook POST.
+#[cfg(test)]
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventList<'a> {
@@ -273,6 +274,7 @@ pub struct EventList<'a> {
     pub items: Vec<&'a Event>,
 }
 
+#[cfg(test)]
 impl<'a> EventList<'a> {
     pub fn new(items: &'a [std::sync::Arc<Event>]) -> Self {
         let items = items.iter().map(|e| &**e).collect();
@@ -295,9 +297,8 @@ fn go_rfc3339_nano(t: &DateTime<Utc>) -> String {
 /// `s` as a JSON string, the bytes serde_json writes for it: the runs that
 /// need no escape copied whole, found eight bytes at a time. An audit event's
 /// strings are mostly plain, but not all: RBAC's reason quotes the names of
-/// its binding and role, and serde_json's byte-at-a-time escaping made that
-/// one annotation cost more than the rest of the event's strings
-/// (callgrind: 1,300 instructions).
+/// its binding and role, and serde_json's byte-at-a-time escaping makes that
+/// one annotation cost more than the rest of the event's strings.
 pub(crate) fn json_str(out: &mut Vec<u8>, s: &str) -> serde_json::Result<()> {
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + 2);
@@ -315,8 +316,8 @@ pub(crate) fn json_str(out: &mut Vec<u8>, s: &str) -> serde_json::Result<()> {
 
 /// The first byte from `from` on that serde_json escapes (a control
 /// character, `"` or `\\`). Eight bytes at a time: a byte below 0x20, or
-/// equal to one of the two, found with the zero-byte test on the word, about
-/// a third of the instructions of a byte-by-byte search.
+/// equal to one of the two, found with the zero-byte test on the word, in
+/// fewer instructions than a byte-by-byte search.
 fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
     const ONES: u64 = u64::from_ne_bytes([1; 8]);
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
@@ -399,10 +400,10 @@ fn micro_time<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error>
 pub(crate) const MICRO_TIME_LEN: usize = "2006-01-02T15:04:05.000000Z".len();
 
 /// The time written digit by digit into `buf`, for a year of four digits
-/// (None otherwise). Through `format_args!` and serde's `collect_str`, each
-/// of an event's timestamps cost ~3,700 instructions, a fifth of encoding
-/// the event (every piece of the format is escaped on its own): measured
-/// with callgrind on an audited GET.
+/// (None otherwise). Through `format_args!` and serde's `collect_str`,
+/// every piece of the format is escaped on its own, and each of an event's
+/// timestamps costs a large share of encoding it (measured:
+/// docs/performance.md, "Auditing: the record and its encoding").
 pub(crate) fn micro_time_digits<'a>(t: &DateTime<Utc>, buf: &'a mut [u8; MICRO_TIME_LEN]) -> Option<&'a [u8]> {
     use chrono::{Datelike, Timelike};
     let year = u32::try_from(t.year()).ok().filter(|y| *y <= 9999)?;

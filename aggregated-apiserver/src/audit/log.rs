@@ -73,9 +73,9 @@ const MAX_KEPT_BUFFER_BYTES: usize = 64 << 10;
 
 thread_local! {
     /// Each thread encodes its events into one buffer kept from call to call:
-    /// a fresh `Vec` per event grew four times on the way to a GET's ~600
-    /// bytes, and was then copied into the batch's lines (callgrind: malloc,
-    /// realloc and memcpy were a fifth of what auditing added to a GET).
+    /// a fresh `Vec` per event would grow several times on the way to a GET's
+    /// ~600 bytes and then be copied into the batch's lines (measured:
+    /// docs/performance.md, "Auditing: the backends' buffers").
     static LINES: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 

@@ -33,7 +33,7 @@ pub mod webhook;
 
 use std::sync::Arc;
 
-pub use context::{add_annotation, AuditContext};
+pub use context::AuditContext;
 pub use encode::EventRef;
 pub use event::{Event, Level, Stage, HEADER_AUDIT_ID};
 
@@ -107,7 +107,8 @@ impl Auditor {
         Ok(Some(Arc::new(Self { policy, sink, metrics })))
     }
 
-    /// An auditor over given parts (tests, and applications with a backend of their own).
+    /// An auditor over given parts.
+    #[cfg(test)]
     pub fn new(policy: PolicyEvaluator, sink: Arc<dyn Backend>, metrics: AuditMetrics) -> Self {
         Self { policy, sink, metrics }
     }
@@ -130,9 +131,10 @@ impl Auditor {
     }
 
     /// Hands one event, owned, to backends that may wait. The event comes
-    /// boxed: held by this future, it made [`context::Pending`]'s future
-    /// (which every request awaiting its event holds) 1,312 bytes, past
-    /// glibc's per-thread cache.
+    /// boxed: held by this future, it would make [`context::Pending`]'s
+    /// future (which every request awaiting its event holds) too large for
+    /// glibc's per-thread cache (measured: docs/performance.md, "Auditing:
+    /// the backends' buffers").
     async fn process_owned(&self, event: Box<Event>) -> bool {
         self.metrics.event();
         self.sink.process_events(&[Arc::from(event)]).await

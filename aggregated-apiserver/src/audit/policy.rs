@@ -403,13 +403,13 @@ rules:
   verbs: ["get"]
 - level: RequestResponse
   resources:
-  - group: farm.example.com
-    resources: ["llamas/status"]
+  - group: example.com
+    resources: ["widgets/status"]
 - level: Metadata
   resources:
-  - group: farm.example.com
-    resources: ["llamas"]
-    resourceNames: ["secret-llama"]
+  - group: example.com
+    resources: ["widgets"]
+    resourceNames: ["secret-widget"]
   omitManagedFields: false
 - level: Request
   verbs: ["create", "update", "patch"]
@@ -417,7 +417,7 @@ rules:
   omitStages: [ResponseStarted]
 - level: Request
   resources:
-  - group: farm.example.com
+  - group: example.com
     resources: ["*/scale"]
 - level: Metadata
   resources:
@@ -429,7 +429,7 @@ rules:
   nonResourceURLs: ["/apis*"]
 - level: RequestResponse
   resources:
-  - group: farm.example.com
+  - group: example.com
 omitManagedFields: true
 "#;
 
@@ -447,7 +447,7 @@ omitManagedFields: true
         eval(p, u, method, path).level
     }
 
-    const LLAMAS: &str = "/apis/farm.example.com/v1alpha/namespaces/ns/llamas";
+    const WIDGETS: &str = "/apis/example.com/v1alpha/namespaces/ns/widgets";
 
     #[test]
     fn the_first_matching_rule_decides() {
@@ -456,23 +456,23 @@ omitManagedFields: true
         let proxy = user("system:kube-proxy", &[]);
         let node = user("system:node:a", &["system:nodes"]);
         // users
-        assert_eq!(level(&p, Some(&proxy), Method::POST, LLAMAS), Level::None);
+        assert_eq!(level(&p, Some(&proxy), Method::POST, WIDGETS), Level::None);
         // userGroups and verbs together: the node's get is not audited, its list is
-        assert_eq!(level(&p, Some(&node), Method::GET, &format!("{LLAMAS}/a")), Level::None);
-        assert_eq!(level(&p, Some(&node), Method::GET, LLAMAS), Level::RequestResponse);
+        assert_eq!(level(&p, Some(&node), Method::GET, &format!("{WIDGETS}/a")), Level::None);
+        assert_eq!(level(&p, Some(&node), Method::GET, WIDGETS), Level::RequestResponse);
         // subresources
-        assert_eq!(level(&p, Some(&alice), Method::PUT, &format!("{LLAMAS}/a/status")), Level::RequestResponse);
+        assert_eq!(level(&p, Some(&alice), Method::PUT, &format!("{WIDGETS}/a/status")), Level::RequestResponse);
         // resourceNames
-        assert_eq!(level(&p, Some(&alice), Method::GET, &format!("{LLAMAS}/secret-llama")), Level::Metadata);
-        assert_eq!(level(&p, Some(&alice), Method::GET, &format!("{LLAMAS}/other")), Level::RequestResponse);
+        assert_eq!(level(&p, Some(&alice), Method::GET, &format!("{WIDGETS}/secret-widget")), Level::Metadata);
+        assert_eq!(level(&p, Some(&alice), Method::GET, &format!("{WIDGETS}/other")), Level::RequestResponse);
         // a resourceNames rule never matches collections (no name)
-        assert_eq!(level(&p, Some(&alice), Method::GET, LLAMAS), Level::RequestResponse);
+        assert_eq!(level(&p, Some(&alice), Method::GET, WIDGETS), Level::RequestResponse);
         // namespaces with verbs
-        let prod = "/apis/farm.example.com/v1alpha/namespaces/prod/llamas";
+        let prod = "/apis/example.com/v1alpha/namespaces/prod/widgets";
         assert_eq!(level(&p, Some(&alice), Method::POST, prod), Level::Request);
         assert_eq!(level(&p, Some(&alice), Method::DELETE, &format!("{prod}/a")), Level::RequestResponse);
         // */sub matches any resource's subresource, not the resource itself
-        assert_eq!(level(&p, Some(&alice), Method::GET, &format!("{LLAMAS}/a/scale")), Level::Request);
+        assert_eq!(level(&p, Some(&alice), Method::GET, &format!("{WIDGETS}/a/scale")), Level::Request);
         // res/* matches the resource and all its subresources
         let things = "/apis/other.example.com/v1/namespaces/ns/things";
         assert_eq!(level(&p, Some(&alice), Method::GET, things), Level::Metadata);
@@ -483,10 +483,10 @@ omitManagedFields: true
         assert_eq!(level(&p, Some(&alice), Method::GET, "/healthz"), Level::None);
         assert_eq!(level(&p, Some(&alice), Method::GET, "/healthz/ping"), Level::None);
         assert_eq!(level(&p, Some(&alice), Method::GET, "/version"), Level::None);
-        assert_eq!(level(&p, Some(&alice), Method::GET, "/apis/farm.example.com/v1alpha"), Level::Metadata);
+        assert_eq!(level(&p, Some(&alice), Method::GET, "/apis/example.com/v1alpha"), Level::Metadata);
         assert_eq!(level(&p, Some(&alice), Method::GET, "/metrics"), Level::None);
         // without a user (failed authentication) user rules never match
-        assert_eq!(level(&p, None, Method::GET, &format!("{LLAMAS}/a")), Level::RequestResponse);
+        assert_eq!(level(&p, None, Method::GET, &format!("{WIDGETS}/a")), Level::RequestResponse);
     }
 
     /// Decided before authentication only when no user could change it, and
@@ -495,9 +495,9 @@ omitManagedFields: true
     fn early_decisions_are_those_no_user_changes() {
         let p = PolicyEvaluator::from_bytes(POLICY.as_bytes()).unwrap();
         let early = |method: Method, path: &str| p.evaluate_early(&classify(&method, path, None));
-        // The first two rules name users and groups and match any Llama get.
-        assert_eq!(early(Method::GET, &format!("{LLAMAS}/a")), None);
-        assert_eq!(early(Method::POST, LLAMAS), None, "system:kube-proxy's rule matches every request");
+        // The first two rules name users and groups and match any Widget get.
+        assert_eq!(early(Method::GET, &format!("{WIDGETS}/a")), None);
+        assert_eq!(early(Method::POST, WIDGETS), None, "system:kube-proxy's rule matches every request");
         let p = PolicyEvaluator::from_bytes(
             b"{\"apiVersion\":\"audit.k8s.io/v1\",\"kind\":\"Policy\",\"rules\":[
               {\"level\":\"None\",\"nonResourceURLs\":[\"/healthz\"]},
@@ -507,9 +507,9 @@ omitManagedFields: true
         .unwrap();
         let early = |method: Method, path: &str| p.evaluate_early(&classify(&method, path, None)).map(|c| c.level);
         assert_eq!(early(Method::GET, "/healthz"), Some(Level::None));
-        assert_eq!(early(Method::GET, LLAMAS), None, "the aggregator's rule comes first");
+        assert_eq!(early(Method::GET, WIDGETS), None, "the aggregator's rule comes first");
         let alice = user("alice", &[]);
-        for (method, path) in [(Method::GET, "/healthz"), (Method::POST, LLAMAS)] {
+        for (method, path) in [(Method::GET, "/healthz"), (Method::POST, WIDGETS)] {
             if let Some(config) = p.evaluate_early(&classify(&method, path, None)) {
                 assert_eq!(config, eval(&p, Some(&alice), method.clone(), path));
                 assert_eq!(config, eval(&p, None, method, path));
@@ -521,11 +521,11 @@ omitManagedFields: true
     fn omitted_stages_and_managed_fields_combine_policy_and_rule() {
         let p = PolicyEvaluator::from_bytes(POLICY.as_bytes()).unwrap();
         let alice = user("alice", &[]);
-        let c = eval(&p, Some(&alice), Method::POST, "/apis/farm.example.com/v1alpha/namespaces/prod/llamas");
+        let c = eval(&p, Some(&alice), Method::POST, "/apis/example.com/v1alpha/namespaces/prod/widgets");
         assert!(c.omit_stages.contains(Stage::RequestReceived) && c.omit_stages.contains(Stage::ResponseStarted));
         assert!(!c.omit_stages.contains(Stage::ResponseComplete));
         assert!(c.omit_managed_fields, "the policy's omitManagedFields applies to a rule without one");
-        let c = eval(&p, Some(&alice), Method::GET, &format!("{LLAMAS}/secret-llama"));
+        let c = eval(&p, Some(&alice), Method::GET, &format!("{WIDGETS}/secret-widget"));
         assert!(!c.omit_managed_fields, "a rule's own omitManagedFields wins");
         assert!(c.omit_stages.contains(Stage::RequestReceived) && !c.omit_stages.contains(Stage::ResponseStarted));
         let none = eval(&p, Some(&alice), Method::GET, "/apis/x.io/v1/things");
@@ -540,7 +540,7 @@ omitManagedFields: true
         )
         .unwrap();
         assert_eq!(level(&p, None, Method::GET, "/healthz"), Level::Metadata);
-        assert_eq!(level(&p, None, Method::DELETE, LLAMAS), Level::Metadata);
+        assert_eq!(level(&p, None, Method::DELETE, WIDGETS), Level::Metadata);
     }
 
     #[test]

@@ -12,9 +12,13 @@
 
 use std::borrow::Cow;
 use std::io::Read;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
+#[cfg(test)]
+use std::net::SocketAddr;
 
-use http::{HeaderMap, HeaderValue};
+#[cfg(test)]
+use http::HeaderMap;
+use http::HeaderValue;
 use serde_json::Value;
 
 use crate::apimachinery::gojson::{go_cut, go_lossy_utf8};
@@ -25,6 +29,7 @@ const USER_AGENT_TRUNCATE_SUFFIX: &str = "...TRUNCATED";
 
 /// kube's `utilnet.SourceIPs`: every valid address of `X-Forwarded-For`, then
 /// `X-Real-Ip` unless already listed, then the peer unless it is the last one.
+#[cfg(test)]
 pub fn source_ips(headers: &HeaderMap, peer: Option<SocketAddr>) -> Vec<String> {
     let peer = peer.map(|p| p.ip().to_canonical());
     source_ip_list(headers.get("x-forwarded-for"), headers.get("x-real-ip"), peer).into_iter().map(ip_text).collect()
@@ -54,6 +59,7 @@ pub fn source_ip_list(
 }
 
 /// An address as its `Display` writes it.
+#[cfg(test)]
 fn ip_text(ip: IpAddr) -> String {
     let mut text = Vec::with_capacity(15);
     super::encode::write_ip(&mut text, ip);
@@ -61,6 +67,7 @@ fn ip_text(ip: IpAddr) -> String {
 }
 
 /// The User-Agent, cut as kube cuts it.
+#[cfg(test)]
 pub fn user_agent(headers: &HeaderMap) -> String {
     headers.get(http::header::USER_AGENT).map(|ua| user_agent_text(ua).into_owned()).unwrap_or_default()
 }

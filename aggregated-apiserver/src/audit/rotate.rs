@@ -34,9 +34,9 @@ pub struct RotatingFile {
     /// The file being appended to. Writers share it: the file is opened
     /// `O_APPEND`, so the kernel appends each `write` whole and lines from
     /// two threads never interleave; only a rotation takes it alone. A lock
-    /// held around the system call made the other worker thread sleep on it
-    /// and be woken for every event it wrote while one was being written
-    /// (a context switch, and cold caches, a request).
+    /// held around the system call would make the other worker thread sleep
+    /// on it and be woken for every event it wrote while one was being
+    /// written (a context switch, and cold caches, a request).
     current: RwLock<Current>,
     /// One cleanup at a time.
     mill: Arc<Mutex<()>>,

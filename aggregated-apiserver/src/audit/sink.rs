@@ -82,9 +82,9 @@ impl Handed {
 /// A backend whose events are lines (the log's JSON or legacy lines, the
 /// webhook's JSON items): a batch buffer holds its events as their lines,
 /// encoded when they happen, in one shared buffer. An owned event per
-/// buffered event, and the copy of one still held when its request changed
-/// it, made batch mode cost more than blocking (callgrind: +39% against +32%
-/// per audited GET).
+/// buffered event, and the copy of one still held when its request changes
+/// it, would make batch mode cost more than blocking (measured:
+/// docs/performance.md, "Auditing: the backends' buffers").
 #[async_trait::async_trait]
 pub trait LineBackend: Backend {
     /// Appends `event`'s line, its newline included, to `out`.

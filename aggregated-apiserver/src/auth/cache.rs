@@ -27,11 +27,10 @@ use tokio::time::Instant;
 /// at random when the process starts, the design of the Go runtime's map
 /// hash that kube's own caches use. It runs AES rounds only where the build
 /// enables the `aes` target feature; the default x86_64 build does not, and
-/// gets its folded-multiply fallback (callgrind's profiles name
-/// `fallback_hash`), keyed all the same. Chosen by clients, the keys
-/// need a keyed hash; SipHash, the standard library's, was 1,700 of the 3,850
-/// instructions authorization cost a GET (callgrind), over the user and the
-/// attributes.
+/// gets its folded-multiply fallback (`fallback_hash`), keyed all the same.
+/// Chosen by clients, the keys need a keyed hash; SipHash, the standard
+/// library's, is a large part of what authorization costs a GET (measured:
+/// docs/performance.md, "Authentication and authorization lookups").
 pub type KeyHasher = ahash::RandomState;
 
 /// Longest TTL honoured; longer ones are shortened to it (an `Instant` cannot hold any duration).
@@ -67,6 +66,7 @@ impl<K: Hash + Eq, V: Clone> TtlCache<K, V> {
     }
 
     /// The value under `key` if it has not expired at `now`.
+    #[cfg(test)]
     pub fn get(&self, key: &K, now: Instant) -> Option<V> {
         self.get_borrowed(key, now)
     }
@@ -123,11 +123,13 @@ impl<K: Hash + Eq, V: Clone> TtlCache<K, V> {
     }
 
     /// How many entries are held (expired ones included until they are dropped).
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// Whether nothing is held.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -169,10 +169,10 @@ pub fn serve(
 /// large (a write with admission's webhook calls and CEL evaluation, a watch's
 /// start). An async fn's future is as large as its largest branch, and the
 /// filters and axum move the handler's future into a box more than once per
-/// request: inline, these branches made every GET copy kilobytes of state it
-/// never uses (callgrind: 8,600 more instructions per GET in `memcpy` at 7e9cda3
-/// than at 96d0c2d, before admission; 74,000 in all). Boxed, a GET carries a
-/// pointer for each of them, and a write pays one allocation.
+/// request: inline, these branches would make every GET copy kilobytes of
+/// state it never uses (measured: docs/performance.md, "The filter chain and
+/// the handler's futures"). Boxed, a GET carries a pointer for each of them,
+/// and a write pays one allocation.
 fn apart<F: std::future::Future>(work: F) -> std::pin::Pin<Box<F>> {
     Box::pin(work)
 }

@@ -6,10 +6,10 @@ use http::HeaderValue;
 /// The characters of warning text one response carries before its warnings
 /// are cut, and what each is cut to: kube-apiserver's warning recorder
 /// (k8s.io/apiserver `pkg/endpoints/filters/warning.go`). Without a bound, a
-/// body of 60,000 unknown fields was answered with 60,000 Warning headers
-/// (~2.4 MB): 50 bytes of response header per 10 bytes of body, more than
-/// HTTP clients accept (hyper's refuses the response, and over HTTP/2 the
-/// whole connection with it).
+/// body of 60,000 unknown fields would be answered with 60,000 Warning
+/// headers (~2.4 MB): 50 bytes of response header per 10 bytes of body, more
+/// than HTTP clients accept (hyper's refuses the response, and over HTTP/2
+/// the whole connection with it).
 const WARNING_TOTAL_CHARS: usize = 4 * 1024;
 const WARNING_ITEM_CHARS: usize = 256;
 

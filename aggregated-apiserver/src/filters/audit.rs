@@ -58,17 +58,18 @@ pub fn sent_audit_id(req: &Request) -> Option<HeaderValue> {
     req.headers().get(AUDIT_ID).filter(|v| !v.is_empty()).cloned()
 }
 
-/// The header by its parsed name: looked up by a string, the name was parsed
-/// again for each lookup (callgrind: ~250 instructions each).
+/// The header by its parsed name: looked up by a string, the name would be
+/// parsed again for each lookup.
 const AUDIT_ID: HeaderName = HeaderName::from_static(HEADER_AUDIT_ID);
 
 /// The [`audit`](self) filter: the request's record started, the rest of
 /// the chain run, its answer recorded.
 ///
-/// Not an `async fn`, as the other filters ([`super::Filtered`]): its future
-/// held the request beside the chain's future it was moved into, and its
-/// answer's states beside both: 2,032 bytes boxed for every audited request,
-/// past glibc's per-thread cache (1,032), now 624.
+/// Not an `async fn`, as the other filters ([`super::Filtered`]): as one,
+/// its future would hold the request beside the chain's future it is moved
+/// into, and its answer's states beside both, boxed for every audited
+/// request at a size past glibc's per-thread cache (measured:
+/// docs/performance.md, "The audit filter").
 pub fn audit<'a, N: Next + 'a>(
     auditor: &'a Arc<Auditor>,
     mut req: Request,
@@ -179,10 +180,9 @@ fn new_audit_id() -> HeaderValue {
 ///
 /// Marked sensitive, which only tells HTTP/2's header compression not to keep
 /// it: every response's ID is new, so keeping each in the connection's table
-/// evicted the entries that do repeat, and finding where to put it walked the
-/// IDs kept before (callgrind: ~3,000 instructions of a GET as the aggregator
-/// sends it, with auditing on or off, the aggregator sending an ID with every
-/// request).
+/// would evict the entries that do repeat, and finding where to put it walks
+/// the IDs kept before, on every request the aggregator sends (measured:
+/// docs/performance.md, "The audit filter").
 pub fn echo(resp: &mut Response, mut id: HeaderValue) {
     id.set_sensitive(true);
     resp.headers_mut().entry(AUDIT_ID).or_insert(id);
@@ -219,7 +219,7 @@ fn record_now(ctx: AuditContext, resp: Response, long_running: bool) -> Result<R
 /// list, a Status: every answer but a watch's and a compressed stream's),
 /// written as the handler hands it on: where kube writes it, once the handler
 /// has written its answer, and without a wrapper around the body to see it
-/// end (callgrind: 1,800 instructions of an audited GET, and a box).
+/// end (which costs a box and more: docs/performance.md, "The audit filter").
 fn complete_answered(ctx: AuditContext, resp: Response) -> Result<Response, BoxFuture<'static, Response>> {
     match ctx.complete_now(None) {
         None => Ok(resp),
@@ -416,10 +416,10 @@ struct AuditedBody {
 impl AuditedBody {
     /// ResponseComplete, written here where the body ends when the backend
     /// finishes at once (the log, the batch buffer); a task of its own for
-    /// it cost an allocation, a second scheduling and, mostly, a wake-up of
-    /// the other worker thread: 2.3 futex calls per audited GET against 0.7
-    /// with auditing off (strace). A backend that does wait (a blocking
-    /// webhook's POST) goes on in a task.
+    /// it would cost an allocation, a second scheduling and, mostly, a
+    /// wake-up of the other worker thread (measured: docs/performance.md,
+    /// "The audit filter"). A backend that does wait (a blocking webhook's
+    /// POST) goes on in a task.
     fn finish(&mut self) {
         if let Some(ctx) = self.ctx.take() {
             let bytes = self.captured.take().and_then(|c| c.bytes());
@@ -538,8 +538,10 @@ mod tests {
             .route(
                 things,
                 get(|| async { "[]" }).post(|req: Request| async move {
-                    crate::audit::add_annotation(req.extensions(), "example.com/checked", "yes");
-                    crate::audit::add_annotation(req.extensions(), "example.com/checked", "no");
+                    if let Some(audit) = req.extensions().get::<crate::audit::AuditContext>() {
+                        audit.add_annotation("example.com/checked", "yes");
+                        audit.add_annotation("example.com/checked", "no");
+                    }
                     let body = axum::body::to_bytes(req.into_body(), 1 << 20).await.unwrap_or_default();
                     (http::StatusCode::CREATED, [(header::CONTENT_TYPE, "application/json")], body)
                 }),

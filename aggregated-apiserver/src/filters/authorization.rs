@@ -71,7 +71,7 @@ pub struct Authorized;
 pub struct Authorization {
     pub authorizer: Arc<Authorizer>,
     pub always_allow: AlwaysAllowPaths,
-    /// To find what else a kind requires (a FarmPod read is also a Pod read).
+    /// To find what else a kind requires (a read of a view of Pods is also a Pod read).
     pub resources: Arc<ServedKinds>,
 }
 
@@ -93,7 +93,7 @@ pub fn authorize<'a, N: Next + 'a>(
 
 /// What a resource request must be allowed: its own attributes (borrowed
 /// from its description, so that a cache hit copies nothing), and those of
-/// what its kind also requires (a FarmPod read is also a Pod read).
+/// what its kind also requires (a read of a view of Pods is also a Pod read).
 fn wanted<'r>(authz: &Authorization, info: &'r RequestInfo) -> (AttributesRef<'r>, Vec<Attributes>) {
     let attrs = AttributesRef::from_request(info);
     let also_requires = authz

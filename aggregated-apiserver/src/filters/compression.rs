@@ -4,8 +4,8 @@
 //! at level 1, the least CPU for a ratio within 1.1–1.3× of the best, with
 //! `Content-Encoding: gzip` and `Vary: Accept-Encoding`. client-go (kubectl,
 //! controllers, and the aggregator passing a client's request through) asks
-//! for gzip by default, so a list of every FarmPod crosses the network at a
-//! fraction of its JSON size.
+//! for gzip by default, so a large list crosses the network at a fraction
+//! of its JSON size.
 //!
 //! `Vary: Accept-Encoding` is sent with compressed answers only, as kube
 //! does: an answer that went out plain to a client that did not ask for gzip
@@ -58,7 +58,8 @@ where
     /// accepts gzip. The answer is made first and only a large one goes
     /// through the compression layer: nearly every client sends
     /// `Accept-Encoding: gzip` (Go's HTTP client does, so the aggregator
-    /// does), and the layer wrapped every answer's body and re-boxed it.
+    /// does), and the layer wraps every answer's body it is given and boxes
+    /// it again.
     ///
     /// The endpoint's future is boxed, the one allocation of the chain's own:
     /// a handler's future nests deep, and inside the chain's it would make
@@ -74,7 +75,9 @@ where
         let Some(accepted) = accepted else { return Box::pin(answer) };
         let layer = self.layer.clone();
         // A combinator, not an `async` block: awaiting the answer inside
-        // one held its future twice (7 KB, moved into this box on every request).
+        // one would hold its future twice, and it is moved into this box on
+        // every request (measured: docs/performance.md, "The filter chain and
+        // the handler's futures").
         Box::pin(answer.then(move |response| match LargeAnswer.should_compress(&response) {
             false => Either::Left(std::future::ready(response)),
             true => Either::Right(compressed(layer, accepted, response)),

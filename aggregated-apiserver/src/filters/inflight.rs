@@ -45,7 +45,7 @@ const USER_SHARDS: usize = 16;
 /// Users holding no slot whose entries a shard keeps, so that a user who
 /// sends one request after another (a slot taken and freed each time) finds
 /// its entry instead of making and dropping it (a name's allocation, a map
-/// insert and removal: callgrind, ~500 instructions a request). Past this,
+/// insert and removal on every request). Past this,
 /// the shard drops its idle entries: memory stays bounded whatever the
 /// number of users.
 const IDLE_USERS_PER_SHARD: usize = 64;

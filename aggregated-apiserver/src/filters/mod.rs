@@ -83,11 +83,11 @@ where
 /// and returns one of these: the rest of the chain's future (in a `map` when
 /// it has something to do with the answer), an answer of its own, or, when it
 /// has to wait (a token or access review, an audit backend), a boxed future
-/// that does the rest. As `async fn`s the filters each held the request and
-/// their own state beside the next filter's future, ~600 bytes per filter:
-/// a GET's future was 7.9 KB, copied into its box and moved again between
-/// filters on every request (callgrind: ~2,500 instructions of a GET in
-/// `memcpy`, and a chunk too large for the allocator's thread cache).
+/// that does the rest. As `async fn`s the filters would each hold the
+/// request and their own state beside the next filter's future, making a
+/// GET's future several kilobytes, copied into its box and moved again
+/// between filters on every request (measured: docs/performance.md, "The
+/// filter chain and the handler's futures").
 pub type Filtered<'a, F> = Either<F, Either<Ready<Response>, BoxFuture<'a, Response>>>;
 
 /// The rest of the chain, run at once.
@@ -173,9 +173,10 @@ impl Filters {
 ///
 /// Each filter calls the next directly, so a request's whole way through
 /// the chain is one future, boxed once (see [`Filtered`] for the
-/// exceptions). Built as tower layers instead, with axum's `from_fn`, each
-/// filter boxed the rest of the chain, a clone of it and two futures for
-/// every request: 26 of a GET's 77 allocations.
+/// exceptions). Built as tower layers with axum's `from_fn` instead, each
+/// filter would box the rest of the chain, a clone of it and two futures
+/// for every request (measured: docs/performance.md, "The filter chain and
+/// the handler's futures").
 pub struct Chain<E> {
     filters: Arc<Filters>,
     endpoint: compression::Compression<E>,

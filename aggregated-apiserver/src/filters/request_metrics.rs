@@ -3,11 +3,11 @@
 //!
 //! prometheus-client's `Family` takes a read lock and hashes the labels on
 //! every lookup, and its `Histogram` takes a write lock on every
-//! observation: every request took two locks that all the worker threads
-//! share, and bounced their cache lines between the cores. Here each thread
-//! counts into a table of its own, behind a lock only a scrape ever contends
-//! for, and a scrape adds the tables up. The exposition is the one the two
-//! families wrote.
+//! observation: with them every request would take two locks that all the
+//! worker threads share, and bounce their cache lines between the cores.
+//! Here each thread counts into a table of its own, behind a lock only a
+//! scrape ever contends for, and a scrape adds the tables up. The
+//! exposition is the one the two families write.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -240,13 +240,13 @@ mod tests {
     #[test]
     fn threads_count_apart_and_a_scrape_adds_them_up() {
         let metrics = Arc::new(RequestMetrics::new([0.001, 0.01]));
-        metrics.observe("get", "llamas", 200, 0.0005);
+        metrics.observe("get", "widgets", 200, 0.0005);
         let threads: Vec<_> = (0..3)
             .map(|_| {
                 let metrics = metrics.clone();
                 std::thread::spawn(move || {
-                    metrics.observe("get", "llamas", 200, 0.005);
-                    metrics.observe("get", "llamas", 404, 0.02);
+                    metrics.observe("get", "widgets", 200, 0.005);
+                    metrics.observe("get", "widgets", 404, 0.02);
                 })
             })
             .collect();
@@ -256,19 +256,19 @@ mod tests {
         let text = exposition(&metrics);
         for line in [
             "# TYPE app_requests counter\n",
-            "app_requests_total{verb=\"get\",resource=\"llamas\",code=\"200\"} 4\n",
-            "app_requests_total{verb=\"get\",resource=\"llamas\",code=\"404\"} 3\n",
+            "app_requests_total{verb=\"get\",resource=\"widgets\",code=\"200\"} 4\n",
+            "app_requests_total{verb=\"get\",resource=\"widgets\",code=\"404\"} 3\n",
             "# TYPE app_request_duration_seconds histogram\n",
-            "app_request_duration_seconds_count{verb=\"get\",resource=\"llamas\"} 7\n",
-            "app_request_duration_seconds_bucket{le=\"0.001\",verb=\"get\",resource=\"llamas\"} 1\n",
-            "app_request_duration_seconds_bucket{le=\"0.01\",verb=\"get\",resource=\"llamas\"} 4\n",
-            "app_request_duration_seconds_bucket{le=\"+Inf\",verb=\"get\",resource=\"llamas\"} 7\n",
+            "app_request_duration_seconds_count{verb=\"get\",resource=\"widgets\"} 7\n",
+            "app_request_duration_seconds_bucket{le=\"0.001\",verb=\"get\",resource=\"widgets\"} 1\n",
+            "app_request_duration_seconds_bucket{le=\"0.01\",verb=\"get\",resource=\"widgets\"} 4\n",
+            "app_request_duration_seconds_bucket{le=\"+Inf\",verb=\"get\",resource=\"widgets\"} 7\n",
         ] {
             assert!(text.contains(line), "{line:?} in\n{text}");
         }
         let sum: f64 = text
             .lines()
-            .find_map(|l| l.strip_prefix("app_request_duration_seconds_sum{verb=\"get\",resource=\"llamas\"} "))
+            .find_map(|l| l.strip_prefix("app_request_duration_seconds_sum{verb=\"get\",resource=\"widgets\"} "))
             .unwrap()
             .parse()
             .unwrap();
@@ -280,11 +280,13 @@ mod tests {
         let metrics = Arc::new(RequestMetrics::new([1.0]));
         for _ in 0..5 {
             let metrics = metrics.clone();
-            std::thread::spawn(move || metrics.observe("list", "llamas", 200, 0.1)).join().unwrap();
+            std::thread::spawn(move || metrics.observe("list", "widgets", 200, 0.1)).join().unwrap();
         }
         // Each new thread's registration folded the ended ones' shards.
         assert_eq!(metrics.shards.lock().unwrap().len(), 1);
-        metrics.observe("list", "llamas", 200, 0.1);
-        assert!(exposition(&metrics).contains("app_requests_total{verb=\"list\",resource=\"llamas\",code=\"200\"} 6\n"));
+        metrics.observe("list", "widgets", 200, 0.1);
+        assert!(
+            exposition(&metrics).contains("app_requests_total{verb=\"list\",resource=\"widgets\",code=\"200\"} 6\n")
+        );
     }
 }

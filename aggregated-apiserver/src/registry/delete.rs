@@ -72,7 +72,7 @@ impl Registry {
         let decide = |current: &StoredObject| -> ApiResult<Mutation> {
             uid = current.index.uid.to_string();
             // kube's BeforeDelete checks the preconditions and names the kind
-            // where a resource usually stands (`Llama.<group> "x"`).
+            // where a resource usually stands (`Widget.<group> "x"`).
             let n = self.kind.names();
             let by_kind = Target { resource: n.kind, ..self.target(name) };
             if let Some(want) = &preconditions.uid {
@@ -224,12 +224,12 @@ mod tests {
     #[test]
     fn the_deleted_status_is_what_was_written_by_hand() {
         let names = Names {
-            group: "farm.example.com",
+            group: "example.com",
             version: "v1alpha",
-            kind: "Llama",
-            list_kind: "LlamaList",
-            plural: "llamas",
-            singular: "llama",
+            kind: "Widget",
+            list_kind: "WidgetList",
+            plural: "widgets",
+            singular: "widget",
             short_names: &[],
             categories: &[],
         };
@@ -238,7 +238,7 @@ mod tests {
         let bytes = serde_json::to_vec(&serde_json::to_value(&status).unwrap()).unwrap();
         let by_hand = json!({
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-            "details": {"name": "dolly", "group": "farm.example.com", "kind": "llamas", "uid": "u-1"},
+            "details": {"name": "dolly", "group": "example.com", "kind": "widgets", "uid": "u-1"},
         });
         assert_eq!(String::from_utf8(bytes).unwrap(), serde_json::to_string(&by_hand).unwrap());
     }

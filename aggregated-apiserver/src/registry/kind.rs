@@ -13,24 +13,35 @@ pub use crate::apimachinery::resource::{Names, Verb};
 /// tables are assembled from stored cells.
 #[derive(Clone, Copy)]
 pub struct Column {
+    /// The column's header, e.g. `Message`.
     pub name: &'static str,
     /// OpenAPI type: string, integer, number, boolean, date.
     pub type_: &'static str,
+    /// OpenAPI format of the type, e.g. `int64`, or "".
     pub format: &'static str,
+    /// What the column shows (`kubectl explain` and the Table's definition).
     pub description: &'static str,
     /// 0 = shown by default, 1 = only with `-o wide`.
     pub priority: i32,
+    /// The cell of an object, read from it (e.g. `|o| o["spec"]["message"].clone()`).
     pub cell: fn(&Value) -> Value,
 }
 
-/// A kind served by this server.
+/// A kind served by this server: what it is called, what its objects hold,
+/// and the rules a write must pass beyond its schema. Only [`Kind::names`]
+/// and [`Kind::schema`] are required; see the crate's [`prelude`](crate::prelude)
+/// for a whole kind and server.
 pub trait Kind: Send + Sync + 'static {
+    /// The names it is served under.
     fn names(&self) -> &'static Names;
 
+    /// Whether its objects live in namespaces (true) or in the cluster.
     fn namespaced(&self) -> bool {
         true
     }
 
+    /// The verbs it serves: [`Verb::ALL`] for a stored kind,
+    /// [`Verb::READ_ONLY`] for a view.
     fn verbs(&self) -> &'static [Verb] {
         Verb::ALL
     }
@@ -44,6 +55,7 @@ pub trait Kind: Send + Sync + 'static {
     /// The OpenAPI v3 schema of the whole object (structural, as a CRD's).
     fn schema(&self) -> Value;
 
+    /// Its Table columns, between Name and Age (`kubectl get`).
     fn columns(&self) -> &'static [Column] {
         &[]
     }
@@ -85,6 +97,7 @@ pub trait Kind: Send + Sync + 'static {
         None
     }
 
+    /// Whether it serves `verb`.
     fn supports(&self, verb: Verb) -> bool {
         self.verbs().contains(&verb)
     }

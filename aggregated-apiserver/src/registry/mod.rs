@@ -38,14 +38,16 @@ use crate::storage::{Mutation, ObjectKey, Store, StoreError, StoredObject, Updat
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use strategy::{finalizers, meta_mut, now_rfc3339};
 
-/// Rules estimated to cost more than this (cel-go units; the `cel` crate
-/// took 0.2 to 2 µs a unit in a debug build, so some milliseconds) make a
-/// kind's writes heavy work.
+/// Rules estimated to cost more than this (cel-go units: some milliseconds
+/// of the `cel` crate's evaluation, measured in docs/performance.md, "Heavy
+/// work off the async workers") make a kind's writes heavy work.
 const HEAVY_RULES_COST: u64 = 50_000;
 
 /// One kind served from one store.
 pub struct Registry {
+    /// The kind served.
     pub kind: Arc<dyn Kind>,
+    /// Where its objects are.
     pub store: Arc<dyn Store>,
     /// Table column definitions, computed once.
     pub columns: Value,
@@ -154,7 +156,7 @@ impl Registry {
 
     /// Whether an admission plugin may act on a write to `part` in `ns` that
     /// is one of `operations`. Such a write's handler leaves the turns of its
-    /// large computations ([`crate::heavy`]) to the registry, which takes
+    /// large computations (the library's `heavy` module) to the registry, which takes
     /// them around its computing steps only, never while a webhook answers.
     pub fn admits(&self, operations: &[Operation], part: Part, ns: &str) -> bool {
         operations.iter().any(|operation| self.admission_for(*operation, part, ns).is_some())
@@ -194,7 +196,7 @@ impl Registry {
     }
 
     /// How much work a write with `input_bytes` of input is taken to be, for
-    /// [`crate::heavy`]: its input, or, when the kind's CEL rules may cost
+    /// the library's `heavy` module: its input, or, when the kind's CEL rules may cost
     /// more than a few milliseconds, enough to run it off the async workers
     /// in turns (the rules are bounded, but up to ~1e7 units a request).
     pub fn write_work(&self, input_bytes: usize) -> usize {

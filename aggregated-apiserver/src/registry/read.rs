@@ -233,6 +233,8 @@ impl Registry {
         }
     }
 
+    /// Starts a watch of the objects in `ns` (all namespaces when None) that
+    /// `opts` select, from the resourceVersion it names.
     pub async fn watch(&self, ns: Option<&str>, opts: &ListOptions) -> ApiResult<WatchStart> {
         // Selectors are checked before the stream starts so bad ones get a plain 400.
         self.filter(opts)?;

@@ -435,7 +435,7 @@ impl Registry {
                 }
                 if requested_rv.is_empty() {
                     // kube's generic store names the resource where the kind
-                    // belongs here (`llamas.<group> "x" is invalid`).
+                    // belongs here (`widgets.<group> "x" is invalid`).
                     let n = self.kind.names();
                     return Err(ApiError::invalid(
                         n.group,

@@ -1,122 +1,42 @@
 //! Connection-level protections, after k8s.io/apiserver's secure serving
 //! (`pkg/server/secure_serving.go`: `ReadHeaderTimeout: 32s`, `IdleTimeout: 90s`,
-//! `MaxHeaderBytes: 1<<20`, and its HTTP/2 settings).
+//! `MaxHeaderBytes: 1<<20`, and its HTTP/2 settings). Without them a client can hold a
+//! connection, and the file descriptor and buffers behind it, forever: by trickling a request
+//! header, by never sending one, or simply by staying connected.
 //!
-//! Without them a client can hold a connection, and the file descriptor and buffers behind
-//! it, forever: by trickling a request header, by never sending one, or simply by staying
-//! connected. Each protection is a small piece plugged into axum-server:
-//!
-//! * [`ConnectionLimits::configure_http`]: header size limits and HTTP/2 settings on hyper's
-//!   builder.
-//! * [`LimitAcceptor`]: wraps each accepted connection's stream in [`TimedIo`] and its
-//!   service in [`TrackRequests`], which share one [`ConnectionClock`] deciding when the
-//!   connection has been quiet too long, and enters it in the cap's queue
-//!   ([`IdleConnections`]); [`TrackRequests`] also answers 431 to HTTP/1 request heads over
-//!   the limit that hyper's soft buffer limit let through.
+//! [`ConnectionLimits::configure_http`] sets the header size limits and HTTP/2 settings on
+//! hyper's builder. [`LimitAcceptor`] wraps each accepted connection's stream in [`TimedIo`]
+//! and its service in [`TrackRequests`], which share one [`ConnectionClock`] deciding when the
+//! connection has been quiet too long, and enters it in the cap's queue ([`IdleConnections`]).
 //!
 //! # The connection cap: idle connections only, the idlest closed first
 //!
 //! `--max-connections` bounds the connections that hold a descriptor *without a request in
-//! flight*: those still in their TLS handshake or not yet past their first request header,
-//! idle HTTP/1.1 keep-alive connections and HTTP/2 connections with no open stream. When a
-//! new connection (or one whose last request just finished) would make them more than the
-//! cap, the one that has been idle longest is closed to make room: connections still in
-//! their TLS handshake first, oldest first, then the others by how long they have had
-//! nothing in flight (a connection that has never sent a request counts from its accept;
-//! one whose next HTTP/1.1 request header has begun to arrive counts from then, so that a
-//! request on its way is cut only when every quieter connection has gone).
-//! A connection with a request in flight is never closed by the cap, nor is a connection
-//! whose TLS client certificate is the front proxy's (the aggregator's, see below). The
-//! accept loop never waits for the cap.
+//! flight*: in their TLS handshake, before their first request, idle HTTP/1.1 keep-alive, or
+//! HTTP/2 with no open stream. Past the cap the idlest is closed to make room (see
+//! [`IdleConnections`]); never one with a request in flight, nor the aggregator's
+//! ([`Exempt`]). The accept loop never waits for the cap.
 //!
-//! Why not a cap on all connections, as this module had (a make-service whose `poll_ready`
-//! waited for a slot, so axum-server's accept loop stopped and further connections waited
-//! in the listen backlog, as Go's `netutil.LimitListener` does): whoever holds the slots
-//! locks everyone else out. 1,000 HTTP/1.1 watches at the default cap left every new client,
-//! the aggregator included, waiting in the backlog; a client that need not even
-//! authenticate could hold the slots with idle keep-alive connections re-opened every 90 s;
-//! and the aggregator locked out is the whole API down. kube-apiserver has no connection
-//! cap at all: it bounds *work*, with in-flight limits, per-request deadlines and the
-//! timeouts above. So does this server: a connection with a request in flight is bounded by
-//! what bounds requests (`--max-requests-inflight`, `--max-mutating-requests-inflight`, the
-//! watch caps `--max-watches` and `--max-watches-per-user` in `crate::filters::inflight`,
-//! and `--request-timeout`), and the cap only bounds what nothing else does: connections
-//! that hold a descriptor and do nothing. Descriptors in use are then about the cap, plus
-//! the in-flight limits and watch caps, plus the requests waiting for a TokenReview before
-//! they reach the in-flight filter (`--review-queue`, and those sharing one token's review,
-//! bounded in time by the review's deadline, as in kube-apiserver, whose authentication also
-//! comes before its in-flight limits), plus requests never refused for load (probes,
-//! `system:masters`) and the aggregator's few connections. `crate::server::open_files` raises
-//! the soft `RLIMIT_NOFILE` to the hard limit at start and warns when those bounds do not
-//! fit it.
-//!
-//! Why close the idlest rather than refuse the newcomer: a refused newcomer is exactly the
-//! lock-out above. Closing an idle connection costs its client nothing it had: it has no
-//! request in flight, and HTTP clients reopen a keep-alive connection the server closed
-//! (as after the idle timeout). Handshaking connections go first because holding one costs
-//! an attacker least (a TCP connect, no cryptography) and says nothing about who is there;
-//! among the rest, the longest idle has been the least useful. The connection being made
-//! room for is never the one closed.
-//!
-//! The aggregator's connections are exempt, and not counted: when the TLS handshake is done,
-//! [`IdleConnections`] asks an [`Exempt`] predicate about the client's certificate chain;
-//! the server's predicate is the authenticator's own front-proxy test (chains to the
-//! request-header CA *and* has an allowed common name, read from the watched ConfigMap at
-//! that moment). The allowed-names check matters where the request-header CA also signs
-//! ordinary client certificates; it is what makes a certificate the front proxy's for
-//! authentication too. The answer holds for the connection's life: after a front-proxy CA
-//! rotation such a connection's requests are refused by authentication anyway, and the idle
-//! and header timeouts still close it. What cannot be known is who is behind a connection
-//! still in its TLS handshake (the client certificate comes at its end), so a flood of new
-//! connections faster than `--max-connections` per handshake time can close the
-//! aggregator's *new* connection during its handshake; its established ones are safe, and
-//! it retries.
-//!
-//! Closing one connection from outside uses the same machinery as the timeouts: during the
-//! handshake the accept future is dropped (which closes the socket); afterwards its
-//! [`ConnectionClock`] is marked and the reader woken, and [`TimedIo`] reports end of file.
-//! Decisions are made under one lock (the queue's, then the connection's), so a connection
-//! is chosen only while nothing is in flight on it; should hyper hand it a request parsed
-//! from bytes already read before it sees that end of file, the request cancels the close.
-//!
-//! Requests take no lock but their own connection's. The queue is kept lazily: a request
-//! starting or ending, or an HTTP/1.1 header beginning, only updates the connection's own
-//! state (whether it counts, and the place it should have) and an atomic count of the
-//! connections that count. Entries in the queue may therefore be out of date; when the
-//! count passes the cap, the queue's lock is taken and entries are checked in order, the
-//! connection's own state deciding: one busy (or gone) leaves the queue, one whose place
-//! moved is put back at that place, and the first one in its right place is closed. Only
-//! a connection that has no entry at all (new, or taken out while busy) takes the queue's
-//! lock to get one. Before, every request took the queue's lock (one mutex for all threads)
-//! when it started and when it ended, and again when an HTTP/1.1 header began.
-//!
-//! axum-server 0.8's accept loop retries every 50 ms on any accept error (`server.rs`,
-//! `accept`), so EMFILE or ENFILE slow accepting but never end the server.
+//! Why not cap every connection, with the accept loop waiting for a slot as Go's
+//! `netutil.LimitListener` does: whoever holds the slots locks everyone else out, the
+//! aggregator included, and the aggregator locked out is the whole API down. kube-apiserver
+//! bounds *work* instead (in-flight limits, per-request deadlines, the timeouts below), and
+//! so does this server: the cap bounds only connections that hold a descriptor and do nothing
+//! (`crate::server::open_files` checks all the bounds against `RLIMIT_NOFILE`). Why close the
+//! idlest rather than refuse the newcomer: a refused newcomer is the same lock-out, while an
+//! idle connection's client loses no request and reopens it, as after the idle timeout.
 //!
 //! # Header read and idle timeouts
 //!
-//! Why not hyper's own `header_read_timeout`: hyper (1.x, `proto/h1/conn.rs`) starts it when
-//! it begins to read a request head, which on a keep-alive connection is right after the
-//! previous response, so an idle keep-alive connection would be closed after 32 s instead of
-//! 90 s, and it does nothing for HTTP/2. Go's rules are kept here instead: the first
-//! request's header must arrive within the header timeout of accept (TLS handshake
-//! included); afterwards the idle timeout covers the wait for the next request's first
-//! bytes, and from those bytes on the header timeout applies again (HTTP/1.1). On HTTP/2
-//! only requests count: pings or a HEADERS frame trickled in pieces do not keep an idle
-//! connection open, as in Go's HTTP/2 server, whose idle timer too runs while no stream is
-//! open.
-//!
-//! A connection is busy while any request on it is in flight: from hyper handing the
-//! request to the service until the response body is finished or dropped. So a long watch
-//! is never cut by these timeouts, nor by the cap.
-//!
-//! Closing: when a deadline passes (or the cap closes the connection), the stream reports
-//! end of file to hyper, which closes the connection as if the client had gone (HTTP/1.1
-//! sends TLS close_notify). axum-server owns hyper's connection future, so there is no way
-//! to call its `graceful_shutdown` for one connection: an idle HTTP/2 connection is
-//! therefore closed without a GOAWAY. Nothing is in flight on it by construction, so no
-//! request is lost that the client had been answered for; a request the client sends in the
-//! same instant fails as it would against Go's HTTP/1.1 idle close, and clients retry those.
+//! Go's rules, not hyper's `header_read_timeout` (started right after the previous response
+//! on a keep-alive connection, so an idle one would be closed after 32 s instead of 90 s; and
+//! nothing for HTTP/2): the first request's header must arrive within the header timeout of
+//! accept (TLS handshake included); then the idle timeout covers the wait for the next
+//! request's first bytes, and from those on the header timeout applies again (HTTP/1.1). On
+//! HTTP/2 only requests count (pings or a trickled HEADERS frame do not, as in Go). From hyper
+//! handing a request over until its response body is done or dropped there is no deadline, so
+//! a long watch is never cut, by these timeouts nor by the cap. A deadline passed (or the cap)
+//! makes the stream report end of file ([`TimedIo`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -265,7 +185,18 @@ fn nonzero(d: Duration) -> Option<Duration> {
 
 /// Asked once per connection, when its TLS handshake is done, with the client's certificate
 /// chain: true for a client the cap must never close and does not count (the aggregator,
-/// by its front-proxy certificate). See the module docs.
+/// by its front-proxy certificate).
+///
+/// The server's predicate is the authenticator's own front-proxy test: the chain leads to the
+/// request-header CA *and* has an allowed common name, read from the watched ConfigMap at
+/// that moment. The allowed-names check matters where the request-header CA also signs
+/// ordinary client certificates; it is what makes a certificate the front proxy's for
+/// authentication too. The answer holds for the connection's life: after a front-proxy CA
+/// rotation such a connection's requests are refused by authentication anyway, and the idle
+/// and header timeouts still close it. Who is behind a connection still in its TLS handshake
+/// cannot be known (the client certificate comes at its end), so a flood of new connections
+/// faster than `--max-connections` per handshake time can close the aggregator's *new*
+/// connection during its handshake; its established ones are safe, and it retries.
 pub type Exempt = Arc<dyn Fn(&Peer) -> bool + Send + Sync>;
 
 /// An accepted connection's service that knows the client certificates its TLS handshake saw
@@ -285,7 +216,44 @@ struct IdleKey {
 }
 
 /// The connections without a request in flight, in the order the cap closes them, and the
-/// cap. Shared by every connection; see the module docs.
+/// cap. Shared by every connection; see the module docs for why the cap counts only these.
+///
+/// Order: when a new connection (or one whose last request just finished) would make them
+/// more than the cap, the idlest is closed to make room: connections still in their TLS
+/// handshake first, oldest first, then the others by how long they have had nothing in flight
+/// (a connection that has never sent a request counts from its accept; one whose next
+/// HTTP/1.1 request header has begun to arrive counts from then, so that a request on its way
+/// is cut only when every quieter connection has gone). Handshaking connections go first
+/// because holding one costs an attacker least (a TCP connect, no cryptography) and says
+/// nothing about who is there; among the rest, the longest idle has been the least useful.
+/// The connection being made room for is never the one closed.
+///
+/// A connection with a request in flight is bounded by what bounds requests instead
+/// (`--max-requests-inflight`, `--max-mutating-requests-inflight`, the watch caps
+/// `--max-watches` and `--max-watches-per-user` in `crate::filters::inflight`, and
+/// `--request-timeout`). Descriptors in use are then about the cap, plus those limits, plus
+/// the requests waiting for a TokenReview before they reach the in-flight filter
+/// (`--review-queue`, and those sharing one token's review, bounded in time by the review's
+/// deadline, as in kube-apiserver, whose authentication also comes before its in-flight
+/// limits), plus requests never refused for load (probes, `system:masters`) and the
+/// aggregator's few connections.
+///
+/// Closing a connection from outside uses the same machinery as the timeouts: during the
+/// handshake the accept future is dropped (which closes the socket); afterwards its
+/// [`ConnectionClock`] is marked and the reader woken, and [`TimedIo`] reports end of file.
+/// Decisions are made under one lock (the queue's, then the connection's), so a connection
+/// is chosen only while nothing is in flight on it; should hyper hand it a request parsed
+/// from bytes already read before it sees that end of file, the request cancels the close.
+///
+/// The queue is kept lazily, so that requests take no lock but their own connection's: a
+/// request starting or ending, or an HTTP/1.1 header beginning, only updates the
+/// connection's own state (whether it counts, and the place it should have) and an atomic
+/// count of the connections that count. Entries in the queue may therefore be out of date;
+/// when the count passes the cap, the queue's lock is taken and entries are checked in order,
+/// the connection's own state deciding: one busy (or gone) leaves the queue, one whose place
+/// moved is put back at that place, and the first one in its right place is closed. Only a
+/// connection that has no entry at all (new, or taken out while busy) takes the queue's lock
+/// to get one.
 ///
 /// Locking: this lock is always taken before a connection's [`ConnectionClock`] lock, never
 /// after. Every change of an entry holds both; a connection's own state (whether it counts,
@@ -735,6 +703,13 @@ where
 
 /// A connection's stream that reads as closed once the connection's read deadline passes or
 /// the cap closes it.
+///
+/// End of file makes hyper close the connection as if the client had gone (HTTP/1.1 sends
+/// TLS close_notify). axum-server owns hyper's connection future, so there is no way to call
+/// its `graceful_shutdown` for one connection: an idle HTTP/2 connection is therefore closed
+/// without a GOAWAY. Nothing is in flight on it by construction, so no request is lost that
+/// the client had been answered for; a request the client sends in the same instant fails as
+/// it would against Go's HTTP/1.1 idle close, and clients retry those.
 pub struct TimedIo<T> {
     inner: T,
     clock: Arc<ConnectionClock>,
@@ -763,7 +738,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
             ReadGate::Open(Some(deadline)) => {
                 // The timer moves only to an earlier deadline. Each request
                 // makes a later one (its idle and header deadlines), and
-                // moving the timer there every time was a timer-wheel
+                // moving the timer there every time would be a timer-wheel
                 // removal and insertion a request; left where it is, it
                 // fires early now and then (every header read timeout, on a
                 // busy connection), and is moved on when it does.

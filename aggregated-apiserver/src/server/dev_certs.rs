@@ -72,8 +72,8 @@ fn serving_names(service: &str, namespace: &str) -> Vec<String> {
     ]
 }
 
-/// The development CA's common name: the application's name and `-ca` (`farm-apiserver-ca`), so
-/// a person trusting it sees whose it is.
+/// The development CA's common name: the application's name and `-ca` (`sample-apiserver-ca`
+/// for `sample-apiserver`), so a person trusting it sees whose it is.
 pub fn ca_common_name(identity: &Identity) -> String {
     format!("{}-ca", identity.name)
 }
@@ -146,7 +146,7 @@ pub fn ensure_dev_certs(
     Ok(paths)
 }
 
-/// For an application's `certs --out DIR` command: same as [`ensure_dev_certs`], and also writes
+/// For an application's `certs --out DIR` command: same as the development certificates `run` makes, and also writes
 /// `cabundle.b64` (base64 of ca.crt's PEM bytes, no trailing newline, as an APIService
 /// `spec.caBundle` wants).
 pub fn write_cert_bundle(
@@ -396,10 +396,10 @@ mod tests {
     use crate::test_pki::{common_name, issuer_common_name, leaf as test_leaf, pem_to_der};
     use std::os::unix::fs::PermissionsExt as _;
 
-    const SERVICE: &str = "farm-apiserver";
-    const NAMESPACE: &str = "farm-system";
-    const IDENTITY: Identity = Identity { name: "farm-apiserver", version: "0.0.0", git_commit: "" };
-    const DEV_CA_COMMON_NAME: &str = "farm-apiserver-ca";
+    const SERVICE: &str = "sample-apiserver";
+    const NAMESPACE: &str = "sample-system";
+    const IDENTITY: Identity = Identity { name: "sample-apiserver", version: "0.0.0", git_commit: "" };
+    const DEV_CA_COMMON_NAME: &str = "sample-apiserver-ca";
 
     fn read(path: &Path) -> Vec<u8> {
         fs::read(path).unwrap()
@@ -561,7 +561,7 @@ mod tests {
         let mut params = CertificateParams::default();
         params.distinguished_name = DistinguishedName::new();
         params.distinguished_name.push(DnType::CountryName, DnValue::PrintableString("DE".try_into().unwrap()));
-        params.distinguished_name.push(DnType::OrganizationName, DnValue::PrintableString("Farm".try_into().unwrap()));
+        params.distinguished_name.push(DnType::OrganizationName, DnValue::PrintableString("Demo".try_into().unwrap()));
         params.distinguished_name.push(DnType::CommonName, "custom-ca");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages = vec![KeyUsagePurpose::KeyCertSign];

@@ -10,7 +10,9 @@ use http::{header, HeaderValue, StatusCode};
 
 /// One named check. `Err` carries the reason, shown in logs and verbose output.
 pub trait Check: Send + Sync {
+    /// The check's name: `/readyz/<name>` and the verbose listing.
     fn name(&self) -> &str;
+    /// Ok when it passes, else why not.
     fn check(&self) -> Result<(), String>;
     /// Extra words for the verbose listing of a passing check (e.g. staleness).
     fn detail(&self) -> Option<String> {

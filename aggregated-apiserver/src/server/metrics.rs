@@ -1,7 +1,7 @@
 //! Prometheus metrics: requests by verb, resource and code with latency
 //! histograms, open watches, stored objects, and the gauges the application
 //! and the server compute at scrape time. Every name starts with the
-//! application's name (`farm-apiserver` gives `farm_apiserver_requests_total`).
+//! application's name (`sample-apiserver` gives `sample_apiserver_requests_total`).
 
 use std::sync::Arc;
 
@@ -47,7 +47,7 @@ fn latency_buckets() -> impl Iterator<Item = f64> {
 }
 
 /// A metric name prefix from the application's name: Prometheus names allow
-/// letters, digits and `_` (`farm-apiserver` becomes `farm_apiserver`).
+/// letters, digits and `_` (`sample-apiserver` becomes `sample_apiserver`).
 fn prefix_of(application: &str) -> String {
     application.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
 }
@@ -124,10 +124,10 @@ impl Metrics {
         }
         // The computed gauges are written here rather than through
         // prometheus-client (a Collector yielding ConstGauges), because its text
-        // encoder formats every f64 with dtoa: a pod cache that never synced would
+        // encoder formats every f64 with dtoa: a cache that never synced would
         // read `inf` where OpenMetrics (and this exposition) says `+Inf`, a healthy
-        // one `0.0` where this says `0` (tests/e2e_farmpods.rs looks for
-        // `..._staleness_seconds 0`), and 1e-7 `1e-7`. Names, help and type lines
+        // one `0.0` where this says `0` (what a scraper matching
+        // `..._staleness_seconds 0` expects), and 1e-7 `1e-7`. Names, help and type lines
         // follow the registry's own format (prefix, help ending in a period).
         let mut out = String::new();
         if let Ok(computed) = self.computed.lock() {
@@ -169,20 +169,20 @@ mod tests {
 
     #[test]
     fn names_start_with_the_application_and_computed_values_read_as_before() {
-        assert_eq!(prefix_of("farm-apiserver"), "farm_apiserver");
+        assert_eq!(prefix_of("sample-apiserver"), "sample_apiserver");
         assert_eq!(prefix_of("my.app-server"), "my_app_server");
-        let metrics = Metrics::new("farm-apiserver");
-        metrics.requests().observe("create", "llamas", 201, 0.003);
+        let metrics = Metrics::new("sample-apiserver");
+        metrics.requests().observe("create", "widgets", 201, 0.003);
         metrics.gauge_fn("staleness_seconds", "How stale", || 0.0);
         metrics.gauge_fn("never_synced_seconds", "Forever", || f64::INFINITY);
         metrics.gauge_fn("lag_seconds", "Some lag", || 2.5);
         let text = metrics.render(&[]);
         for line in [
-            "# HELP farm_apiserver_staleness_seconds How stale.\n# TYPE farm_apiserver_staleness_seconds gauge\nfarm_apiserver_staleness_seconds 0\n",
-            "farm_apiserver_never_synced_seconds +Inf\n",
-            "farm_apiserver_lag_seconds 2.5\n",
-            "farm_apiserver_requests_total{verb=\"create\",resource=\"llamas\",code=\"201\"} 1\n",
-            "# TYPE farm_apiserver_request_duration_seconds histogram\n",
+            "# HELP sample_apiserver_staleness_seconds How stale.\n# TYPE sample_apiserver_staleness_seconds gauge\nsample_apiserver_staleness_seconds 0\n",
+            "sample_apiserver_never_synced_seconds +Inf\n",
+            "sample_apiserver_lag_seconds 2.5\n",
+            "sample_apiserver_requests_total{verb=\"create\",resource=\"widgets\",code=\"201\"} 1\n",
+            "# TYPE sample_apiserver_request_duration_seconds histogram\n",
             "# TYPE apiserver_audit_event counter\napiserver_audit_event_total 0\n",
         ] {
             assert!(text.contains(line), "{line:?} in\n{text}");

@@ -43,7 +43,7 @@ const AUDIT_FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// Who the server is: named in its logs, `/version` and its OpenAPI documents.
 #[derive(Debug, Clone, Copy)]
 pub struct Identity {
-    /// The program's name, e.g. `farm-apiserver`.
+    /// The program's name, e.g. `sample-apiserver`.
     pub name: &'static str,
     /// Its version (semver, without a leading `v`).
     pub version: &'static str,

@@ -77,6 +77,7 @@ pub enum LogFormat {
     Json,
 }
 
+/// How the server logs: `--log-format` and `--log`.
 #[derive(Args, Debug, Clone)]
 pub struct LoggingOptions {
     /// Log format.
@@ -113,28 +114,40 @@ impl LoggingOptions {
 /// Every setting of the server, each concern's apart.
 #[derive(Args, Debug, Clone)]
 pub struct ServerOptions {
+    /// Where and how it serves, and its certificates.
     #[command(flatten)]
     pub serving: ServingOptions,
+    /// Connection timeouts and the idle-connection cap.
     #[command(flatten)]
     pub connections: ConnectionLimits,
+    /// The cluster it belongs to (`--kubeconfig`).
     #[command(flatten)]
     pub cluster: ClusterOptions,
+    /// Delegated authentication.
     #[command(flatten)]
     pub authentication: AuthenticationOptions,
+    /// Delegated authorization.
     #[command(flatten)]
     pub authorization: AuthorizationOptions,
+    /// How TokenReviews and SubjectAccessReviews are cached and paced.
     #[command(flatten)]
     pub reviews: ReviewOptions,
+    /// Memory or etcd.
     #[command(flatten)]
     pub storage: StorageOptions,
+    /// Admission plugins and their configuration.
     #[command(flatten)]
     pub admission: AdmissionOptions,
+    /// Request bodies, lists and watches.
     #[command(flatten)]
     pub api: ApiSettings,
+    /// In-flight limits and the request timeout.
     #[command(flatten)]
     pub limits: RequestLimits,
+    /// Logs.
     #[command(flatten)]
     pub logging: LoggingOptions,
+    /// Auditing.
     #[command(flatten)]
     pub audit: AuditOptions,
 }

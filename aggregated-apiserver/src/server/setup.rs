@@ -34,8 +34,11 @@ use crate::storage::Store;
 
 /// A value the metrics endpoint reads when it is scraped.
 pub struct Gauge {
+    /// The metric's name, after the application's prefix.
     pub name: &'static str,
+    /// Its `# HELP` text.
     pub help: &'static str,
+    /// Reads its value.
     pub value: Box<dyn Fn() -> f64 + Send + Sync>,
 }
 

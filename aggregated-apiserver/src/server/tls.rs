@@ -516,9 +516,9 @@ mod tests {
     use tokio_rustls::client::TlsStream as ClientTlsStream;
     use tokio_rustls::TlsConnector;
 
-    const SERVICE: &str = "farm-apiserver";
-    const NAMESPACE: &str = "farm-system";
-    const IDENTITY: Identity = Identity { name: "farm-apiserver", version: "0.0.0", git_commit: "" };
+    const SERVICE: &str = "sample-apiserver";
+    const NAMESPACE: &str = "sample-system";
+    const IDENTITY: Identity = Identity { name: "sample-apiserver", version: "0.0.0", git_commit: "" };
     const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
     fn init_tracing() {

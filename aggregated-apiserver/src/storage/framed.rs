@@ -64,7 +64,7 @@ mod tests {
 
     #[test]
     fn the_object_and_its_metadata_are_views_into_the_watch_line() {
-        let obj = json!({"kind": "Llama", "metadata": {"name": "a", "labels": {"x": "\"y\""}}, "spec": {"w": 1.5}});
+        let obj = json!({"kind": "Widget", "metadata": {"name": "a", "labels": {"x": "\"y\""}}, "spec": {"w": 1.5}});
         let f = frame(&obj, EventType::Modified).unwrap();
         assert_eq!(f.object, serde_json::to_vec(&obj).unwrap());
         assert_eq!(f.metadata, serde_json::to_vec(&obj["metadata"]).unwrap());

@@ -11,12 +11,15 @@ use crate::apimachinery::labels::Labels;
 /// The index of one stored object.
 #[derive(Debug, Clone, Default)]
 pub struct ObjectIndex {
+    /// `metadata.uid`.
     pub uid: Box<str>,
+    /// `metadata.labels`.
     pub labels: LabelSet,
     /// Values of the kind's selectable fields, in the order the kind declares them.
     pub fields: Box<[Box<str>]>,
     /// Table cells for the kind's own columns (Name and Age are added around them).
     pub cells: Box<[Value]>,
+    /// `metadata.creationTimestamp`.
     pub creation_timestamp: Option<DateTime<Utc>>,
     /// The JSON of `metadata`: set by the store, as a view into the object's
     /// own bytes (see [`super::framed`]), never a copy.
@@ -25,6 +28,7 @@ pub struct ObjectIndex {
 
 /// Computes the index of an object; provided by the API layer, which knows the kind.
 pub trait Indexer: Send + Sync {
+    /// The index of `obj`, as it is about to be stored.
     fn index(&self, obj: &serde_json::Value) -> ObjectIndex;
 }
 
@@ -36,6 +40,7 @@ pub trait Indexer: Send + Sync {
 pub struct LabelSet(Box<[u8]>);
 
 impl LabelSet {
+    /// The labels, in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         let mut rest: &[u8] = &self.0;
         std::iter::from_fn(move || {
@@ -45,6 +50,7 @@ impl LabelSet {
         })
     }
 
+    /// Whether there is no label.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

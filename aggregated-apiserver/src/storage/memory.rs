@@ -43,6 +43,9 @@ struct Inner {
     events: broadcast::Sender<Arc<Event>>,
 }
 
+/// A kind's objects in this process: every version within the history's
+/// bounds, with watches from any revision it still holds. It is also the
+/// etcd store's watch cache.
 pub struct MemoryStore {
     inner: RwLock<Inner>,
     revision: watch::Sender<u64>,
@@ -437,10 +440,10 @@ fn live_at(inner: &Inner, namespace: Option<&str>, at: u64) -> u64 {
 ///
 /// A namespace's keys end before `<namespace>\0`: namespaces are DNS labels,
 /// without NUL, so that key sorts after each of the namespace's keys and
-/// before every other namespace's. The walk then stops by itself, where it
-/// compared each item's namespace: a pointer chase to a string apart in
-/// memory and a compare, per item (the compares alone were 5% of the CPU of
-/// lists of a thousand Llamas, in a profile).
+/// before every other namespace's. The walk then stops by itself, without
+/// comparing each item's namespace: a pointer chase to a string apart in
+/// memory and a compare, per item (measured: docs/performance.md, "Storage
+/// reads").
 fn page_range(
     namespace: Option<&str>,
     start_after: Option<&ObjectKey>,

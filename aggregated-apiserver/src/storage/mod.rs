@@ -23,11 +23,14 @@ use serde_json::Value;
 /// The place of an object: namespace ("" for cluster-scoped kinds) and name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectKey {
+    /// The namespace, "" for a cluster-scoped kind.
     pub namespace: String,
+    /// The object's name.
     pub name: String,
 }
 
 impl ObjectKey {
+    /// The key of `name` in `namespace`.
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
         Self { namespace: namespace.into(), name: name.into() }
     }
@@ -37,7 +40,9 @@ impl ObjectKey {
 /// strings of the request's path, borrowed, so that a read copies neither
 /// into a key of its own (two allocations of every GET).
 pub trait KeyParts {
+    /// The namespace, "" for a cluster-scoped kind.
     fn namespace(&self) -> &str;
+    /// The object's name.
     fn name(&self) -> &str;
 }
 
@@ -99,14 +104,17 @@ pub struct StoredObject(Arc<StoredVersion>);
 pub struct StoredVersion {
     /// Shared by every version of the key (and the store's map of keys).
     pub key: Arc<ObjectKey>,
+    /// The resourceVersion this state was written at.
     pub rv: u64,
     /// The object's JSON, with `metadata.resourceVersion` = `rv` (a view into
     /// the watch line it was stored with, see [`framed`]).
     pub bytes: Bytes,
+    /// What selectors, tables and views read without decoding the object.
     pub index: ObjectIndex,
 }
 
 impl StoredObject {
+    /// One stored state of the object at `key`.
     pub fn new(key: Arc<ObjectKey>, rv: u64, bytes: Bytes, index: ObjectIndex) -> Self {
         Self(Arc::new(StoredVersion { key, rv, bytes, index }))
     }
@@ -132,14 +140,19 @@ impl std::ops::Deref for StoredObject {
     }
 }
 
+/// What a change did to an object, as a watch event's `type` says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
+    /// The object was created (or started to match a watch's selector).
     Added,
+    /// The object was changed.
     Modified,
+    /// The object was deleted (or stopped matching a watch's selector).
     Deleted,
 }
 
 impl EventType {
+    /// The event type as the watch stream spells it (`ADDED`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Added => "ADDED",
@@ -155,8 +168,11 @@ impl EventType {
 /// stopped matching (sent as DELETED) from one that started (sent as ADDED).
 #[derive(Debug)]
 pub struct Event {
+    /// What the change did.
     pub kind: EventType,
+    /// The state after it (for a deletion: the last one).
     pub object: StoredObject,
+    /// The state before it, for creations: None.
     pub prev: Option<StoredObject>,
     /// Room for the watch machinery to keep what it derives from this event
     /// once for all watchers (its encoded lines); storage never reads it.
@@ -181,6 +197,7 @@ impl EventMemo {
 }
 
 impl Event {
+    /// A change of `kind` to `object`, from `prev`.
     pub fn new(kind: EventType, object: StoredObject, prev: Option<StoredObject>) -> Self {
         Self { kind, object, prev, encoded: EventMemo::default() }
     }
@@ -193,25 +210,41 @@ impl Event {
         event
     }
 
+    /// The revision of the change.
     pub fn rv(&self) -> u64 {
         self.object.rv
     }
 }
 
+/// Why a store could not do what it was asked; the handlers answer each
+/// with kube's status (404, 409, 410, 504, ...).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
+    /// No object has the key.
     #[error("not found")]
     NotFound,
+    /// A create found the key taken.
     #[error("already exists")]
     AlreadyExists,
+    /// Another write changed the object first.
     #[error("the object has been modified; please apply your changes to the latest version and try again")]
     Conflict,
     /// The requested revision is older than the history kept.
     #[error("too old resource version: {requested} ({oldest})")]
-    Expired { requested: u64, oldest: u64 },
+    Expired {
+        /// The revision asked for.
+        requested: u64,
+        /// The oldest revision still kept.
+        oldest: u64,
+    },
     /// The requested revision has not happened yet (and did not within the wait).
     #[error("Too large resource version: {requested}, current: {current}")]
-    TooLarge { requested: u64, current: u64 },
+    TooLarge {
+        /// The revision asked for.
+        requested: u64,
+        /// The newest revision the store has.
+        current: u64,
+    },
     /// The backend could not be reached in time (etcd down or partitioned):
     /// the write may or may not have happened, as with kube-apiserver's timeouts.
     #[error("{0}")]
@@ -223,6 +256,7 @@ pub enum StoreError {
     /// [`DEFAULT_MAX_OBJECT_BYTES`] by default, or refused by etcd itself.
     #[error("etcdserver: request is too large")]
     ObjectTooLarge,
+    /// Anything else, in words.
     #[error("storage: {0}")]
     Internal(String),
 }
@@ -251,11 +285,13 @@ pub enum Mutation {
 /// What a [`Store::guaranteed_update`] did.
 #[derive(Debug)]
 pub enum Updated {
+    /// The new state was written.
     Put(StoredObject),
     /// The last state, stamped with the deletion's revision.
     Deleted(StoredObject),
     /// Nothing written: the state the callback saw.
     Kept(StoredObject),
+    /// The callback gave up; nothing was written.
     Aborted,
 }
 
@@ -277,15 +313,18 @@ pub struct ListRequest<'a> {
     /// filter) the remaining count is the live count minus the items served,
     /// so a page costs the same at any offset; without it the store counts.
     pub offset: Option<u64>,
+    /// At most this many objects (`None`: all).
     pub limit: Option<usize>,
     /// Objects not matching are skipped (and not counted against `limit`).
     pub filter: Option<&'a (dyn Fn(&StoredObject) -> bool + Sync)>,
 }
 
+/// One page of a list.
 #[derive(Debug)]
 pub struct ListPage {
     /// The revision this page (and every page of the same list) reflects.
     pub rv: u64,
+    /// The objects, in key order.
     pub items: Vec<StoredObject>,
     /// Set when objects remain after the last one returned.
     pub next_start_after: Option<ObjectKey>,
@@ -319,6 +358,7 @@ pub trait Store: Send + Sync {
     fn current_rv(&self) -> u64;
     /// How many live objects are stored.
     fn len(&self) -> usize;
+    /// Whether no object is stored.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -340,6 +380,7 @@ pub trait Store: Send + Sync {
     fn cached_size(&self, key: &ObjectKey) -> Option<usize>;
     /// The object in the newest state this store has seen, asking no one.
     fn get(&self, key: &dyn KeyParts) -> Result<Option<StoredObject>, StoreError>;
+    /// A page of the objects `req` names, at the revision it names.
     async fn list(&self, req: ListRequest<'_>) -> Result<ListPage, StoreError>;
     /// Events after `after_rv` in `namespace` (all when `None`).
     async fn watch(&self, namespace: Option<&str>, after_rv: u64) -> Result<WatchStream, StoreError>;

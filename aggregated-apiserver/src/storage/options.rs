@@ -9,6 +9,7 @@ use clap::{Args, ValueEnum};
 use crate::apimachinery::duration::parse_seconds;
 use crate::storage::etcd::EtcdOptions;
 
+/// Where the kinds this server owns are stored (`--storage`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum StorageBackend {
     /// One replica, in memory: lost on restart.
@@ -17,6 +18,8 @@ pub enum StorageBackend {
     Etcd,
 }
 
+/// Where and how objects are stored: `--storage`, `--etcd-*`, the watch
+/// history and the largest object.
 #[derive(Args, Debug, Clone)]
 pub struct StorageOptions {
     /// Where the kinds this server owns are stored.
@@ -39,7 +42,7 @@ pub struct StorageOptions {
     #[arg(long, requires = "etcd_certfile")]
     pub etcd_keyfile: Option<PathBuf>,
 
-    /// Prefix of every key this server writes: <prefix>/<resource>/<namespace>/<name>.
+    /// Prefix of every key this server writes: `<prefix>/<resource>/<namespace>/<name>`.
     #[arg(long, default_value = "/registry")]
     pub etcd_prefix: String,
 

@@ -416,7 +416,7 @@ mod tests {
         assert_eq!(e["message"], "admission webhook \"deny.example.com\" denied the request without explanation");
         let status = Status {
             code: Some(403),
-            message: Some("no llamas on Sunday".into()),
+            message: Some("no widgets on Sunday".into()),
             reason: Some("Sunday".into()),
             ..Default::default()
         };
@@ -424,7 +424,7 @@ mod tests {
         assert_eq!(e["code"], 403);
         assert_eq!(e["reason"], "Sunday", "a reason kube does not define passes through");
         assert_eq!(e["status"], "Failure");
-        assert_eq!(e["message"], "admission webhook \"deny.example.com\" denied the request: no llamas on Sunday");
+        assert_eq!(e["message"], "admission webhook \"deny.example.com\" denied the request: no widgets on Sunday");
         let status = Status { code: Some(200), reason: Some("NoReason".into()), ..Default::default() };
         let e = denial("w", Some(status)).status_body();
         assert_eq!(

@@ -275,8 +275,8 @@ mod tests {
         let e = env.compile(src).unwrap();
         let checks = Checks::new();
         let request = Target {
-            group: "farm.example.com".into(),
-            resource: "llamas".into(),
+            group: "example.com".into(),
+            resource: "widgets".into(),
             namespace: "ns".into(),
             name: "dolly".into(),
             resource_request: true,
@@ -336,7 +336,7 @@ mod tests {
         );
         assert_eq!(value, Ok(Value::String(Arc::new("by RBAC false review failed".into()))));
         assert_eq!(asked.len(), 3);
-        assert_eq!(asked[0].target.resource, "llamas");
+        assert_eq!(asked[0].target.resource, "widgets");
         assert_eq!(asked[0].target.name, "dolly");
         assert_eq!(asked[1].target, Target { path: "/healthz".into(), ..Default::default() });
         assert_eq!(asked[2].subject, Subject::ServiceAccount { namespace: "kube-system".into(), name: "sa".into() });

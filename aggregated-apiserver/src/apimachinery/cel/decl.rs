@@ -193,10 +193,6 @@ impl DeclType {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// An upper bound of the whole value's size: every byte of its strings
     /// and every item, entry and field counted once.
     pub fn size(&self) -> f64 {

@@ -7,57 +7,35 @@
 //!
 //! Evaluation is the `cel` crate's interpreter with the Kubernetes function
 //! libraries of `kube-cel` (strings, lists, sets, regex, URLs, IPs and CIDRs,
-//! quantities, semver, format, math, encoders) and optional values
-//! (`optional.of`, `hasValue()`, `value()`, `orValue()`; `.?` parses, see
-//! the differences below), as kube's environment has them; `string(double)`
-//! prints as cel-go does, and `matches` compiles each pattern once.
-//!
-//! ```ignore
-//! let env = Env::new(STATIC_ESTIMATED_COST_LIMIT)
-//!     .variable("object", DeclType::any())
-//!     .variable("params", DeclType::from_schema(&params_schema));
-//! let expr = env.compile("object.spec.replicas <= params.max")?;   // once
-//! let out = expr.evaluate(
-//!     &Activation::new().json("object", &obj, &DeclType::any()).json("params", &p, &params_type),
-//!     PER_CALL_LIMIT,
-//! )?;                                                                // per request
-//! assert_eq!(out.value, cel::Value::Bool(true));
-//! ```
+//! quantities, semver, format, math, encoders) and optional values, as
+//! kube's environment has them; `string(double)` prints as cel-go does,
+//! `matches` compiles each pattern once, and functions beyond kube's
+//! libraries (the `authorizer` of admission, [`authz`]) are registered with
+//! the others (`FUNCTIONS`). [`Env`] shows the use.
 //!
 //! **Cost.** The `cel` crate neither counts cost nor can be interrupted, so
-//! [`cost`] bounds it instead: [`Env::compile`] refuses an expression whose
-//! bound, from the declared types (schema `maxItems`/`maxLength`/
-//! `maxProperties`, else what a 3 MiB request can hold), exceeds the
-//! environment's limit (kube's static estimate), and
-//! [`Expression::evaluate`] takes the bound again from the values at hand
-//! and does not run the expression when it exceeds the per-call limit
-//! (kube's runtime `PerCallLimit`), reporting kube's
-//! `operation cancelled: actual cost limit exceeded`. The bound is in
-//! cel-go's units but coarser than kube's estimate (see [`cost`]): an
-//! expression near a limit may be refused here that kube would run. The
-//! exception is a call of fixed cost that may not run (an authorization
-//! `check()`, 350,000 units): the bound leaves it out, and each one that
-//! runs is charged as it runs ([`charge`]), failing the evaluation past the
-//! limit as kube's runtime cost does; only the checks that ran count.
-//!
-//! Where the declared types say little (an admission `object` of any
-//! kind, `DeclType::any()`), compile-time estimates are large: an
-//! environment can take `u64::MAX` as its limit and rely on the bound each
-//! evaluation takes from its values. Functions beyond kube's libraries (the
-//! `authorizer` of admission, [`authz`]) are registered with the others
-//! (`FUNCTIONS`).
+//! [`cost`] bounds it: [`Env::compile`] refuses an expression whose bound
+//! from the declared types (schema `maxItems`/`maxLength`/`maxProperties`,
+//! else what a 3 MiB request can hold) exceeds the environment's limit
+//! (kube's static estimate; an environment whose types say little may take
+//! `u64::MAX`), and [`Expression::evaluate`] does not run one whose bound
+//! from the values at hand exceeds the per-call limit (kube's runtime
+//! `PerCallLimit`: `operation cancelled: actual cost limit exceeded`). The
+//! bound is coarser than kube's estimate: an expression near a limit may be
+//! refused here that kube would run. A call of fixed cost that may not run
+//! (an authorization `check()`, 350,000 units) is left out of the bound and
+//! charged as it runs ([`charge`]), as kube's runtime cost counts it.
 //!
 //! **Differences from kube's CEL.** The `cel` crate is dynamically typed:
 //! compiling checks syntax, that every variable is declared and every field
 //! of a declared object exists, not the types of operands; a type error shows
 //! at evaluation (`no such overload`). `duration` strings are not converted.
-//! Declared fields go by kube's escaped names ([`escape`]: `self.x__dash__y`,
-//! `self.__namespace__`, or `self.namespace` as kube 1.31+ allows), as in kube.
-//! Optional field selection is unreliable in the `cel` crate 0.13: `x.?f`
-//! on a map without `f` fails with `no such key`, and on an optional gives an
-//! optional of none (cel-go: `optional.none()` for both); `hasValue()`,
-//! `value()`, `orValue()` and `optional.of/none` work, which is what an
-//! `optionalOldSelf` rule needs (`!oldSelf.hasValue() || ...`).
+//! Declared fields go by kube's escaped names ([`escape`]). Optional field
+//! selection (`x.?f`) is unreliable in the `cel` crate 0.13 (`no such key`
+//! on a map without `f`, an optional of none on an optional, where cel-go
+//! gives `optional.none()` for both); `hasValue()`, `value()`, `orValue()`
+//! and `optional.of/none` work, which is what an `optionalOldSelf` rule
+//! needs (`!oldSelf.hasValue() || ...`).
 
 pub mod authz;
 mod cost;
@@ -105,6 +83,18 @@ const MAX_RECURSION_DEPTH: u16 = 96;
 
 /// The variables expressions may name, and the estimated-cost limit they must
 /// keep to.
+///
+/// ```ignore
+/// let env = Env::new(STATIC_ESTIMATED_COST_LIMIT)
+///     .variable("object", DeclType::any())
+///     .variable("params", DeclType::from_schema(&params_schema));
+/// let expr = env.compile("object.spec.replicas <= params.max")?;   // once
+/// let out = expr.evaluate(
+///     &Activation::new().json("object", &obj, &DeclType::any()).json("params", &p, &params_type),
+///     PER_CALL_LIMIT,
+/// )?;                                                                // per request
+/// assert_eq!(out.value, cel::Value::Bool(true));
+/// ```
 #[derive(Debug, Clone)]
 pub struct Env {
     variables: Vec<(String, DeclType)>,

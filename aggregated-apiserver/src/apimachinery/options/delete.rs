@@ -20,8 +20,8 @@
 //! * then `ValidateDeleteOptions`: one 422 naming every bad field.
 //!
 //! Every decoding failure is a 400 BadRequest, as kube-apiserver answers from
-//! 1.35 on (kubernetes/apiserver 7b84a2828, "DeleteOptions decode errors
-//! should return 400 instead of 500"); 1.34 sent the same message as a 500.
+//! 1.35 on (k8s.io/apiserver's change "DeleteOptions decode errors should
+//! return 400 instead of 500"); 1.34 sends the same message as a 500.
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;

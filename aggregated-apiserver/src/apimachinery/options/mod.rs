@@ -14,7 +14,7 @@ use serde_json::json;
 
 pub use delete::{decode_delete_options, is_dry_run, DeleteOptions};
 pub use list::{ListOptions, Rv, RvMatch};
-pub use params::{go_param_bool, Query};
+pub use params::Query;
 pub use write::{FieldValidation, WriteOptions, WriteVerb};
 
 use crate::apimachinery::field_error::{FieldError, FieldErrorKind};

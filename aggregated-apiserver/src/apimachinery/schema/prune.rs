@@ -262,21 +262,21 @@ fn coerce_embedded(x: &mut Value, s: &Value, is_root: bool, path: &mut String, o
 mod tests {
     use super::*;
     use crate::apimachinery::schema::validate::validate_against_schema;
-    use crate::apimachinery::test_fixtures::{llama, llama_schema, msgs};
+    use crate::apimachinery::test_fixtures::{msgs, widget, widget_schema};
     use serde_json::json;
 
     #[test]
-    fn prune_llama_reports_sorted_paths_metadata_first() {
-        let mut obj = llama();
+    fn prune_widget_reports_sorted_paths_metadata_first() {
+        let mut obj = widget();
         obj["extra"] = json!(1);
         obj["spec"]["color"] = json!("grey");
         obj["status"]["conditions"][0]["foo"] = json!({"deep": true});
         obj["metadata"]["foo"] = json!("x");
         obj["metadata"]["ownerReferences"] =
-            json!([{"apiVersion": "v1", "kind": "Farm", "name": "f", "uid": "u", "bar": 1}]);
+            json!([{"apiVersion": "v1", "kind": "Team", "name": "f", "uid": "u", "bar": 1}]);
         obj["metadata"]["managedFields"] =
             json!([{"manager": "m", "operation": "Update", "fieldsV1": {"f:spec": {}}, "junk": 1}]);
-        let removed = prune_unknown_fields(&mut obj, &llama_schema());
+        let removed = prune_unknown_fields(&mut obj, &widget_schema());
         assert_eq!(
             removed,
             vec![
@@ -288,8 +288,8 @@ mod tests {
                 "status.conditions[0].foo",
             ]
         );
-        let mut want = llama();
-        want["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Farm", "name": "f", "uid": "u"}]);
+        let mut want = widget();
+        want["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Team", "name": "f", "uid": "u"}]);
         want["metadata"]["managedFields"] =
             json!([{"manager": "m", "operation": "Update", "fieldsV1": {"f:spec": {}}}]);
         assert_eq!(obj, want);
@@ -305,18 +305,18 @@ mod tests {
 
     #[test]
     fn prune_drops_non_nullable_nulls_silently() {
-        let mut obj = llama();
+        let mut obj = widget();
         obj["spec"]["weight"] = Value::Null;
         obj["spec"]["colour"] = Value::Null;
         obj["status"] = Value::Null;
         obj["unknownNull"] = Value::Null;
-        let removed = prune_unknown_fields(&mut obj, &llama_schema());
+        let removed = prune_unknown_fields(&mut obj, &widget_schema());
         assert_eq!(removed, vec!["unknownNull"]);
         assert!(obj["spec"].get("weight").is_none());
         assert_eq!(obj["spec"]["colour"], Value::Null);
         assert!(obj.get("status").is_none());
         // the missing weight is now a Required error, as in kube
-        assert_eq!(msgs(&validate_against_schema(&obj, &llama_schema())), vec!["spec.weight: Required value"]);
+        assert_eq!(msgs(&validate_against_schema(&obj, &widget_schema())), vec!["spec.weight: Required value"]);
     }
 
     #[test]
@@ -362,7 +362,7 @@ mod tests {
     #[test]
     fn prune_tolerates_odd_inputs() {
         let mut v = json!([1, 2]);
-        assert!(prune_unknown_fields(&mut v, &llama_schema()).is_empty());
+        assert!(prune_unknown_fields(&mut v, &widget_schema()).is_empty());
         let mut v = json!({"a": 1});
         assert_eq!(prune_unknown_fields(&mut v, &json!(true)), vec!["a"]);
         let mut v = json!({"metadata": "not an object", "spec": {"weight": 1}});

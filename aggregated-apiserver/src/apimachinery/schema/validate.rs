@@ -502,20 +502,20 @@ mod tests {
     use super::*;
     use crate::apimachinery::gojson::decode_json;
     use crate::apimachinery::schema::prune::prune_unknown_fields;
-    use crate::apimachinery::test_fixtures::{llama, llama_schema, llama_schema_numeric, msgs, with, without};
+    use crate::apimachinery::test_fixtures::{msgs, widget, widget_schema, widget_schema_numeric, with, without};
     use serde_json::json;
 
     #[test]
-    fn valid_llama_has_no_errors() {
-        assert!(validate_against_schema(&llama(), &llama_schema()).is_empty());
-        assert!(validate_against_schema(&llama(), &llama_schema_numeric()).is_empty());
-        let nullable = with(llama(), "/spec/colour", Value::Null);
-        assert!(validate_against_schema(&nullable, &llama_schema()).is_empty());
+    fn valid_widget_has_no_errors() {
+        assert!(validate_against_schema(&widget(), &widget_schema()).is_empty());
+        assert!(validate_against_schema(&widget(), &widget_schema_numeric()).is_empty());
+        let nullable = with(widget(), "/spec/colour", Value::Null);
+        assert!(validate_against_schema(&nullable, &widget_schema()).is_empty());
     }
 
     #[test]
     fn type_errors_match_kube() {
-        let errs = validate_against_schema(&with(llama(), "/spec/weight", json!("heavy")), &llama_schema());
+        let errs = validate_against_schema(&with(widget(), "/spec/weight", json!("heavy")), &widget_schema());
         assert_eq!(
             msgs(&errs),
             vec![r#"spec.weight: Invalid value: "string": spec.weight in body must be of type number: "string""#]
@@ -523,19 +523,19 @@ mod tests {
         assert_eq!(errs[0].kind, FieldErrorKind::TypeInvalid);
         assert_eq!(errs[0].field, "spec.weight");
         assert_eq!(
-            msgs(&validate_against_schema(&with(llama(), "/spec/colour", json!(5)), &llama_schema())),
+            msgs(&validate_against_schema(&with(widget(), "/spec/colour", json!(5)), &widget_schema())),
             vec![r#"spec.colour: Invalid value: "integer": spec.colour in body must be of type string: "integer""#]
         );
         assert_eq!(
-            msgs(&validate_against_schema(&with(llama(), "/spec/height", Value::Null), &llama_schema())),
+            msgs(&validate_against_schema(&with(widget(), "/spec/height", Value::Null), &widget_schema())),
             vec![r#"spec.height: Invalid value: "null": spec.height in body must be of type number: "null""#]
         );
         assert_eq!(
-            msgs(&validate_against_schema(&with(llama(), "/spec", json!([])), &llama_schema())),
+            msgs(&validate_against_schema(&with(widget(), "/spec", json!([])), &widget_schema())),
             vec![r#"spec: Invalid value: "array": spec in body must be of type object: "array""#]
         );
         assert_eq!(
-            msgs(&validate_against_schema(&with(llama(), "/apiVersion", json!(5)), &llama_schema())),
+            msgs(&validate_against_schema(&with(widget(), "/apiVersion", json!(5)), &widget_schema())),
             vec![r#"apiVersion: Invalid value: "integer": apiVersion in body must be of type string: "integer""#]
         );
     }
@@ -544,14 +544,14 @@ mod tests {
     fn integer_fields_follow_kube_format_quirks() {
         let at = "/status/observedGeneration";
         assert_eq!(
-            msgs(&validate_against_schema(&with(llama(), at, json!(1.5)), &llama_schema())),
+            msgs(&validate_against_schema(&with(widget(), at, json!(1.5)), &widget_schema())),
             vec![
                 r#"status.observedGeneration: Invalid value: "float64": status.observedGeneration in body must be of type int64: "float64""#
             ]
         );
-        assert!(validate_against_schema(&with(llama(), at, json!(2.0)), &llama_schema()).is_empty());
+        assert!(validate_against_schema(&with(widget(), at, json!(2.0)), &widget_schema()).is_empty());
         assert_eq!(
-            msgs(&validate_against_schema(&with(llama(), at, json!("1")), &llama_schema())),
+            msgs(&validate_against_schema(&with(widget(), at, json!("1")), &widget_schema())),
             vec![
                 r#"status.observedGeneration: Invalid value: "string": status.observedGeneration in body must be of type integer: "string""#
             ]
@@ -566,39 +566,39 @@ mod tests {
 
     #[test]
     fn minimum_errors_match_kube() {
-        for schema in [llama_schema(), llama_schema_numeric()] {
-            let errs = validate_against_schema(&with(llama(), "/spec/weight", json!(0)), &schema);
+        for schema in [widget_schema(), widget_schema_numeric()] {
+            let errs = validate_against_schema(&with(widget(), "/spec/weight", json!(0)), &schema);
             assert_eq!(
                 msgs(&errs),
                 vec!["spec.weight: Invalid value: 0: spec.weight in body should be greater than 0"]
             );
             assert_eq!(errs[0].kind, FieldErrorKind::Invalid);
             assert_eq!(
-                msgs(&validate_against_schema(&with(llama(), "/spec/height", json!(-1.5)), &schema)),
+                msgs(&validate_against_schema(&with(widget(), "/spec/height", json!(-1.5)), &schema)),
                 vec!["spec.height: Invalid value: -1.5: spec.height in body should be greater than 0"]
             );
         }
         // a 0.0 read from JSON prints as Go prints it
         let (obj, _) = decode_json(br#"{"spec":{"weight":0.0,"height":1}}"#).unwrap();
         assert_eq!(
-            msgs(&validate_against_schema(&obj, &llama_schema())),
+            msgs(&validate_against_schema(&obj, &widget_schema())),
             vec!["spec.weight: Invalid value: 0: spec.weight in body should be greater than 0"]
         );
     }
 
     #[test]
     fn required_errors_match_kube() {
-        let errs = validate_against_schema(&without(llama(), "", "spec"), &llama_schema());
+        let errs = validate_against_schema(&without(widget(), "", "spec"), &widget_schema());
         assert_eq!(msgs(&errs), vec!["spec: Required value"]);
         assert_eq!(errs[0].kind, FieldErrorKind::Required);
-        let obj = with(llama(), "/spec", json!({"colour": "red"}));
+        let obj = with(widget(), "/spec", json!({"colour": "red"}));
         assert_eq!(
-            msgs(&validate_against_schema(&obj, &llama_schema())),
+            msgs(&validate_against_schema(&obj, &widget_schema())),
             vec!["spec.weight: Required value", "spec.height: Required value"]
         );
-        let obj = with(llama(), "/status/conditions", json!([{"type": "A", "status": "True"}, {"reason": "x"}]));
+        let obj = with(widget(), "/status/conditions", json!([{"type": "A", "status": "True"}, {"reason": "x"}]));
         assert_eq!(
-            msgs(&validate_against_schema(&obj, &llama_schema())),
+            msgs(&validate_against_schema(&obj, &widget_schema())),
             vec!["status.conditions[1].type: Required value", "status.conditions[1].status: Required value"]
         );
     }
@@ -607,7 +607,7 @@ mod tests {
     fn date_time_format() {
         let at = "/status/conditions/0/lastTransitionTime";
         assert_eq!(
-            msgs(&validate_against_schema(&with(llama(), at, json!("yesterday")), &llama_schema())),
+            msgs(&validate_against_schema(&with(widget(), at, json!("yesterday")), &widget_schema())),
             vec![
                 r#"status.conditions[0].lastTransitionTime: Invalid value: "yesterday": status.conditions[0].lastTransitionTime in body must be of type date-time: "yesterday""#
             ]
@@ -746,8 +746,8 @@ mod tests {
             json!({"type": ["string", "null"]}),
             json!({"items": [1], "enum": "x", "minimum": "a"}),
         ] {
-            let _ = validate_against_schema(&llama(), &schema);
-            let mut obj = llama();
+            let _ = validate_against_schema(&widget(), &schema);
+            let mut obj = widget();
             let _ = prune_unknown_fields(&mut obj, &schema);
         }
         assert!(validate_against_schema(

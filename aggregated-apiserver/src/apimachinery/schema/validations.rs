@@ -158,8 +158,8 @@ impl SchemaRules {
     }
 
     /// What all rules of an object may cost together, estimated from the
-    /// schema (at most [`STATIC_ESTIMATED_CRD_COST_LIMIT`]; at runtime they
-    /// stop at [`RUNTIME_CEL_COST_BUDGET`]).
+    /// schema (at most kube's `StaticEstimatedCRDCostLimit`; at runtime they
+    /// stop at its `RuntimeCELCostBudget`).
     pub fn max_cost(&self) -> u64 {
         self.max_cost
     }

@@ -79,12 +79,13 @@ impl Peer {
 ///
 /// Why: every request the aggregator proxies comes with its certificate, and
 /// verifying the chain (a signature check, and parsing the certificate for its
-/// common name) cost more than the rest of a GET (0.13 ms against 0.03 ms of
-/// CPU, `cargo bench --bench speed`). A connection's chain cannot change and
-/// a new request-header CA or allowed-name list is a new configuration, so
-/// only time can change the answer: it holds for a TTL. Atomics rather than a
-/// lock: the aggregator multiplexes every proxied request over a few HTTP/2
-/// connections, read by every worker thread at once and written once a TTL.
+/// common name) costs more than the rest of a GET (measured:
+/// docs/performance.md, "Authentication and authorization lookups"). A
+/// connection's chain cannot change and a new request-header CA or
+/// allowed-name list is a new configuration, so only time can change the
+/// answer: it holds for a TTL. Atomics rather than a lock: the aggregator
+/// multiplexes every proxied request over a few HTTP/2 connections, read by
+/// every worker thread at once and written once a TTL.
 #[derive(Debug, Default)]
 pub(super) struct VerifiedFrontProxy {
     /// The configuration that verified it (0: none has).
@@ -121,10 +122,9 @@ impl VerifiedFrontProxy {
 /// request sent, the user it was and until when the token cache vouches for
 /// it. A client sends the same token on every request of a keep-alive
 /// connection: the next request with the same header bytes is that user
-/// without hashing the token for the shared cache (a salted SHA-256 of ~1 KB,
-/// a few percent of a GET) or taking the cache's lock. Only this connection's
-/// client, who sent the token, can reach it; the shared cache still holds no
-/// token, only its hash.
+/// without hashing the token for the shared cache (a salted SHA-256 of ~1 KB)
+/// or taking the cache's lock. Only this connection's client, who sent the
+/// token, can reach it; the shared cache still holds no token, only its hash.
 #[derive(Default)]
 pub(super) struct RememberedToken(Mutex<Option<Remembered>>);
 

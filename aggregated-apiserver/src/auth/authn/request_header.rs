@@ -265,7 +265,7 @@ mod tests {
                 groups: strings(&["devs", "ops", AUTHENTICATED_GROUP]),
                 extra: BTreeMap::from([
                     ("scopes".to_string(), strings(&["read", "write"])),
-                    ("acme.com/project".to_string(), strings(&["farm"])),
+                    ("acme.com/project".to_string(), strings(&["demo"])),
                 ]),
             }
         );

@@ -110,7 +110,7 @@ pub(super) fn proxy_headers() -> HeaderMap {
         ("X-Remote-Group", "ops"),
         ("X-Remote-Extra-Scopes", "read"),
         ("X-Remote-Extra-Scopes", "write"),
-        ("X-Remote-Extra-Acme.com%2Fproject", "farm"),
+        ("X-Remote-Extra-Acme.com%2Fproject", "demo"),
         ("X-Remote-Uid", "uid-1"),
     ])
 }

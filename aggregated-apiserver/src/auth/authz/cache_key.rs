@@ -1,11 +1,10 @@
 //! The authorizer's cache key, and a view of it through references so that a
 //! cache hit needs no copy of the user and the attributes.
 //!
-//! Building an owned key for every lookup cloned the user's name, groups and
-//! extra and the request's attributes (a dozen allocations) and dropped them
-//! again: looking up borrowed (and the filter's own copy of the attributes
-//! gone) took 7,900 instructions off a GET with a bearer token (callgrind,
-//! 156,000 to 148,000), more than the lookup itself costs.
+//! An owned key for every lookup would clone the user's name, groups and
+//! extra and the request's attributes (a dozen allocations) and drop them
+//! again, which costs more than the lookup itself (measured:
+//! docs/performance.md, "Authentication and authorization lookups").
 
 use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
@@ -77,7 +76,7 @@ mod tests {
         let mut someone = user("someone");
         someone.groups = vec!["system:authenticated".into()];
         someone.extra.insert("scopes".into(), vec!["a".into(), "b".into()]);
-        for attrs in [res("get", "llamas", "", "ns", "dolly"), non_res("get", "/apis")] {
+        for attrs in [res("get", "widgets", "", "ns", "dolly"), non_res("get", "/apis")] {
             let owned: Arc<CacheKey> = Arc::new((someone.clone(), attrs.clone()));
             let borrowed = (&someone, attrs.view());
             let as_view: &dyn KeyView = &borrowed;
@@ -85,7 +84,7 @@ mod tests {
             assert_eq!(state.hash_one(&owned), state.hash_one(as_view));
             assert_eq!(state.hash_one(&attrs), state.hash_one(attrs.view()), "the view hashes as the attributes");
             assert!(owned_view == as_view);
-            let other = res("get", "llamas", "", "ns", "other");
+            let other = res("get", "widgets", "", "ns", "other");
             let different: &dyn KeyView = &(&someone, other.view());
             assert!(owned_view != different);
         }

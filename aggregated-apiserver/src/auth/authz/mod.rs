@@ -111,7 +111,7 @@ pub struct Attributes {
 
 /// [`Attributes`] borrowed, from a request's description or from owned
 /// attributes: what a cache lookup reads, without a copy of each string
-/// (a request's own check is one lookup, and a copy was seven allocations).
+/// (a request's own check is one lookup, and a copy is seven allocations).
 /// Hashes and compares as the owned attributes do (same fields, same order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AttributesRef<'a> {
@@ -156,7 +156,7 @@ impl<'a> AttributesRef<'a> {
     }
 
     /// The same request against another resource, e.g. the `pods` (group "")
-    /// behind a FarmPod: same verb, namespace and name, no subresource. The
+    /// behind a view of Pods: same verb, namespace and name, no subresource. The
     /// version is kept when the group is unchanged, is `v1` for the core group
     /// and empty (any version; RBAC ignores it) otherwise. The path is cleared:
     /// a review of a resource request does not look at it.
@@ -300,7 +300,7 @@ mod tests {
     use http::Method;
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-    pub(super) const GROUP: &str = "farm.example.com";
+    pub(super) const GROUP: &str = "example.com";
 
     pub(super) fn user(name: &str) -> User {
         User { name: name.to_string(), ..Default::default() }
@@ -407,7 +407,7 @@ mod tests {
         let reviewer = FakeReviewer::new(|_, _| Ok(Decision::allow("")));
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 10, 3, &clock);
-        let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
+        let (u, a) = (user("u"), res("get", "widgets", "", "ns", "x"));
         assert_eq!(authz.authorize(&u, a.view()).await, Decision::allow(""));
         assert_eq!(authz.authorize(&u, a.view()).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 1);
@@ -425,7 +425,7 @@ mod tests {
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 10, 3, &clock);
         let u = user("u");
-        let (get, del) = (res("get", "llamas", "", "ns", "x"), res("delete", "llamas", "", "ns", "x"));
+        let (get, del) = (res("get", "widgets", "", "ns", "x"), res("delete", "widgets", "", "ns", "x"));
         assert_eq!(authz.authorize(&u, del.view()).await, deny("no"));
         assert_eq!(authz.authorize(&u, get.view()).await, Decision::allow(""));
         assert_eq!(authz.authorize(&u, del.view()).await, deny("no"));
@@ -445,7 +445,7 @@ mod tests {
         let reviewer = FakeReviewer::new(|u, _| if u.name == "alice" { Ok(Decision::allow("")) } else { Ok(deny("")) });
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 10, 10, &clock);
-        let a = res("get", "llamas", "", "ns", "x");
+        let a = res("get", "widgets", "", "ns", "x");
         assert_eq!(authz.authorize(&user("alice"), a.view()).await, Decision::allow(""));
         assert_eq!(authz.authorize(&user("bob"), a.view()).await, deny(""));
         assert_eq!(reviewer.calls(), 2);
@@ -462,11 +462,11 @@ mod tests {
         assert_eq!(reviewer.calls(), 5);
         // every attribute is part of the key
         let variants = [
-            res("list", "llamas", "", "ns", "x"),
-            res("get", "farmpods", "", "ns", "x"),
-            res("get", "llamas", "status", "ns", "x"),
-            res("get", "llamas", "", "other", "x"),
-            res("get", "llamas", "", "ns", "y"),
+            res("list", "widgets", "", "ns", "x"),
+            res("get", "podviews", "", "ns", "x"),
+            res("get", "widgets", "status", "ns", "x"),
+            res("get", "widgets", "", "other", "x"),
+            res("get", "widgets", "", "ns", "y"),
             Attributes { api_group: "other.example.com".into(), ..a.clone() },
             Attributes { api_version: "v1".into(), ..a.clone() },
             Attributes { path: "/p".into(), ..a.clone() },
@@ -486,7 +486,7 @@ mod tests {
         let reviewer = FakeReviewer::new(|_, _| Err(ReviewError::fatal("subjectaccessreviews is forbidden")));
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 10, 10, &clock);
-        let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
+        let (u, a) = (user("u"), res("get", "widgets", "", "ns", "x"));
         let error = Decision::Error { message: "subjectaccessreviews is forbidden".into() };
         assert_eq!(authz.authorize(&u, a.view()).await, error);
         assert_eq!(authz.authorize(&u, a.view()).await, error);
@@ -507,7 +507,7 @@ mod tests {
         });
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 10, 10, &clock);
-        let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
+        let (u, a) = (user("u"), res("get", "widgets", "", "ns", "x"));
         assert_eq!(authz.authorize(&u, a.view()).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 3);
         // Always failing: 5 attempts, then the last error.
@@ -527,7 +527,7 @@ mod tests {
         let authz = authorizer(reviewer.clone(), 10, 10, &clock);
         let mut admin = user("kubernetes-admin");
         admin.groups = vec!["system:authenticated".into(), SYSTEM_MASTERS.into()];
-        assert_eq!(authz.authorize(&admin, res("delete", "llamas", "", "ns", "x").view()).await, Decision::allow(""));
+        assert_eq!(authz.authorize(&admin, res("delete", "widgets", "", "ns", "x").view()).await, Decision::allow(""));
         assert_eq!(authz.authorize(&admin, non_res("get", "/metrics").view()).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 0);
         // a group of a similar name is nothing special
@@ -543,7 +543,7 @@ mod tests {
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 10, 10, &clock);
         let u = user("u");
-        let big = res("get", "llamas", "", "ns", &"x".repeat(MAX_CACHED_ATTRIBUTE_BYTES));
+        let big = res("get", "widgets", "", "ns", &"x".repeat(MAX_CACHED_ATTRIBUTE_BYTES));
         assert_eq!(authz.authorize(&u, big.view()).await, Decision::allow(""));
         assert_eq!(authz.authorize(&u, big.view()).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 2);
@@ -561,7 +561,7 @@ mod tests {
             clock.clock(),
         );
         let u = user("u");
-        let get = |n: &str| res("get", "llamas", "", "ns", n);
+        let get = |n: &str| res("get", "widgets", "", "ns", n);
         authz.authorize(&u, get("a1").view()).await;
         authz.authorize(&u, get("d1").view()).await;
         authz.authorize(&u, get("a2").view()).await;
@@ -590,7 +590,7 @@ mod tests {
         let reviewer = FakeReviewer::new(|_, _| Ok(Decision::allow("")));
         let clock = FakeClock::new();
         let authz = authorizer(reviewer.clone(), 0, 0, &clock);
-        let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
+        let (u, a) = (user("u"), res("get", "widgets", "", "ns", "x"));
         authz.authorize(&u, a.view()).await;
         authz.authorize(&u, a.view()).await;
         assert_eq!(reviewer.calls(), 2);
@@ -600,7 +600,7 @@ mod tests {
     async fn real_clock_constructor_caches() {
         let reviewer = FakeReviewer::new(|_, _| Ok(Decision::allow("")));
         let authz = Authorizer::new(reviewer.clone(), AuthzOptions::default());
-        let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
+        let (u, a) = (user("u"), res("get", "widgets", "", "ns", "x"));
         assert_eq!(authz.authorize(&u, a.view()).await, Decision::allow(""));
         assert_eq!(authz.authorize(&u, a.view()).await, Decision::allow(""));
         assert_eq!(reviewer.calls(), 1);
@@ -610,7 +610,7 @@ mod tests {
     fn authorize_future_is_send() {
         fn assert_send<T: Send>(_: &T) {}
         let authz = Authorizer::new(FakeReviewer::new(|_, _| Ok(Decision::allow(""))), options(0, 0));
-        let (u, a) = (user("u"), res("get", "llamas", "", "ns", "x"));
+        let (u, a) = (user("u"), res("get", "widgets", "", "ns", "x"));
         assert_send(&authz.authorize(&u, a.view()));
     }
 
@@ -622,36 +622,36 @@ mod tests {
 
     #[test]
     fn attributes_from_requests() {
-        let base = "/apis/farm.example.com/v1alpha";
-        let list = attrs(Method::GET, &format!("{base}/namespaces/ns/llamas"), None);
+        let base = "/apis/example.com/v1alpha";
+        let list = attrs(Method::GET, &format!("{base}/namespaces/ns/widgets"), None);
         assert_eq!(
             list,
-            Attributes { path: format!("{base}/namespaces/ns/llamas"), ..res("list", "llamas", "", "ns", "") }
+            Attributes { path: format!("{base}/namespaces/ns/widgets"), ..res("list", "widgets", "", "ns", "") }
         );
 
-        let get = attrs(Method::GET, &format!("{base}/namespaces/ns/llamas/x"), None);
+        let get = attrs(Method::GET, &format!("{base}/namespaces/ns/widgets/x"), None);
         assert_eq!(
             get,
-            Attributes { path: format!("{base}/namespaces/ns/llamas/x"), ..res("get", "llamas", "", "ns", "x") }
+            Attributes { path: format!("{base}/namespaces/ns/widgets/x"), ..res("get", "widgets", "", "ns", "x") }
         );
 
-        let watch = attrs(Method::GET, &format!("{base}/llamas"), Some("watch=true"));
-        assert_eq!(watch, Attributes { path: format!("{base}/llamas"), ..res("watch", "llamas", "", "", "") });
-        let watch_path = attrs(Method::GET, &format!("{base}/watch/namespaces/ns/llamas"), None);
+        let watch = attrs(Method::GET, &format!("{base}/widgets"), Some("watch=true"));
+        assert_eq!(watch, Attributes { path: format!("{base}/widgets"), ..res("watch", "widgets", "", "", "") });
+        let watch_path = attrs(Method::GET, &format!("{base}/watch/namespaces/ns/widgets"), None);
         assert_eq!((watch_path.verb.as_str(), watch_path.namespace.as_str()), ("watch", "ns"));
 
-        let create = attrs(Method::POST, &format!("{base}/namespaces/ns/farmpods"), None);
+        let create = attrs(Method::POST, &format!("{base}/namespaces/ns/podviews"), None);
         assert_eq!(
             create,
-            Attributes { path: format!("{base}/namespaces/ns/farmpods"), ..res("create", "farmpods", "", "ns", "") }
+            Attributes { path: format!("{base}/namespaces/ns/podviews"), ..res("create", "podviews", "", "ns", "") }
         );
 
-        let status = attrs(Method::PUT, &format!("{base}/namespaces/ns/llamas/x/status"), None);
+        let status = attrs(Method::PUT, &format!("{base}/namespaces/ns/widgets/x/status"), None);
         assert_eq!(
             status,
             Attributes {
-                path: format!("{base}/namespaces/ns/llamas/x/status"),
-                ..res("update", "llamas", "status", "ns", "x")
+                path: format!("{base}/namespaces/ns/widgets/x/status"),
+                ..res("update", "widgets", "status", "ns", "x")
             }
         );
 
@@ -665,8 +665,8 @@ mod tests {
     #[test]
     fn for_resource_pods() {
         let fp = Attributes {
-            path: "/apis/farm.example.com/v1alpha/namespaces/ns/farmpods/p/status".into(),
-            ..res("get", "farmpods", "status", "ns", "p")
+            path: "/apis/example.com/v1alpha/namespaces/ns/podviews/p/status".into(),
+            ..res("get", "podviews", "status", "ns", "p")
         };
         assert_eq!(
             fp.view().for_resource("", "pods"),
@@ -682,10 +682,10 @@ mod tests {
                 resource_request: true,
             }
         );
-        let list = res("list", "farmpods", "", "ns", "").view().for_resource("", "pods");
+        let list = res("list", "podviews", "", "ns", "").view().for_resource("", "pods");
         assert_eq!((list.verb.as_str(), list.name.as_str(), list.namespace.as_str()), ("list", "", "ns"));
         // same group keeps the version; another group leaves it open
-        assert_eq!(fp.view().for_resource(GROUP, "llamas").api_version, "v1alpha");
+        assert_eq!(fp.view().for_resource(GROUP, "widgets").api_version, "v1alpha");
         assert_eq!(fp.view().for_resource("apps", "deployments").api_version, "");
     }
 }

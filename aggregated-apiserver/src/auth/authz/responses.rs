@@ -55,8 +55,8 @@ fn forbidden_message(user: &User, attrs: &Attributes) -> String {
 }
 
 /// The 403 kube-apiserver sends (responsewriters.Forbidden, then
-/// apierrors.NewForbidden): e.g. `llamas.farm.example.com "x" is forbidden:
-/// User "u" cannot delete resource "llamas" in API group "farm.example.com" in
+/// apierrors.NewForbidden): e.g. `widgets.example.com "x" is forbidden:
+/// User "u" cannot delete resource "widgets" in API group "example.com" in
 /// the namespace "ns"`, with `: <reason>` appended when there is a reason.
 /// Details carry name, group and kind (the resource), each left out when empty.
 pub fn forbidden(user: &User, attrs: &Attributes, reason: &str) -> ApiError {
@@ -83,14 +83,14 @@ mod tests {
 
     #[test]
     fn forbidden_named_resource_in_namespace() {
-        let e = forbidden(&user("u"), &res("delete", "llamas", "", "ns", "x"), "");
+        let e = forbidden(&user("u"), &res("delete", "widgets", "", "ns", "x"), "");
         assert_eq!(e.code, 403);
         assert_eq!(e.reason, Reason::Forbidden);
         assert_eq!(
             e.message,
-            r#"llamas.farm.example.com "x" is forbidden: User "u" cannot delete resource "llamas" in API group "farm.example.com" in the namespace "ns""#
+            r#"widgets.example.com "x" is forbidden: User "u" cannot delete resource "widgets" in API group "example.com" in the namespace "ns""#
         );
-        assert_eq!(e.status_body()["details"], json!({"name": "x", "group": GROUP, "kind": "llamas"}));
+        assert_eq!(e.status_body()["details"], json!({"name": "x", "group": GROUP, "kind": "widgets"}));
         let body = e.status_body();
         assert_eq!(body["reason"], "Forbidden");
         assert_eq!(body["code"], 403);
@@ -98,37 +98,37 @@ mod tests {
 
     #[test]
     fn forbidden_list_has_no_name() {
-        let e = forbidden(&user("u"), &res("list", "llamas", "", "ns", ""), "");
+        let e = forbidden(&user("u"), &res("list", "widgets", "", "ns", ""), "");
         assert_eq!(
             e.message,
-            r#"llamas.farm.example.com is forbidden: User "u" cannot list resource "llamas" in API group "farm.example.com" in the namespace "ns""#
+            r#"widgets.example.com is forbidden: User "u" cannot list resource "widgets" in API group "example.com" in the namespace "ns""#
         );
-        assert_eq!(e.status_body()["details"], json!({"group": GROUP, "kind": "llamas"}));
+        assert_eq!(e.status_body()["details"], json!({"group": GROUP, "kind": "widgets"}));
     }
 
     #[test]
     fn forbidden_cluster_scope() {
-        let e = forbidden(&user("u"), &res("watch", "llamas", "", "", ""), "");
+        let e = forbidden(&user("u"), &res("watch", "widgets", "", "", ""), "");
         assert_eq!(
             e.message,
-            r#"llamas.farm.example.com is forbidden: User "u" cannot watch resource "llamas" in API group "farm.example.com" at the cluster scope"#
+            r#"widgets.example.com is forbidden: User "u" cannot watch resource "widgets" in API group "example.com" at the cluster scope"#
         );
     }
 
     #[test]
     fn forbidden_subresource() {
-        let e = forbidden(&user("u"), &res("update", "llamas", "status", "ns", "x"), "");
+        let e = forbidden(&user("u"), &res("update", "widgets", "status", "ns", "x"), "");
         assert_eq!(
             e.message,
-            r#"llamas.farm.example.com "x" is forbidden: User "u" cannot update resource "llamas/status" in API group "farm.example.com" in the namespace "ns""#
+            r#"widgets.example.com "x" is forbidden: User "u" cannot update resource "widgets/status" in API group "example.com" in the namespace "ns""#
         );
         // details name the resource, not the subresource
-        assert_eq!(e.status_body()["details"], json!({"name": "x", "group": GROUP, "kind": "llamas"}));
+        assert_eq!(e.status_body()["details"], json!({"name": "x", "group": GROUP, "kind": "widgets"}));
     }
 
     #[test]
     fn forbidden_core_group() {
-        let attrs = res("get", "llamas", "", "ns", "x").view().for_resource("", "pods");
+        let attrs = res("get", "widgets", "", "ns", "x").view().for_resource("", "pods");
         let e = forbidden(&user("system:serviceaccount:ns:sa"), &attrs, "");
         assert_eq!(
             e.message,
@@ -147,10 +147,10 @@ mod tests {
 
     #[test]
     fn forbidden_appends_reason() {
-        let e = forbidden(&user("u"), &res("list", "llamas", "", "ns", ""), "no RBAC policy matched");
+        let e = forbidden(&user("u"), &res("list", "widgets", "", "ns", ""), "no RBAC policy matched");
         assert_eq!(
             e.message,
-            r#"llamas.farm.example.com is forbidden: User "u" cannot list resource "llamas" in API group "farm.example.com" in the namespace "ns": no RBAC policy matched"#
+            r#"widgets.example.com is forbidden: User "u" cannot list resource "widgets" in API group "example.com" in the namespace "ns": no RBAC policy matched"#
         );
         let e = forbidden(&user("u"), &non_res("get", "/apis"), "nope");
         assert_eq!(e.message, r#"forbidden: User "u" cannot get path "/apis": nope"#);
@@ -169,14 +169,14 @@ mod tests {
     #[test]
     fn internal_error_in_kubes_words() {
         let e = internal_error(
-            "/apis/farm.example.com/v1alpha/namespaces/ns/llamas?limit=5",
+            "/apis/example.com/v1alpha/namespaces/ns/widgets?limit=5",
             r#"subjectaccessreviews.authorization.k8s.io is forbidden: User "x<y>" cannot create"#,
         );
         assert_eq!(e.code, 500);
         assert_eq!(e.reason, Reason::InternalError);
         assert_eq!(
             e.message,
-            r#"Internal Server Error: "/apis/farm.example.com/v1alpha/namespaces/ns/llamas?limit=5": subjectaccessreviews.authorization.k8s.io is forbidden: User "x&lt;y&gt;" cannot create"#
+            r#"Internal Server Error: "/apis/example.com/v1alpha/namespaces/ns/widgets?limit=5": subjectaccessreviews.authorization.k8s.io is forbidden: User "x&lt;y&gt;" cannot create"#
         );
         let body = e.status_body();
         assert_eq!((body["code"].clone(), body["reason"].clone()), (json!(500), json!("InternalError")));

@@ -100,7 +100,7 @@ mod tests {
             groups: vec!["farmers".into(), "system:authenticated".into()],
             extra: BTreeMap::from([("scopes".to_string(), vec!["a".to_string(), "b".to_string()])]),
         };
-        let sar = review_request(&u, &res("update", "llamas", "status", "ns", "x"));
+        let sar = review_request(&u, &res("update", "widgets", "status", "ns", "x"));
         assert_eq!(
             serde_json::to_value(&sar).ok(),
             Some(json!({
@@ -114,9 +114,9 @@ mod tests {
                     "extra": {"scopes": ["a", "b"]},
                     "resourceAttributes": {
                         "verb": "update",
-                        "group": "farm.example.com",
+                        "group": "example.com",
                         "version": "v1alpha",
-                        "resource": "llamas",
+                        "resource": "widgets",
                         "subresource": "status",
                         "namespace": "ns",
                         "name": "x"
@@ -128,7 +128,7 @@ mod tests {
 
     #[test]
     fn review_request_omits_empty_fields() {
-        let core_list = res("list", "llamas", "", "", "").view().for_resource("", "pods");
+        let core_list = res("list", "widgets", "", "", "").view().for_resource("", "pods");
         let sar = review_request(&user("bob"), &core_list);
         assert_eq!(
             serde_json::to_value(&sar.spec).ok(),
@@ -143,13 +143,13 @@ mod tests {
     fn review_request_for_a_path() {
         let mut u = user("carol");
         u.groups = vec!["g".into()];
-        let sar = review_request(&u, &non_res("get", "/apis/farm.example.com"));
+        let sar = review_request(&u, &non_res("get", "/apis/example.com"));
         assert_eq!(
             serde_json::to_value(&sar.spec).ok(),
             Some(json!({
                 "user": "carol",
                 "groups": ["g"],
-                "nonResourceAttributes": {"path": "/apis/farm.example.com", "verb": "get"}
+                "nonResourceAttributes": {"path": "/apis/example.com", "verb": "get"}
             }))
         );
     }

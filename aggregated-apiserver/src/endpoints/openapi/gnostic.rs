@@ -1098,7 +1098,7 @@ mod tests {
     fn a_swagger_document_reads_back_as_gnostic_messages() {
         let doc = json!({
             "swagger": "2.0",
-            "info": { "title": "farm", "version": "0.1.0" },
+            "info": { "title": "demo", "version": "0.1.0" },
             "paths": {
                 "/apis/g/v1/things": {
                     "get": {
@@ -1129,7 +1129,7 @@ mod tests {
         let bytes = encode(&doc, Spec::V2).expect("encodes");
         assert_eq!(text(&bytes, 1), "2.0");
         let info = one(&bytes, 2);
-        assert_eq!((text(&info, 1), text(&info, 2)), ("farm".into(), "0.1.0".into()));
+        assert_eq!((text(&info, 1), text(&info, 2)), ("demo".into(), "0.1.0".into()));
 
         let path = entry(&one(&bytes, 8), 2, "/apis/g/v1/things");
         let get = one(&path, 2);
@@ -1192,7 +1192,7 @@ mod tests {
     fn an_openapi3_document_reads_back_as_gnostic_messages() {
         let doc = json!({
             "openapi": "3.0.0",
-            "info": { "title": "farm", "version": "0.1.0" },
+            "info": { "title": "demo", "version": "0.1.0" },
             "paths": {
                 "/things/{name}": {
                     "parameters": [{ "name": "name", "in": "path", "required": true, "schema": { "type": "string" } }],

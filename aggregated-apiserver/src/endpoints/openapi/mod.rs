@@ -48,7 +48,7 @@ fn kind_ref(v3: bool, name: &str) -> Value {
 /// The metav1 schemas the kinds' operations and `metadata` refer to, as
 /// kube-apiserver publishes them (a CRD's document carries the same ones):
 /// generated from k8s-openapi's types, which hold kube's descriptions (what
-/// `kubectl explain llama.metadata` shows), types, formats and `required`, with
+/// `kubectl explain widget.metadata` shows), types, formats and `required`, with
 /// the few things its generator leaves out put back by [`kube_additions`].
 fn meta_schemas(v3: bool) -> Map<String, Value> {
     let mut settings = SchemaSettings::draft07();

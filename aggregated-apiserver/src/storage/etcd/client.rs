@@ -22,8 +22,11 @@ pub const MAX_MESSAGE_BYTES: usize = 1 << 31;
 pub struct EtcdOptions {
     /// `http://host:port` or `https://host:port`.
     pub servers: Vec<String>,
+    /// The CA that signed etcd's serving certificate (`--etcd-cafile`).
     pub ca_file: Option<PathBuf>,
+    /// The client certificate presented to etcd (`--etcd-certfile`).
     pub cert_file: Option<PathBuf>,
+    /// Its key (`--etcd-keyfile`).
     pub key_file: Option<PathBuf>,
     /// Keys are `<prefix>/<resource>/<namespace>/<name>`.
     pub prefix: String,

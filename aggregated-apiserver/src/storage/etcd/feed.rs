@@ -28,7 +28,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 pub struct FeedState {
     /// Whether the cache has listed etcd once; it stays so. Apart from
     /// `health` because every read of the latest state checks it: a lock
-    /// there was one that all threads took.
+    /// there would be one that all threads take.
     synced: AtomicBool,
     health: Mutex<Health>,
     /// A reader waits for a revision the cache has not reached: ask etcd for
@@ -43,6 +43,8 @@ struct Health {
 }
 
 impl FeedState {
+    /// Asks the feed for a progress notification from etcd (its revision
+    /// moves on without a change of the kind's keys).
     pub fn request_progress(&self) {
         self.progress_wanted.notify_one();
     }

@@ -37,14 +37,17 @@ pub struct KeyCodec {
 }
 
 impl KeyCodec {
+    /// The layout of `resource`'s keys under `prefix`.
     pub fn new(prefix: &str, resource: &str, namespaced: bool) -> Self {
         Self { prefix: format!("{}/{resource}/", prefix.trim_end_matches('/')), namespaced }
     }
 
+    /// `<prefix>/<resource>/`: every key of the kind starts with it.
     pub fn prefix(&self) -> &str {
         &self.prefix
     }
 
+    /// The etcd key of an object.
     pub fn key(&self, key: &ObjectKey) -> Vec<u8> {
         if self.namespaced {
             format!("{}{}/{}", self.prefix, key.namespace, key.name).into_bytes()
@@ -62,6 +65,7 @@ impl KeyCodec {
         end
     }
 
+    /// The object an etcd key names; None for a key that is not the kind's.
     pub fn decode_key(&self, raw: &[u8]) -> Option<ObjectKey> {
         let rest = std::str::from_utf8(raw).ok()?.strip_prefix(&self.prefix)?;
         let key = if self.namespaced {

@@ -58,5 +58,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         setup.on_first_ready(resident::startup_over);
         farm_apiserver::serve_kinds(setup, pod_namespaces).await
     })
-    .await
+    .await?;
+    Ok(())
 }

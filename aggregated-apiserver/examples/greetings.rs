@@ -108,5 +108,6 @@ async fn main() -> anyhow::Result<()> {
         setup.stored(Arc::new(Greeting))?;
         Ok(())
     })
-    .await
+    .await?;
+    Ok(())
 }

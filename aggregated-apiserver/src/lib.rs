@@ -45,6 +45,7 @@ pub(crate) mod apimachinery;
 pub(crate) mod audit;
 pub(crate) mod auth;
 pub(crate) mod endpoints;
+mod error;
 pub(crate) mod filters;
 pub(crate) mod heavy;
 pub(crate) mod registry;
@@ -57,6 +58,7 @@ pub(crate) mod transport;
 pub use apimachinery::field_error::{FieldError, FieldErrorKind};
 pub use apimachinery::resource::{Names, Verb};
 pub use apimachinery::schema::validations::SchemaRules;
+pub use error::{Error, Result};
 pub use registry::encode::KindIndexer;
 pub use registry::kind::{Column, Kind};
 pub use registry::Registry;
@@ -105,7 +107,7 @@ pub use server::{run, Identity};
 /// }
 ///
 /// /// Serves Greetings in memory, or in etcd with `--storage etcd`.
-/// async fn serve(options: ServerOptions) -> anyhow::Result<()> {
+/// async fn serve(options: ServerOptions) -> aggregated_apiserver::Result<()> {
 ///     let identity = Identity { name: "greetings", version: "0.1.0", git_commit: "" };
 ///     run(options, identity, async |setup| {
 ///         setup.stored(Arc::new(Greeting))?;

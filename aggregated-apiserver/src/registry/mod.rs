@@ -116,7 +116,12 @@ fn encode_value(v: &Value) -> ApiResult<Bytes> {
 impl Registry {
     /// Fails when the kind's schema has CEL rules that do not compile or
     /// may cost more than kube allows (each one named).
-    pub fn new(kind: Arc<dyn Kind>, store: Arc<dyn Store>) -> Result<Self, RuleErrors> {
+    pub fn new(kind: Arc<dyn Kind>, store: Arc<dyn Store>) -> crate::Result<Self> {
+        Self::with_rules(kind, store).map_err(crate::Error::new)
+    }
+
+    /// [`Self::new`], failing with the schema's rules that do not compile.
+    pub(crate) fn with_rules(kind: Arc<dyn Kind>, store: Arc<dyn Store>) -> Result<Self, RuleErrors> {
         let columns = column_definitions(kind.as_ref());
         let schema = kind.schema();
         let shape = Shape::of_object(&schema);
@@ -311,7 +316,7 @@ mod tests {
             "spec": {"type": "object", "x-kubernetes-validations": rules,
                      "properties": {"items": {"type": "array", "items": {"type": "string"}}}}}})));
         let store = Arc::new(MemoryStore::new(Arc::new(KindIndexer(kind.clone())), 10, 10));
-        Registry::new(kind, store)
+        Registry::with_rules(kind, store)
     }
 
     #[test]

@@ -154,7 +154,11 @@ pub fn write_cert_bundle(
     identity: &Identity,
     service: &str,
     namespace: &str,
-) -> anyhow::Result<ServingCertPaths> {
+) -> crate::Result<ServingCertPaths> {
+    Ok(write_bundle(out, identity, service, namespace)?)
+}
+
+fn write_bundle(out: &Path, identity: &Identity, service: &str, namespace: &str) -> anyhow::Result<ServingCertPaths> {
     let paths = ensure_dev_certs(out, identity, service, namespace)?;
     let ca_pem = fs::read(&paths.ca_cert).with_context(|| format!("reading {}", paths.ca_cert.display()))?;
     let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);

@@ -281,6 +281,16 @@ fn serving_cert_files(
 pub async fn run(
     options: ServerOptions,
     identity: Identity,
+    serve: impl AsyncFnOnce(&mut Setup) -> crate::Result<()>,
+) -> crate::Result<()> {
+    serve_until_stopped(options, identity, async |setup: &mut Setup| serve(setup).await.map_err(anyhow::Error::from))
+        .await
+        .map_err(crate::Error::from)
+}
+
+async fn serve_until_stopped(
+    options: ServerOptions,
+    identity: Identity,
     serve: impl AsyncFnOnce(&mut Setup) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let args = &options.serving;

@@ -37,7 +37,7 @@ pub struct EtcdOptions {
 
 impl EtcdOptions {
     /// The prefix without a trailing slash, refused when it cannot be a key prefix.
-    pub fn checked_prefix(&self) -> anyhow::Result<String> {
+    pub(crate) fn checked_prefix(&self) -> anyhow::Result<String> {
         let prefix = self.prefix.trim_end_matches('/');
         if !self.prefix.starts_with('/') || prefix.is_empty() {
             bail!(
@@ -53,7 +53,7 @@ impl EtcdOptions {
 
     /// A client for these servers. Connections are made lazily: an unreachable
     /// etcd shows in readiness and in failing writes, not here.
-    pub async fn connect(&self) -> anyhow::Result<Client> {
+    pub(crate) async fn connect(&self) -> anyhow::Result<Client> {
         if self.servers.is_empty() {
             bail!("--storage etcd needs --etcd-servers");
         }

@@ -69,13 +69,11 @@ impl<'a> EventRef<'a> {
         }
     }
 
-    /// The event as JSON, appended to `out`: the bytes [`Event::write_json`]
-    /// (and so `Serialize`) writes for [`Self::to_event`] (a unit test holds
-    /// them together).
+    /// The event as audit.k8s.io/v1 JSON, appended to `out` ([`write_event`]).
     pub fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         match &self.0 {
-            Repr::Parts(p) => p.write_json(out),
-            Repr::Owned(e) => e.write_json(out),
+            Repr::Parts(p) => write_event(p, out),
+            Repr::Owned(e) => write_event(*e, out),
         }
     }
 
@@ -96,43 +94,125 @@ impl<'a> EventRef<'a> {
     }
 }
 
+/// What an event's two forms (a request's record at one stage, an owned
+/// [`Event`]) hold each their own way; [`write_event`] writes the keys and
+/// their order, once for both.
+trait EventPieces {
+    fn level(&self) -> Level;
+    fn stage(&self) -> Stage;
+    /// The `auditID`'s value.
+    fn write_audit_id(&self, out: &mut Vec<u8>) -> serde_json::Result<()>;
+    /// `,"requestURI":…,"verb":…`.
+    fn write_uri_and_verb(&self, out: &mut Vec<u8>) -> serde_json::Result<()>;
+    /// The `user`'s value.
+    fn write_user(&self, out: &mut Vec<u8>) -> serde_json::Result<()>;
+    /// `,"impersonatedUser":…`, when there is one.
+    fn write_impersonated_user(&self, out: &mut Vec<u8>) -> serde_json::Result<()>;
+    /// `,"sourceIPs":[…]` and `,"userAgent":…`, each when there is one.
+    fn write_sources(&self, out: &mut Vec<u8>) -> serde_json::Result<()>;
+    /// `,"objectRef":{…}`, when there is one.
+    fn write_object_ref(&self, out: &mut Vec<u8>) -> serde_json::Result<()>;
+    /// `,"responseStatus":{…}`, when there is one.
+    fn write_response_status(&self, out: &mut Vec<u8>) -> serde_json::Result<()>;
+    /// From `requestObject` on, the closing brace included ([`write_end`]).
+    fn write_end(&self, out: &mut Vec<u8>) -> serde_json::Result<()>;
+}
+
+/// An event as audit.k8s.io/v1 JSON, appended to `out`: the one layout of
+/// every event written, whatever form it is in. Keys are written as they
+/// are and strings copied whole when nothing in them needs escaping
+/// (escaping through serde is a large part of an audited GET's events:
+/// docs/performance.md, "Auditing: the record and its encoding").
+fn write_event(event: &impl EventPieces, out: &mut Vec<u8>) -> serde_json::Result<()> {
+    out.extend_from_slice(b"{\"kind\":\"Event\",\"apiVersion\":\"audit.k8s.io/v1\",\"level\":\"");
+    out.extend_from_slice(event.level().as_str().as_bytes());
+    out.extend_from_slice(b"\",\"auditID\":");
+    event.write_audit_id(out)?;
+    out.extend_from_slice(b",\"stage\":\"");
+    out.extend_from_slice(event.stage().as_str().as_bytes());
+    out.push(b'"');
+    event.write_uri_and_verb(out)?;
+    out.extend_from_slice(b",\"user\":");
+    event.write_user(out)?;
+    event.write_impersonated_user(out)?;
+    event.write_sources(out)?;
+    event.write_object_ref(out)?;
+    event.write_response_status(out)?;
+    event.write_end(out)
+}
+
 impl Parts<'_> {
-    fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        let r = self.request;
-        out.extend_from_slice(b"{\"kind\":\"Event\",\"apiVersion\":\"audit.k8s.io/v1\",\"level\":\"");
-        out.extend_from_slice(self.level.as_str().as_bytes());
-        out.extend_from_slice(b"\",\"auditID\":");
-        // The request's last event writes its parts here, unless an earlier
-        // one kept them: a request of one event keeps nothing.
-        let kept = match self.stage {
-            Stage::ResponseComplete | Stage::Panic => r.encoded_if_kept(),
-            Stage::RequestReceived | Stage::ResponseStarted => Some(r.encoded()),
-        };
-        match kept {
-            Some([id, _, _]) => out.extend_from_slice(id),
-            None => write_audit_id(out, r)?,
+    /// What every event of the request writes the same, as the request kept
+    /// it: the last event writes its parts itself unless an earlier one kept
+    /// them, so a request of one event keeps nothing.
+    fn kept(&self) -> Option<[&[u8]; 3]> {
+        match self.stage {
+            Stage::ResponseComplete | Stage::Panic => self.request.encoded_if_kept(),
+            Stage::RequestReceived | Stage::ResponseStarted => Some(self.request.encoded()),
         }
-        out.extend_from_slice(b",\"stage\":\"");
-        out.extend_from_slice(self.stage.as_str().as_bytes());
-        out.push(b'"');
-        match kept {
-            Some([_, uri_and_verb, _]) => out.extend_from_slice(uri_and_verb),
-            None => write_uri_and_verb(out, r)?,
+    }
+}
+
+impl EventPieces for Parts<'_> {
+    fn level(&self) -> Level {
+        self.level
+    }
+
+    fn stage(&self) -> Stage {
+        self.stage
+    }
+
+    fn write_audit_id(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        match self.kept() {
+            Some([id, _, _]) => {
+                out.extend_from_slice(id);
+                Ok(())
+            }
+            None => write_audit_id(out, self.request),
         }
-        out.extend_from_slice(b",\"user\":");
+    }
+
+    fn write_uri_and_verb(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        match self.kept() {
+            Some([_, uri_and_verb, _]) => {
+                out.extend_from_slice(uri_and_verb);
+                Ok(())
+            }
+            None => write_uri_and_verb(out, self.request),
+        }
+    }
+
+    fn write_user(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         out.extend_from_slice(self.user.unwrap_or("{}").as_bytes());
+        Ok(())
+    }
+
+    fn write_impersonated_user(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         if let Some(user) = self.impersonated_user {
             out.extend_from_slice(b",\"impersonatedUser\":");
             out.extend_from_slice(user.as_bytes());
         }
-        match kept {
-            Some([_, _, sources]) => out.extend_from_slice(sources),
-            None => write_sources(out, r)?,
+        Ok(())
+    }
+
+    fn write_sources(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        match self.kept() {
+            Some([_, _, sources]) => {
+                out.extend_from_slice(sources);
+                Ok(())
+            }
+            None => write_sources(out, self.request),
         }
+    }
+
+    fn write_object_ref(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         match self.object_ref {
-            Some(reference) => write_object_ref(out, object_ref_fields(reference))?,
-            None => r.write_object_ref(out)?,
+            Some(reference) => write_object_ref(out, object_ref_fields(reference)),
+            None => self.request.write_object_ref(out),
         }
+    }
+
+    fn write_response_status(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         if let (None, Some(code)) = (self.response_status, self.response_code) {
             // What KubeStatus writes for a bare code (an HTTP code, never 0), without serde.
             out.extend_from_slice(b",\"responseStatus\":{\"metadata\":{},\"code\":");
@@ -142,15 +222,97 @@ impl Parts<'_> {
             out.extend_from_slice(b",\"responseStatus\":");
             serde_json::to_writer(&mut *out, &KubeStatus(Some(status)))?;
         }
+        Ok(())
+    }
+
+    fn write_end(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         write_end(
             out,
             self.request_object,
             self.response_object,
-            (&r.received, &self.stage_timestamp),
+            (&self.request.received, &self.stage_timestamp),
             AnnotationsRef::Encoded(self.annotations),
         )
     }
+}
 
+impl EventPieces for Event {
+    fn level(&self) -> Level {
+        self.level
+    }
+
+    fn stage(&self) -> Stage {
+        self.stage
+    }
+
+    fn write_audit_id(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        json_str(out, &self.audit_id)
+    }
+
+    fn write_uri_and_verb(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        out.extend_from_slice(b",\"requestURI\":");
+        json_str(out, &self.request_uri)?;
+        out.extend_from_slice(b",\"verb\":");
+        json_str(out, &self.verb)
+    }
+
+    fn write_user(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        serde_json::to_writer(&mut *out, &self.user)
+    }
+
+    fn write_impersonated_user(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        if let Some(user) = &self.impersonated_user {
+            out.extend_from_slice(b",\"impersonatedUser\":");
+            serde_json::to_writer(&mut *out, user)?;
+        }
+        Ok(())
+    }
+
+    fn write_sources(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        if !self.source_ips.is_empty() {
+            out.extend_from_slice(b",\"sourceIPs\":[");
+            for (i, ip) in self.source_ips.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                json_str(out, ip)?;
+            }
+            out.push(b']');
+        }
+        if !self.user_agent.is_empty() {
+            out.extend_from_slice(b",\"userAgent\":");
+            json_str(out, &self.user_agent)?;
+        }
+        Ok(())
+    }
+
+    fn write_object_ref(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        match &self.object_ref {
+            Some(reference) => write_object_ref(out, object_ref_fields(reference)),
+            None => Ok(()),
+        }
+    }
+
+    fn write_response_status(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        if self.response_status.is_some() {
+            out.extend_from_slice(b",\"responseStatus\":");
+            serde_json::to_writer(&mut *out, &KubeStatus(self.response_status.as_ref()))?;
+        }
+        Ok(())
+    }
+
+    fn write_end(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        write_end(
+            out,
+            self.request_object.as_ref(),
+            self.response_object.as_ref(),
+            (&self.request_received_timestamp, &self.stage_timestamp),
+            AnnotationsRef::Map(&self.annotations),
+        )
+    }
+}
+
+impl Parts<'_> {
     fn to_event(&self) -> Event {
         let r = self.request;
         let mut event = Event::new(self.level, String::from_utf8_lossy(r.audit_id.as_bytes()).into_owned(), r.received);
@@ -507,7 +669,7 @@ pub(crate) fn write_end(
     Ok(())
 }
 
-/// `metav1.MicroTime` as a JSON string, as [`Event::write_json`] writes it.
+/// `metav1.MicroTime` as a JSON string, as every event writes its timestamps.
 pub(crate) fn write_time(out: &mut Vec<u8>, t: &DateTime<Utc>) -> serde_json::Result<()> {
     let second = t.timestamp();
     let micros = t.timestamp_subsec_micros().min(999_999);
@@ -567,7 +729,7 @@ mod tests {
         fn process_now(&self, event: &EventRef<'_>) -> Option<crate::audit::sink::Handed> {
             let (mut fast, mut owned) = (Vec::new(), Vec::new());
             event.write_json(&mut fast).unwrap();
-            event.to_event().write_json(&mut owned).unwrap();
+            EventRef::from(&event.to_event()).write_json(&mut owned).unwrap();
             let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
             self.0.lock().unwrap().push((text(fast), text(owned)));
             Some(crate::audit::sink::Handed::Done(true))

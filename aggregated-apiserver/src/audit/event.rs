@@ -104,39 +104,28 @@ pub struct ObjectReference {
     pub subresource: String,
 }
 
-/// One audit event: a request at one stage.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// One audit event: a request at one stage, owned (what a backend that keeps
+/// events holds). It is written as JSON by `EventRef::write_json`, the one
+/// writer of every event.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     pub kind: &'static str,
     pub api_version: &'static str,
     pub level: Level,
-    #[serde(rename = "auditID")]
     pub audit_id: String,
     pub stage: Stage,
-    #[serde(rename = "requestURI")]
     pub request_uri: String,
     pub verb: String,
     pub user: UserInfo,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub impersonated_user: Option<UserInfo>,
-    #[serde(rename = "sourceIPs", skip_serializing_if = "Vec::is_empty")]
     pub source_ips: Vec<String>,
-    #[serde(skip_serializing_if = "String::is_empty")]
     pub user_agent: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub object_ref: Option<ObjectReference>,
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "status_as_kube")]
     pub response_status: Option<Status>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub request_object: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub response_object: Option<Value>,
-    #[serde(serialize_with = "micro_time")]
     pub request_received_timestamp: DateTime<Utc>,
-    #[serde(serialize_with = "micro_time")]
     pub stage_timestamp: DateTime<Utc>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
 }
 
@@ -163,65 +152,6 @@ impl Event {
             stage_timestamp: received,
             annotations: BTreeMap::new(),
         }
-    }
-
-    /// The event as JSON, appended to `out`: the very bytes its `Serialize`
-    /// writes (a unit test holds the two together), faster. serde_json
-    /// escapes every key and string byte by byte; here the keys are written
-    /// as they are and a string is copied whole when it has nothing to
-    /// escape (else serde_json writes it): escaping through serde is a large
-    /// part of an audited GET's events (measured: docs/performance.md,
-    /// "Auditing: the record and its encoding"). The nested objects (users,
-    /// Status, request and response objects) go through serde_json.
-    pub fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        out.extend_from_slice(b"{\"kind\":");
-        json_str(out, self.kind)?;
-        out.extend_from_slice(b",\"apiVersion\":");
-        json_str(out, self.api_version)?;
-        out.extend_from_slice(b",\"level\":");
-        json_str(out, self.level.as_str())?;
-        out.extend_from_slice(b",\"auditID\":");
-        json_str(out, &self.audit_id)?;
-        out.extend_from_slice(b",\"stage\":");
-        json_str(out, self.stage.as_str())?;
-        out.extend_from_slice(b",\"requestURI\":");
-        json_str(out, &self.request_uri)?;
-        out.extend_from_slice(b",\"verb\":");
-        json_str(out, &self.verb)?;
-        out.extend_from_slice(b",\"user\":");
-        serde_json::to_writer(&mut *out, &self.user)?;
-        if let Some(user) = &self.impersonated_user {
-            out.extend_from_slice(b",\"impersonatedUser\":");
-            serde_json::to_writer(&mut *out, user)?;
-        }
-        if !self.source_ips.is_empty() {
-            out.extend_from_slice(b",\"sourceIPs\":[");
-            for (i, ip) in self.source_ips.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                json_str(out, ip)?;
-            }
-            out.push(b']');
-        }
-        if !self.user_agent.is_empty() {
-            out.extend_from_slice(b",\"userAgent\":");
-            json_str(out, &self.user_agent)?;
-        }
-        if let Some(r) = &self.object_ref {
-            super::encode::write_object_ref(out, super::encode::object_ref_fields(r))?;
-        }
-        if self.response_status.is_some() {
-            out.extend_from_slice(b",\"responseStatus\":");
-            serde_json::to_writer(&mut *out, &KubeStatus(self.response_status.as_ref()))?;
-        }
-        super::encode::write_end(
-            out,
-            self.request_object.as_ref(),
-            self.response_object.as_ref(),
-            (&self.request_received_timestamp, &self.stage_timestamp),
-            super::encode::AnnotationsRef::Map(&self.annotations),
-        )
     }
 
     /// The `legacy` log line (k8s.io/apiserver `EventString`), without its newline.
@@ -260,25 +190,6 @@ impl Event {
             go_quote(&self.request_uri),
             response
         )
-    }
-}
-
-/// audit.k8s.io/v1 `EventList`, the body of a webhook POST.
-#[cfg(test)]
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EventList<'a> {
-    pub kind: &'static str,
-    pub api_version: &'static str,
-    pub metadata: BTreeMap<String, String>,
-    pub items: Vec<&'a Event>,
-}
-
-#[cfg(test)]
-impl<'a> EventList<'a> {
-    pub fn new(items: &'a [std::sync::Arc<Event>]) -> Self {
-        let items = items.iter().map(|e| &**e).collect();
-        Self { kind: "EventList", api_version: super::policy::API_VERSION, metadata: BTreeMap::new(), items }
     }
 }
 
@@ -361,7 +272,8 @@ fn write_escape(out: &mut Vec<u8>, byte: u8) {
     }
 }
 
-/// [`micro_time`] into `out`.
+/// A `metav1.MicroTime` (`2006-01-02T15:04:05.000000Z`, in UTC) as a JSON
+/// string into `out`.
 pub(crate) fn json_micro_time(out: &mut Vec<u8>, t: &DateTime<Utc>) -> serde_json::Result<()> {
     let mut buf = [0u8; MICRO_TIME_LEN];
     match micro_time_digits(t, &mut buf) {
@@ -375,7 +287,9 @@ pub(crate) fn json_micro_time(out: &mut Vec<u8>, t: &DateTime<Utc>) -> serde_jso
     }
 }
 
-/// A `responseStatus` written by [`status_as_kube`].
+/// A `metav1.Status` as it appears inside an event: k8s-openapi writes
+/// `kind` and `apiVersion` into every Status, kube leaves the TypeMeta of
+/// `responseStatus` empty (and so out). Go's field order.
 pub(crate) struct KubeStatus<'a>(pub Option<&'a Status>);
 
 impl Serialize for KubeStatus<'_> {
@@ -387,16 +301,7 @@ impl Serialize for KubeStatus<'_> {
     }
 }
 
-/// `metav1.MicroTime`: `2006-01-02T15:04:05.000000Z07:00`, in UTC.
-fn micro_time<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-    use serde::ser::Error;
-    let mut buf = [0u8; MICRO_TIME_LEN];
-    match micro_time_digits(t, &mut buf) {
-        Some(text) => s.serialize_str(std::str::from_utf8(text).map_err(S::Error::custom)?),
-        None => s.collect_str(&MicroTimeDisplay(t)),
-    }
-}
-
+/// `metav1.MicroTime`: `2006-01-02T15:04:05.000000Z07:00`, in UTC: its length.
 pub(crate) const MICRO_TIME_LEN: usize = "2006-01-02T15:04:05.000000Z".len();
 
 /// The time written digit by digit into `buf`, for a year of four digits
@@ -445,13 +350,6 @@ impl std::fmt::Display for MicroTimeDisplay<'_> {
             t.timestamp_subsec_micros().min(999_999)
         )
     }
-}
-
-/// A `metav1.Status` as it appears inside an event: k8s-openapi writes
-/// `kind` and `apiVersion` into every Status, kube leaves the TypeMeta of
-/// `responseStatus` empty (and so out). Go's field order.
-fn status_as_kube<S: Serializer>(status: &Option<Status>, s: S) -> Result<S::Ok, S::Error> {
-    KubeStatus(status.as_ref()).serialize(s)
 }
 
 fn status_fields<S: Serializer>(status: &Status, s: S) -> Result<S::Ok, S::Error> {
@@ -558,17 +456,22 @@ mod tests {
             Utc.with_ymd_and_hms(10000, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::microseconds(1),
             Utc.with_ymd_and_hms(7, 6, 5, 4, 3, 2).unwrap() + chrono::Duration::microseconds(654_321),
         ];
+        let written = |t: &DateTime<Utc>| {
+            let mut out = Vec::new();
+            json_micro_time(&mut out, t).unwrap();
+            String::from_utf8(out).unwrap()
+        };
         for t in times {
-            let json = serde_json::to_string(&MicroTimeJson(&t)).unwrap();
-            assert_eq!(json, format!("\"{}\"", MicroTimeDisplay(&t)), "{t:?}");
+            assert_eq!(written(&t), format!("\"{}\"", MicroTimeDisplay(&t)), "{t:?}");
         }
-        assert_eq!(serde_json::to_string(&MicroTimeJson(&times[1])).unwrap(), "\"1999-12-31T23:59:59.999999Z\"");
+        assert_eq!(written(&times[1]), "\"1999-12-31T23:59:59.999999Z\"");
     }
 
-    /// `write_json` writes what `Serialize` writes, for events with every
-    /// field, with none, and with strings that need escaping.
+    /// An owned event is written as kube writes it, with every field, with
+    /// none, and with strings that need escaping (the expected bytes are what
+    /// serde_json writes for audit.k8s.io/v1's Event).
     #[test]
-    fn write_json_writes_what_serde_writes() {
+    fn owned_events_are_written_with_every_field_none_and_escapes() {
         let received = Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap() + chrono::Duration::microseconds(7);
         let bare = Event::new(Level::None, String::new(), received);
         let mut full = Event::new(Level::RequestResponse, "id \"1\"\n".into(), received);
@@ -608,18 +511,15 @@ mod tests {
         let mut partial = bare.clone();
         partial.object_ref = Some(ObjectReference { namespace: "ns".into(), ..Default::default() });
         partial.response_status = Some(Status::default());
-        for event in [bare, full, partial] {
+        let expected = [
+            r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"None","auditID":"","stage":"RequestReceived","requestURI":"","verb":"","user":{},"requestReceivedTimestamp":"2026-01-02T03:04:05.000007Z","stageTimestamp":"2026-01-02T03:04:05.000007Z"}"#,
+            r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"RequestResponse","auditID":"id \"1\"\n","stage":"Panic","requestURI":"/apis/g/v1/things?labelSelector=a%3Db&x=\\","verb":"create","user":{"extra":{"scopes":["a"]},"groups":["g1","g\"2"],"uid":"u","username":"système:\u0001alice"},"impersonatedUser":{"username":"bob"},"sourceIPs":["10.0.0.1","::1"],"userAgent":"kubectl/\t\"x\" ☃","objectRef":{"resource":"things","name":"a\\b","uid":"123","apiVersion":"v1","resourceVersion":"7","subresource":"status"},"responseStatus":{"metadata":{},"status":"Failure","message":"boom \"x\"","details":{"name":"a"},"code":500},"requestObject":{"a":["\u0007",null,2.5],"b":1},"responseObject":{"kind":"Thing"},"requestReceivedTimestamp":"2026-01-02T03:04:05.000007Z","stageTimestamp":"10000-01-01T00:00:00.000000Z","annotations":{"a":"b","k\"":"v\n"}}"#,
+            r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"None","auditID":"","stage":"RequestReceived","requestURI":"","verb":"","user":{},"objectRef":{"namespace":"ns"},"responseStatus":{"metadata":{}},"requestReceivedTimestamp":"2026-01-02T03:04:05.000007Z","stageTimestamp":"2026-01-02T03:04:05.000007Z"}"#,
+        ];
+        for (event, expected) in [bare, full, partial].iter().zip(expected) {
             let mut out = Vec::new();
-            event.write_json(&mut out).unwrap();
-            assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&event).unwrap());
-        }
-    }
-
-    struct MicroTimeJson<'a>(&'a DateTime<Utc>);
-
-    impl Serialize for MicroTimeJson<'_> {
-        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            micro_time(self.0, s)
+            super::super::encode::EventRef::from(event).write_json(&mut out).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), expected);
         }
     }
 
@@ -654,7 +554,9 @@ mod tests {
             ..Default::default()
         });
         ev.annotations.insert("authorization.k8s.io/decision".into(), "allow".into());
-        let json = serde_json::to_string(&ev).unwrap();
+        let mut written = Vec::new();
+        super::super::encode::EventRef::from(&ev).write_json(&mut written).unwrap();
+        let json = String::from_utf8(written).unwrap();
         assert_eq!(
             json,
             r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"abc","stage":"ResponseComplete","requestURI":"/apis/g/v1/namespaces/ns/things/a","verb":"get","user":{"groups":["g1"],"username":"alice"},"sourceIPs":["10.0.0.1"],"objectRef":{"resource":"things","namespace":"ns","name":"a","apiGroup":"g","apiVersion":"v1"},"responseStatus":{"metadata":{},"status":"Failure","message":"things.g \"a\" not found","reason":"NotFound","details":{"name":"a","group":"g","kind":"things"},"code":404},"requestReceivedTimestamp":"2026-01-02T03:04:05.000007Z","stageTimestamp":"2026-01-02T03:04:05.000007Z","annotations":{"authorization.k8s.io/decision":"allow"}}"#

@@ -35,7 +35,7 @@ pub fn source_ips(headers: &HeaderMap, peer: Option<SocketAddr>) -> Vec<String> 
     source_ip_list(headers.get("x-forwarded-for"), headers.get("x-real-ip"), peer).into_iter().map(ip_text).collect()
 }
 
-/// [`source_ips`] from the two headers' values and the peer's address.
+/// kube's source IPs from the two headers' values and the peer's address.
 pub fn source_ip_list(
     forwarded: Option<&HeaderValue>,
     real: Option<&HeaderValue>,

@@ -41,7 +41,7 @@ impl EtcdOptions {
         let prefix = self.prefix.trim_end_matches('/');
         if !self.prefix.starts_with('/') || prefix.is_empty() {
             bail!(
-                "--etcd-prefix {:?} must start with '/' and name a directory, e.g. /registry/farm.example.com",
+                "--etcd-prefix {:?} must start with '/' and name a directory, e.g. /registry/example.com",
                 self.prefix
             );
         }

@@ -1,11 +1,22 @@
 //! Deleting: one object (preconditions, propagation finalizers, graceful
 //! deletion while finalizers remain, dry run) and collections.
 
-use super::*;
 use crate::admission::attributes::delete_options_object;
 use crate::admission::Requester;
 use crate::apimachinery::errors::StatusDetails;
 use crate::apimachinery::resource::Names;
+use bytes::Bytes;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use serde_json::{json, Value};
+
+use super::strategy::{finalizers, meta_mut, now_rfc3339};
+use super::write::WRITE_RETRIES;
+use super::{encode_value, DeleteOutcome, Part, Registry};
+use crate::admission::Operation;
+use crate::apimachinery::errors::{ApiError, ApiResult, Target};
+use crate::apimachinery::options::{is_dry_run, DeleteOptions, ListOptions};
+use crate::registry::encode::ListMeta;
+use crate::storage::{Mutation, StoreError, StoredObject, Updated};
 
 /// The finalizer a (validated) propagation policy asks for, as kube-apiserver
 /// adds it: orphan for `Orphan` or the deprecated `orphanDependents: true`,

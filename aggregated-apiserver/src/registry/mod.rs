@@ -22,21 +22,20 @@ use write::WRITE_RETRIES;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::admission::matching::Request;
 use crate::admission::{Admission, Attributes, NamespaceAdmission, Operation, Requester};
 use crate::apimachinery::errors::{ApiError, ApiResult, Reason, Target};
 use crate::apimachinery::field_error::FieldError;
-use crate::apimachinery::options::{is_dry_run, DeleteOptions, ListOptions};
 use crate::apimachinery::schema::validations::{RuleErrors, SchemaRules};
 use crate::apimachinery::typed::Shape;
 
-use crate::registry::encode::{column_definitions, ListMeta};
+use crate::registry::encode::column_definitions;
 use crate::registry::kind::Kind;
-use crate::storage::{Mutation, ObjectKey, Store, StoreError, StoredObject, Updated};
+use crate::storage::{ObjectKey, Store, StoreError, StoredObject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
-use strategy::{finalizers, meta_mut, now_rfc3339};
+use strategy::{meta_mut, now_rfc3339};
 
 /// Rules estimated to cost more than this (cel-go units: some milliseconds
 /// of the `cel` crate's evaluation, measured in docs/performance.md, "Heavy
@@ -295,6 +294,8 @@ fn object_too_large() -> ApiError {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::apimachinery::resource::{Names, TEST_NAMES as NAMES};
     use crate::registry::encode::KindIndexer;

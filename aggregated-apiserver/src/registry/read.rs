@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use base64::Engine;
 
-use super::*;
 use crate::apimachinery::errors::{self, ApiError, ApiResult, Reason, StatusDetails};
 use crate::apimachinery::fields::FieldSelector;
 use crate::apimachinery::gojson;
@@ -14,6 +13,8 @@ use crate::apimachinery::labels::LabelSelector;
 use crate::apimachinery::options::{ListOptions, Rv, RvMatch};
 use crate::registry::encode::ListMeta;
 use crate::storage::{ListRequest, ObjectKey, StoreError, StoredObject, WatchStream};
+
+use super::Registry;
 
 /// How long a read naming a future resourceVersion waits for it, as the watch cache does.
 pub(super) const RV_WAIT: Duration = Duration::from_secs(3);

@@ -6,7 +6,6 @@ use serde_json::{json, Value};
 
 use super::apply::{keep_managed_fields_valid, Fields};
 use super::strategy::{self, finalizers, meta_mut};
-use super::*;
 use crate::admission::attributes::write_options_object;
 use crate::admission::Requester;
 use crate::apimachinery::errors::{ApiError, ApiResult};
@@ -18,6 +17,10 @@ use crate::apimachinery::serializer::{BodyFormat, JsonBody};
 use crate::apimachinery::{gojson, objectmeta};
 use crate::heavy;
 use crate::storage::{Mutation, StoreError, StoredObject, Updated};
+use bytes::Bytes;
+
+use super::{encode_value, meta_str, Decision, Part, Registry, WriteOutcome};
+use crate::admission::{Admission, Operation};
 
 /// How often a write racing other writers is retried before giving up with 409.
 pub(super) const WRITE_RETRIES: usize = 8;

@@ -75,10 +75,7 @@ impl KubeTokenReviewer {
 impl TokenReviewer for KubeTokenReviewer {
     async fn review(&self, token: &str) -> Result<Option<UserInfo>, ReviewError> {
         let api: Api<TokenReview> = Api::all(self.client.clone());
-        let review = TokenReview {
-            spec: TokenReviewSpec { token: Some(token.to_string()), audiences: None },
-            ..Default::default()
-        };
+        let review = TokenReview { spec: review_spec(token), ..Default::default() };
         let answer = api.create(&PostParams::default(), &review).await.map_err(|err| ReviewError::from_kube(&err))?;
         let status = answer.status.unwrap_or_default();
         if status.authenticated != Some(true) {
@@ -216,6 +213,19 @@ pub(super) fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     let scheme = parts.next()?;
     let token = parts.next()?;
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+// A TokenReview's token is optional in k8s-openapi's types before Kubernetes
+// 1.37 and required from it on; the application's choice of version decides.
+k8s_openapi::k8s_if_le_1_36! {
+    fn review_spec(token: &str) -> TokenReviewSpec {
+        TokenReviewSpec { token: Some(token.to_string()), audiences: None }
+    }
+}
+k8s_openapi::k8s_if_ge_1_37! {
+    fn review_spec(token: &str) -> TokenReviewSpec {
+        TokenReviewSpec { token: token.to_string(), audiences: None }
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use k8s_openapi::api::admissionregistration::v1::{
-    ParamKind, ParamRef, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    MatchResources, ParamKind, ParamRef, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
 use kube::runtime::reflector::Store;
 use kube::Client;
@@ -138,13 +138,13 @@ impl Source {
         let message_env = expressions::policy_message_env();
         let mut by_policy: HashMap<String, Vec<Binding>> = HashMap::new();
         for binding in by_name(bindings) {
-            let spec = binding.spec.clone().unwrap_or_default();
+            let spec = binding_spec(&binding);
             let Some(policy_name) = spec.policy_name.clone() else { continue };
             by_policy.entry(policy_name).or_default().push(Binding {
                 name: binding.metadata.name.clone().unwrap_or_default(),
                 param_ref: spec.param_ref,
                 match_resources: spec.match_resources.as_ref().map(Match::of),
-                actions: spec.validation_actions.unwrap_or_default(),
+                actions: spec.actions,
             });
         }
         let compiled: Vec<Arc<Policy>> = by_name(policies)
@@ -179,5 +179,38 @@ impl Source {
 
     pub fn readiness(&self) -> Result<(), String> {
         self.synced.readiness()
+    }
+}
+
+/// What a binding says, the same whichever Kubernetes version's types hold
+/// it: k8s-openapi's make the spec and some of its fields optional before
+/// Kubernetes 1.37 and required from it on, and the application chooses.
+struct BindingSpec {
+    policy_name: Option<String>,
+    param_ref: Option<ParamRef>,
+    match_resources: Option<MatchResources>,
+    actions: Vec<String>,
+}
+
+k8s_openapi::k8s_if_le_1_36! {
+    fn binding_spec(binding: &ValidatingAdmissionPolicyBinding) -> BindingSpec {
+        let spec = binding.spec.clone().unwrap_or_default();
+        BindingSpec {
+            policy_name: spec.policy_name,
+            param_ref: spec.param_ref,
+            match_resources: spec.match_resources,
+            actions: spec.validation_actions.unwrap_or_default(),
+        }
+    }
+}
+k8s_openapi::k8s_if_ge_1_37! {
+    fn binding_spec(binding: &ValidatingAdmissionPolicyBinding) -> BindingSpec {
+        let spec = binding.spec.clone();
+        BindingSpec {
+            policy_name: Some(spec.policy_name),
+            param_ref: spec.param_ref,
+            match_resources: spec.match_resources,
+            actions: spec.validation_actions,
+        }
     }
 }

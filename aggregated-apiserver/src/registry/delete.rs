@@ -234,16 +234,7 @@ mod tests {
 
     #[test]
     fn the_deleted_status_is_what_was_written_by_hand() {
-        let names = Names {
-            group: "example.com",
-            version: "v1alpha",
-            kind: "Widget",
-            list_kind: "WidgetList",
-            plural: "widgets",
-            singular: "widget",
-            short_names: &[],
-            categories: &[],
-        };
+        let names = Names { version: "v1alpha", ..crate::apimachinery::resource::TEST_NAMES };
         let status = deleted_status(&names, "dolly", "u-1");
         // As the handler encodes it: through a Value.
         let bytes = serde_json::to_vec(&serde_json::to_value(&status).unwrap()).unwrap();

@@ -17,9 +17,8 @@
 //! request has one, and all of this costs a lookup in the extensions.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -28,14 +27,12 @@ use http::{header, HeaderMap, HeaderValue, Uri};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusDetails};
 use serde_json::Value;
 
-use super::encode::{
-    annotation_json, shared_annotation_json, shared_user_json, user_json, write_constant_parts, write_object_ref,
-    EventRef, Parts,
-};
+use super::encode::{annotation_json, shared_annotation_json, shared_user_json, user_json, EventRef, Parts};
 use super::event::{Event, Level, ObjectReference, Stage};
 use super::group::Ticket;
+use super::parts::{Annotation, Annotations, RefText, RequestParts};
 use super::policy::{Attributes, RequestAuditConfig};
-use super::request::{body_json, source_ip_list, strip_managed_fields, user_agent_text};
+use super::request::{body_json, strip_managed_fields};
 use super::sink::Handed;
 use super::Auditor;
 use crate::apimachinery::request_info::{RequestInfo, RequestVerb};
@@ -56,151 +53,6 @@ struct Record {
     auditor: Arc<Auditor>,
     request: RequestParts,
     state: Mutex<State>,
-}
-
-/// What every event of a request says of it, taken from the request when it
-/// arrives and never changed: the URI's and headers' own shared bytes, the
-/// peer's address, and one string for the objectRef. An event is written
-/// from these ([`super::encode`]); the source IPs and the user agent are
-/// read from the headers as they are written.
-pub(crate) struct RequestParts {
-    pub audit_id: HeaderValue,
-    pub received: DateTime<Utc>,
-    pub uri: PathAndQuery,
-    pub verb: RequestVerb,
-    forwarded_for: Option<HeaderValue>,
-    real_ip: Option<HeaderValue>,
-    peer: Option<IpAddr>,
-    user_agent: Option<HeaderValue>,
-    object_ref: Option<RefText>,
-    /// What every event writes the same ([`write_constant_parts`]), and
-    /// where its first two pieces end, once an event that is not the
-    /// request's last has written it.
-    encoded: OnceLock<(String, [usize; 2])>,
-}
-
-/// A resource request's objectRef in one string (one allocation rather than
-/// one a field): its fields (resource, namespace, name, apiGroup,
-/// apiVersion, subresource), then the `,"objectRef":{...}` every event
-/// writes, encoded once rather than for each event.
-struct RefText {
-    /// Kept as bytes: they are written from strings, and the events copy
-    /// the JSON as bytes; a `String` would check them as UTF-8 on every
-    /// audited request for the rare reader of a field.
-    text: Vec<u8>,
-    /// Where each field ends; the JSON follows the last.
-    ends: [usize; 6],
-    /// Whether the JSON is there (it always is but for an encoding error).
-    encoded: bool,
-}
-
-impl RefText {
-    fn new(info: &RequestInfo) -> Self {
-        let fields =
-            [info.resource(), info.namespace(), info.name(), info.api_group(), info.api_version(), info.subresource()];
-        let raw: usize = fields.iter().map(|f| f.len()).sum();
-        let mut bytes = Vec::with_capacity(2 * raw + 96);
-        let mut ends = [0; 6];
-        for (end, field) in ends.iter_mut().zip(fields) {
-            bytes.extend_from_slice(field.as_bytes());
-            *end = bytes.len();
-        }
-        let [resource, namespace, name, group, version, subresource] = fields;
-        let json = [resource, namespace, name, "", group, version, "", subresource];
-        let encoded = write_object_ref(&mut bytes, json).is_ok();
-        if !encoded {
-            bytes.truncate(ends[5]);
-        }
-        Self { text: bytes, ends, encoded }
-    }
-
-    /// resource, namespace, name, apiGroup, apiVersion, subresource (each
-    /// copied from a `&str`, so each reads back).
-    fn fields(&self) -> [&str; 6] {
-        let mut start = 0;
-        self.ends.map(|end| {
-            let field = self.text.get(start..end).and_then(|f| std::str::from_utf8(f).ok()).unwrap_or_default();
-            start = end;
-            field
-        })
-    }
-
-    fn json(&self) -> Option<&[u8]> {
-        self.encoded.then(|| self.text.get(self.ends[5]..)).flatten()
-    }
-}
-
-impl RequestParts {
-    /// The pieces of JSON every event of the request writes the same: the
-    /// audit ID, the URI and verb, the source IPs and user agent; encoded by
-    /// the first event that asks, and kept for the next.
-    pub fn encoded(&self) -> [&[u8]; 3] {
-        let (text, [id_end, uri_end]) = self.encoded.get_or_init(|| {
-            let mut out = Vec::with_capacity(self.uri.as_str().len() + 160);
-            // Strings into a Vec, so it does not fail; were it to, the events
-            // would say less (an empty ID), never something else.
-            write_constant_parts(&mut out, self)
-                .ok()
-                .and_then(|ends| Some((String::from_utf8(out).ok()?, ends)))
-                .unwrap_or_else(|| ("\"\"".to_string(), [2, 2]))
-        });
-        let bytes = text.as_bytes();
-        let piece = |from: usize, to: usize| bytes.get(from..to).unwrap_or_default();
-        [piece(0, *id_end), piece(*id_end, *uri_end), piece(*uri_end, bytes.len())]
-    }
-
-    /// [`Self::encoded`], when an earlier event kept it.
-    pub fn encoded_if_kept(&self) -> Option<[&[u8]; 3]> {
-        self.encoded.get().is_some().then(|| self.encoded())
-    }
-
-    /// kube's source IPs of the request, in order; the peer's alone, without
-    /// allocating, when no proxy header names others.
-    pub fn for_each_source_ip(&self, mut f: impl FnMut(IpAddr)) {
-        if self.forwarded_for.is_none() && self.real_ip.is_none() {
-            if let Some(peer) = self.peer {
-                f(peer);
-            }
-            return;
-        }
-        source_ip_list(self.forwarded_for.as_ref(), self.real_ip.as_ref(), self.peer).into_iter().for_each(f);
-    }
-
-    pub fn user_agent(&self) -> Option<Cow<'_, str>> {
-        self.user_agent.as_ref().map(user_agent_text).filter(|ua| !ua.is_empty())
-    }
-
-    /// Writes `,"objectRef":{...}` for a resource request.
-    pub fn write_object_ref(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        let Some(reference) = &self.object_ref else { return Ok(()) };
-        if let Some(json) = reference.json() {
-            out.extend_from_slice(json);
-            return Ok(());
-        }
-        let [resource, namespace, name, group, version, subresource] = reference.fields();
-        write_object_ref(out, [resource, namespace, name, "", group, version, "", subresource])
-    }
-
-    pub fn object_ref(&self) -> Option<ObjectReference> {
-        let [resource, namespace, name, group, version, subresource] = self.object_ref.as_ref()?.fields();
-        Some(ObjectReference {
-            resource: resource.into(),
-            namespace: namespace.into(),
-            name: name.into(),
-            api_group: group.into(),
-            api_version: version.into(),
-            subresource: subresource.into(),
-            ..Default::default()
-        })
-    }
-
-    /// A create or an update: the request's body is the object, and kube
-    /// completes the objectRef from its metadata (`LogRequestObject`, which
-    /// its create and update handlers call; a patch's body is not an object).
-    fn sends_object(&self) -> bool {
-        self.object_ref.is_some()
-            && matches!(self.verb, RequestVerb::Resource(Verb::Create) | RequestVerb::Resource(Verb::Update))
-    }
 }
 
 /// What the request's events gather as it is served.
@@ -240,47 +92,6 @@ struct State {
     /// a read answered at once waits for it with its ResponseComplete
     /// ([`AuditContext::defer_received`]).
     received_unwritten: Option<Ticket>,
-}
-
-/// An event's annotations, in the order of their keys (kube writes a map,
-/// which Go's encoder sorts), each with its `"key":"value"` as the event
-/// writes it. The keys the server sets are constants and their values often
-/// shared (the authorizer's cached reason), so that the two annotations of
-/// an authorized request allocate no more than this list and are encoded
-/// once a thread ([`shared_annotation_json`]), not once a request as a map
-/// of strings would be (measured: docs/performance.md, "Auditing: the
-/// record and its encoding").
-#[derive(Default)]
-pub(crate) struct Annotations(Vec<Annotation>);
-
-struct Annotation {
-    key: Cow<'static, str>,
-    value: Arc<str>,
-    json: Arc<str>,
-}
-
-impl Annotations {
-    /// Where `key` is, or would be.
-    fn find(&self, key: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|a| (*a.key).cmp(key))
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.0.iter().map(|a| (&*a.key, &*a.value))
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// Each annotation's `"key":"value"`, in order.
-    pub fn members(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|a| &*a.json)
-    }
-
-    pub fn to_map(&self) -> BTreeMap<String, String> {
-        self.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
 }
 
 /// Body bytes kept up to [`MAX_CAPTURED_BYTES`].

@@ -11,7 +11,6 @@
 //! truncation of a large event, the `legacy` format).
 
 use std::cell::RefCell;
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -19,8 +18,10 @@ use k8s_openapi::api::authentication::v1::UserInfo as EventUser;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use serde_json::Value;
 
-use super::context::{Annotations, RequestParts};
 use super::event::{json_str, micro_time_digits, Event, KubeStatus, Level, ObjectReference, Stage};
+use super::parts::{
+    object_ref_fields, write_audit_id, write_object_ref, write_sources, write_uri_and_verb, Annotations, RequestParts,
+};
 use crate::auth::authn::UserInfo;
 
 /// One event, borrowed.
@@ -338,52 +339,6 @@ impl Parts<'_> {
     }
 }
 
-/// What every event of a request writes the same, in three pieces: the
-/// `auditID`'s value ([`write_audit_id`]); `,"requestURI":…,"verb":…`
-/// ([`write_uri_and_verb`]); and `,"sourceIPs":[…],"userAgent":…`
-/// ([`write_sources`]). Kept by a request that writes more than one event
-/// ([`RequestParts::encoded`]) rather than written for each.
-pub(crate) fn write_constant_parts(out: &mut Vec<u8>, r: &RequestParts) -> serde_json::Result<[usize; 2]> {
-    write_audit_id(out, r)?;
-    let id_end = out.len();
-    write_uri_and_verb(out, r)?;
-    let uri_end = out.len();
-    write_sources(out, r)?;
-    Ok([id_end, uri_end])
-}
-
-pub(crate) fn write_audit_id(out: &mut Vec<u8>, r: &RequestParts) -> serde_json::Result<()> {
-    match std::str::from_utf8(r.audit_id.as_bytes()) {
-        Ok(id) => json_str(out, id),
-        Err(_) => json_str(out, &String::from_utf8_lossy(r.audit_id.as_bytes())),
-    }
-}
-
-pub(crate) fn write_uri_and_verb(out: &mut Vec<u8>, r: &RequestParts) -> serde_json::Result<()> {
-    out.extend_from_slice(b",\"requestURI\":");
-    json_str(out, r.uri.as_str())?;
-    out.extend_from_slice(b",\"verb\":");
-    json_str(out, r.verb.as_str())
-}
-
-pub(crate) fn write_sources(out: &mut Vec<u8>, r: &RequestParts) -> serde_json::Result<()> {
-    let mut first = true;
-    r.for_each_source_ip(|ip| {
-        out.extend_from_slice(if first { b",\"sourceIPs\":[\"" } else { b",\"" });
-        first = false;
-        write_ip(out, ip);
-        out.push(b'"');
-    });
-    if !first {
-        out.push(b']');
-    }
-    if let Some(agent) = r.user_agent() {
-        out.extend_from_slice(b",\"userAgent\":");
-        json_str(out, &agent)?;
-    }
-    Ok(())
-}
-
 /// Users whose JSON a thread keeps ([`shared_user_json`]).
 const CACHED_USERS: usize = 4;
 
@@ -541,58 +496,6 @@ fn write_strs(out: &mut Vec<u8>, values: &[String]) -> serde_json::Result<()> {
     }
     out.push(b']');
     Ok(())
-}
-
-/// An objectRef's fields in [`ObjectReference`]'s order.
-pub(crate) fn object_ref_fields(r: &ObjectReference) -> [&str; 8] {
-    [&r.resource, &r.namespace, &r.name, &r.uid, &r.api_group, &r.api_version, &r.resource_version, &r.subresource]
-}
-
-const OBJECT_REF_KEYS: [&str; 8] =
-    ["resource", "namespace", "name", "uid", "apiGroup", "apiVersion", "resourceVersion", "subresource"];
-
-/// `,"objectRef":{...}` of `fields` in [`ObjectReference`]'s order.
-pub(crate) fn write_object_ref(out: &mut Vec<u8>, fields: [&str; 8]) -> serde_json::Result<()> {
-    out.extend_from_slice(b",\"objectRef\":{");
-    let mut first = true;
-    for (key, value) in OBJECT_REF_KEYS.into_iter().zip(fields) {
-        if value.is_empty() {
-            continue;
-        }
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        out.push(b'"');
-        out.extend_from_slice(key.as_bytes());
-        out.extend_from_slice(b"\":");
-        json_str(out, value)?;
-    }
-    out.push(b'}');
-    Ok(())
-}
-
-/// An address as its `Display` writes it; IPv4 digit by digit, at a
-/// fraction of the formatter's cost.
-pub(crate) fn write_ip(out: &mut Vec<u8>, ip: IpAddr) {
-    let IpAddr::V4(v4) = ip else {
-        use std::io::Write;
-        // Writing into a Vec does not fail.
-        let _ = write!(out, "{ip}");
-        return;
-    };
-    for (i, octet) in v4.octets().into_iter().enumerate() {
-        if i > 0 {
-            out.push(b'.');
-        }
-        if octet >= 100 {
-            out.push(b'0' + octet / 100);
-        }
-        if octet >= 10 {
-            out.push(b'0' + octet / 10 % 10);
-        }
-        out.push(b'0' + octet % 10);
-    }
 }
 
 /// `n` as decimal digits, without the formatter.

@@ -24,6 +24,7 @@ pub mod group;
 pub mod log;
 pub mod metrics;
 pub mod options;
+pub mod parts;
 pub mod policy;
 pub mod request;
 pub mod rotate;

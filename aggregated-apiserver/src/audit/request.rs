@@ -62,7 +62,7 @@ pub fn source_ip_list(
 #[cfg(test)]
 fn ip_text(ip: IpAddr) -> String {
     let mut text = Vec::with_capacity(15);
-    super::encode::write_ip(&mut text, ip);
+    super::parts::write_ip(&mut text, ip);
     String::from_utf8_lossy(&text).into_owned()
 }
 

@@ -4,9 +4,12 @@
 //! a webhook backend, or both.
 //!
 //! - [`policy`]: the Policy and its evaluation (which level, which stages);
-//! - [`event`]: the Event and EventList types and their encodings;
+//! - [`event`]: the owned Event, its levels and stages, and how strings and
+//!   times are written as kube writes them;
+//! - [`parts`]: what every event of a request says of it, and their writers;
 //! - [`context`]: one request's record, and the annotation hook ([`AuditContext`]);
-//! - [`encode`]: an event written straight from that record ([`EventRef`]);
+//! - [`encode`]: an event written straight from that record ([`EventRef`]),
+//!   the one layout of every event's JSON;
 //! - [`request`]: what an event takes from a request (source IPs, bodies);
 //! - [`sink`]: the backend contract and the blocking, strict and batch modes;
 //! - [`group`]: the blocking modes' writes of the events that come together;

@@ -101,6 +101,12 @@ impl<'a> EventRef<'a> {
 trait EventPieces {
     fn level(&self) -> Level;
     fn stage(&self) -> Stage;
+    /// The three pieces every event of the request writes the same (the
+    /// `auditID`'s value, the URI and verb, the sources), when they are kept
+    /// encoded: then they are copied, and the three writers below not called.
+    fn kept(&self) -> Option<[&[u8]; 3]> {
+        None
+    }
     /// The `auditID`'s value.
     fn write_audit_id(&self, out: &mut Vec<u8>) -> serde_json::Result<()>;
     /// `,"requestURI":…,"verb":…`.
@@ -128,30 +134,28 @@ fn write_event(event: &impl EventPieces, out: &mut Vec<u8>) -> serde_json::Resul
     out.extend_from_slice(b"{\"kind\":\"Event\",\"apiVersion\":\"audit.k8s.io/v1\",\"level\":\"");
     out.extend_from_slice(event.level().as_str().as_bytes());
     out.extend_from_slice(b"\",\"auditID\":");
-    event.write_audit_id(out)?;
+    let kept = event.kept();
+    match kept {
+        Some([id, _, _]) => out.extend_from_slice(id),
+        None => event.write_audit_id(out)?,
+    }
     out.extend_from_slice(b",\"stage\":\"");
     out.extend_from_slice(event.stage().as_str().as_bytes());
     out.push(b'"');
-    event.write_uri_and_verb(out)?;
+    match kept {
+        Some([_, uri_and_verb, _]) => out.extend_from_slice(uri_and_verb),
+        None => event.write_uri_and_verb(out)?,
+    }
     out.extend_from_slice(b",\"user\":");
     event.write_user(out)?;
     event.write_impersonated_user(out)?;
-    event.write_sources(out)?;
+    match kept {
+        Some([_, _, sources]) => out.extend_from_slice(sources),
+        None => event.write_sources(out)?,
+    }
     event.write_object_ref(out)?;
     event.write_response_status(out)?;
     event.write_end(out)
-}
-
-impl Parts<'_> {
-    /// What every event of the request writes the same, as the request kept
-    /// it: the last event writes its parts itself unless an earlier one kept
-    /// them, so a request of one event keeps nothing.
-    fn kept(&self) -> Option<[&[u8]; 3]> {
-        match self.stage {
-            Stage::ResponseComplete | Stage::Panic => self.request.encoded_if_kept(),
-            Stage::RequestReceived | Stage::ResponseStarted => Some(self.request.encoded()),
-        }
-    }
 }
 
 impl EventPieces for Parts<'_> {
@@ -163,24 +167,21 @@ impl EventPieces for Parts<'_> {
         self.stage
     }
 
-    fn write_audit_id(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        match self.kept() {
-            Some([id, _, _]) => {
-                out.extend_from_slice(id);
-                Ok(())
-            }
-            None => write_audit_id(out, self.request),
+    /// As the request kept them: the last event writes them itself unless
+    /// an earlier one kept them, so a request of one event keeps nothing.
+    fn kept(&self) -> Option<[&[u8]; 3]> {
+        match self.stage {
+            Stage::ResponseComplete | Stage::Panic => self.request.encoded_if_kept(),
+            Stage::RequestReceived | Stage::ResponseStarted => Some(self.request.encoded()),
         }
     }
 
+    fn write_audit_id(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        write_audit_id(out, self.request)
+    }
+
     fn write_uri_and_verb(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        match self.kept() {
-            Some([_, uri_and_verb, _]) => {
-                out.extend_from_slice(uri_and_verb);
-                Ok(())
-            }
-            None => write_uri_and_verb(out, self.request),
-        }
+        write_uri_and_verb(out, self.request)
     }
 
     fn write_user(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
@@ -197,13 +198,7 @@ impl EventPieces for Parts<'_> {
     }
 
     fn write_sources(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        match self.kept() {
-            Some([_, _, sources]) => {
-                out.extend_from_slice(sources);
-                Ok(())
-            }
-            None => write_sources(out, self.request),
-        }
+        write_sources(out, self.request)
     }
 
     fn write_object_ref(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {

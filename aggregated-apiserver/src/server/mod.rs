@@ -75,7 +75,7 @@ impl App {
         options: &ServerOptions,
         identity: Identity,
         shutdown: CancellationToken,
-        serve: impl AsyncFnOnce(&mut Setup) -> anyhow::Result<()>,
+        serve: impl AsyncFnOnce(&mut Setup) -> crate::Result<()>,
     ) -> anyhow::Result<Arc<Self>> {
         // Flags kube would refuse stop the server before it starts anything.
         options.admission.validate()?;
@@ -283,15 +283,13 @@ pub async fn run(
     identity: Identity,
     serve: impl AsyncFnOnce(&mut Setup) -> crate::Result<()>,
 ) -> crate::Result<()> {
-    serve_until_stopped(options, identity, async |setup: &mut Setup| serve(setup).await.map_err(anyhow::Error::from))
-        .await
-        .map_err(crate::Error::from)
+    serve_until_stopped(options, identity, serve).await.map_err(crate::Error::from)
 }
 
 async fn serve_until_stopped(
     options: ServerOptions,
     identity: Identity,
-    serve: impl AsyncFnOnce(&mut Setup) -> anyhow::Result<()>,
+    serve: impl AsyncFnOnce(&mut Setup) -> crate::Result<()>,
 ) -> anyhow::Result<()> {
     let args = &options.serving;
     let authentication = options.authentication.mode(args.bind);

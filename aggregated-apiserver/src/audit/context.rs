@@ -27,13 +27,13 @@ use http::{header, HeaderMap, HeaderValue, Uri};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusDetails};
 use serde_json::Value;
 
+use super::backend::Handed;
 use super::encode::{annotation_json, shared_annotation_json, shared_user_json, user_json, EventRef, Parts};
 use super::event::{Event, Level, ObjectReference, Stage};
-use super::group::Ticket;
 use super::parts::{Annotation, Annotations, RefText, RequestParts};
 use super::policy::{Attributes, RequestAuditConfig};
 use super::request::{body_json, strip_managed_fields};
-use super::sink::Handed;
+use super::ticket::Ticket;
 use super::Auditor;
 use crate::apimachinery::request_info::{RequestInfo, RequestVerb};
 use crate::apimachinery::resource::Verb;

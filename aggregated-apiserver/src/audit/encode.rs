@@ -606,10 +606,10 @@ mod tests {
 
     use super::*;
     use crate::apimachinery::request_info::classify;
+    use crate::audit::backend::Backend;
     use crate::audit::context::{Arrival, AuditContext};
     use crate::audit::metrics::AuditMetrics;
     use crate::audit::policy::PolicyEvaluator;
-    use crate::audit::sink::Backend;
     use crate::audit::Auditor;
     use crate::auth::authn::UserInfo;
 
@@ -624,13 +624,13 @@ mod tests {
             unreachable!("every event is written at once")
         }
 
-        fn process_now(&self, event: &EventRef<'_>) -> Option<crate::audit::sink::Handed> {
+        fn process_now(&self, event: &EventRef<'_>) -> Option<crate::audit::backend::Handed> {
             let (mut fast, mut owned) = (Vec::new(), Vec::new());
             event.write_json(&mut fast).unwrap();
             EventRef::from(&event.to_event()).write_json(&mut owned).unwrap();
             let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
             self.0.lock().unwrap().push((text(fast), text(owned)));
-            Some(crate::audit::sink::Handed::Done(true))
+            Some(crate::audit::backend::Handed::Done(true))
         }
 
         fn at_once(&self) -> bool {

@@ -14,14 +14,13 @@
 //! the file system, the dearest part of an event on a server under load
 //! (docs/performance.md, "One `write` for the events that come together").
 
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::Notify;
-
+use super::backend::{with_encoded_line, Backend, Handed, LineBackend};
 use super::encode::EventRef;
 use super::event::Event;
 use super::metrics::{AuditMetrics, Impacted};
-use super::sink::{with_encoded_line, Backend, Handed, LineBackend};
+use super::ticket::{Group, Ticket, WritesGroup};
 
 /// A group's buffer larger than this is not kept for the next group.
 const MAX_KEPT_GROUP_BYTES: usize = 1 << 20;
@@ -43,29 +42,6 @@ struct Gathering {
     spare: Vec<u8>,
 }
 
-/// One group's write: how it went, once done, and who waits for it.
-#[derive(Default)]
-struct Group {
-    outcome: OnceLock<bool>,
-    done: Notify,
-}
-
-impl Group {
-    async fn outcome(&self) -> bool {
-        loop {
-            let notified = self.done.notified();
-            tokio::pin!(notified);
-            // Registered before the outcome is read, so that a write that
-            // ends between the two still wakes this.
-            notified.as_mut().enable();
-            if let Some(ok) = self.outcome.get() {
-                return *ok;
-            }
-            notified.await;
-        }
-    }
-}
-
 fn lock(gathering: &Mutex<Gathering>) -> MutexGuard<'_, Gathering> {
     // Held for a swap or a copy: a panic leaves whole lines.
     gathering.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -77,10 +53,10 @@ struct Writer {
     gathering: Arc<Mutex<Gathering>>,
 }
 
-impl Writer {
+impl WritesGroup for Writer {
     /// Writes the lines gathered so far with one call (the writer's group's:
     /// no other is started until it takes them), and tells their requests.
-    fn write(&self, group: &Group) {
+    fn write(self: Box<Self>, group: &Group) {
         let (mut lines, count) = {
             let mut gathering = lock(&self.gathering);
             gathering.group = None;
@@ -88,88 +64,13 @@ impl Writer {
             (std::mem::replace(&mut gathering.lines, spare), std::mem::take(&mut gathering.count))
         };
         let ok = count == 0 || self.backend.write_lines_now(&lines, count).unwrap_or(false);
-        let _ = group.outcome.set(ok);
-        group.done.notify_waiters();
+        group.finish(ok);
         lines.clear();
         if lines.capacity() <= MAX_KEPT_GROUP_BYTES {
             let mut gathering = lock(&self.gathering);
             if gathering.spare.capacity() < lines.capacity() {
                 gathering.spare = lines;
             }
-        }
-    }
-}
-
-/// An event queued in a group, which its request awaits ([`Ticket::wait`])
-/// before going on. Dropped unawaited (its request went away), a writer's
-/// ticket writes its group then and there, so that no other request waits
-/// for a write nobody makes.
-pub struct Ticket {
-    group: Arc<Group>,
-    /// Set when this event's request writes the group.
-    writer: Option<Writer>,
-    /// `blocking`: a failed write is the backend's to count, not the request's.
-    ignore_errors: bool,
-    /// What other backends answered at once (the Union of a log and another).
-    others_ok: bool,
-    /// The ticket of another grouped backend of the same Union.
-    next: Option<Box<Ticket>>,
-}
-
-impl Ticket {
-    /// Waits until the event is written: false when a strict backend failed to.
-    pub async fn wait(mut self) -> bool {
-        let mut ok = self.others_ok;
-        let mut ticket = Some(&mut self);
-        while let Some(this) = ticket {
-            if this.writer.is_some() {
-                behind_ready_tasks().await;
-                if let Some(writer) = this.writer.take() {
-                    writer.write(&this.group);
-                }
-            }
-            ok &= this.group.outcome().await || this.ignore_errors;
-            ticket = this.next.as_deref_mut();
-        }
-        ok
-    }
-
-    /// As `blocking` sees it: written or not, the request goes on.
-    pub fn ignoring_errors(mut self) -> Self {
-        self.ignore_errors = true;
-        let mut next = self.next.as_deref_mut();
-        while let Some(ticket) = next {
-            ticket.ignore_errors = true;
-            next = ticket.next.as_deref_mut();
-        }
-        self
-    }
-
-    /// This, with what another backend answered at once.
-    pub fn and(mut self, ok: bool) -> Self {
-        self.others_ok &= ok;
-        self
-    }
-
-    /// This and another grouped backend's ticket, awaited one after the other.
-    pub fn then(mut self, other: Ticket) -> Self {
-        self.others_ok &= other.others_ok;
-        self.push(other);
-        self
-    }
-
-    fn push(&mut self, other: Ticket) {
-        match &mut self.next {
-            Some(next) => next.push(other),
-            None => self.next = Some(Box::new(other)),
-        }
-    }
-}
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        if let Some(writer) = self.writer.take() {
-            writer.write(&self.group);
         }
     }
 }
@@ -191,10 +92,11 @@ impl Grouped {
             None => {
                 let group = Arc::new(Group::default());
                 gathering.group = Some(group.clone());
-                (group, Some(Writer { backend: self.backend.clone(), gathering: self.gathering.clone() }))
+                let writer = Writer { backend: self.backend.clone(), gathering: self.gathering.clone() };
+                (group, Some(Box::new(writer) as Box<dyn WritesGroup>))
             }
         };
-        Ticket { group, writer, ignore_errors: false, others_ok: true, next: None }
+        Ticket::new(group, writer)
     }
 }
 
@@ -224,22 +126,6 @@ impl Backend for Grouped {
     async fn shutdown(&self) {
         self.backend.shutdown().await
     }
-}
-
-/// Lets the tasks ready on this thread run first: woken at once, the task
-/// goes to the back of its thread's queue (tokio's `yield_now` waits for the
-/// I/O driver's next turn as well).
-async fn behind_ready_tasks() {
-    let mut yielded = false;
-    std::future::poll_fn(|cx| {
-        if yielded {
-            return std::task::Poll::Ready(());
-        }
-        yielded = true;
-        cx.waker().wake_by_ref();
-        std::task::Poll::Pending
-    })
-    .await
 }
 
 #[cfg(test)]

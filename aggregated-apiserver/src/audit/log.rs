@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
 
+use super::backend::{Backend, LineBackend};
 use super::encode::EventRef;
 use super::event::Event;
 use super::metrics::{AuditMetrics, Impacted};
 use super::rotate::{RotatingFile, Rotation};
-use super::sink::{Backend, LineBackend};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {

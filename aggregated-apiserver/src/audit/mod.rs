@@ -11,8 +11,10 @@
 //! - [`encode`]: an event written straight from that record ([`EventRef`]),
 //!   the one layout of every event's JSON;
 //! - [`request`]: what an event takes from a request (source IPs, bodies);
-//! - [`sink`]: the backend contract and the blocking, strict and batch modes;
-//! - [`group`]: the blocking modes' writes of the events that come together;
+//! - [`backend`]: the backend contract, and what a backend answers at once;
+//! - [`sink`]: the blocking, strict and batch modes over a backend;
+//! - [`group`]: the blocking modes' writes of the events that come together,
+//!   and [`ticket`], what a request awaits until its group is written;
 //! - [`truncate`], [`log`] with [`rotate`], [`webhook`]: the backends;
 //! - [`metrics`]: `apiserver_audit_*`; [`options`]: the `--audit-*` flags.
 //!
@@ -20,6 +22,7 @@
 //! policy (or without a backend) there is no [`Auditor`] and the request path
 //! does nothing for auditing but echo the aggregator's `Audit-ID`.
 
+pub mod backend;
 pub mod context;
 pub mod encode;
 pub mod event;
@@ -32,6 +35,7 @@ pub mod policy;
 pub mod request;
 pub mod rotate;
 pub mod sink;
+pub mod ticket;
 pub mod truncate;
 pub mod webhook;
 
@@ -41,11 +45,11 @@ pub use context::AuditContext;
 pub use encode::EventRef;
 pub use event::{Event, Level, Stage, HEADER_AUDIT_ID};
 
+use self::backend::{Backend, Handed, LineBackend};
 use self::metrics::AuditMetrics;
 use self::options::AuditOptions;
 use self::policy::{PolicyEvaluator, RequestAuditConfig};
 use self::rotate::Rotation;
-use self::sink::{Backend, Handed, LineBackend};
 use crate::apimachinery::request_info::RequestInfo;
 
 /// The policy and the backends: one per server, when auditing is on.

@@ -1,5 +1,4 @@
-//! Where events go: the [`Backend`] contract, and the modes that wrap a
-//! backend as k8s.io/apiserver's do (`pkg/server/options/audit.go`,
+//! The modes that wrap a backend as k8s.io/apiserver's do (`pkg/server/options/audit.go`,
 //! `plugin/pkg/audit/buffered`):
 //!
 //! - `blocking-strict`: the backend itself; a failure is reported to the caller;
@@ -19,7 +18,6 @@
 //! [`MAX_BATCHES_IN_FLIGHT`] are sent at once; the rest wait in the buffer,
 //! which then drops.
 
-use std::cell::RefCell;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -27,102 +25,16 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::backend::{with_encoded_line, Backend, Handed, LineBackend};
 use super::encode::EventRef;
 use super::event::Event;
-use super::group::{Grouped, Ticket};
+use super::group::Grouped;
 use super::metrics::{AuditMetrics, Impacted};
 use super::options::{BatchConfig, Mode};
+use super::ticket::Ticket;
 
 /// Batches of an asynchronous backend (the webhook) sent at once, at most.
 pub const MAX_BATCHES_IN_FLIGHT: usize = 4;
-
-/// Something that records events.
-#[async_trait::async_trait]
-pub trait Backend: Send + Sync {
-    /// Records `events`; false when any could not be (the backend has counted
-    /// and logged the failure itself).
-    async fn process_events(&self, events: &[Arc<Event>]) -> bool;
-
-    /// Records `event` here and now, or queues it for a write its request
-    /// awaits, for a backend that never waits to (a file, a buffer), written
-    /// from the request's record without an owned event; Some exactly when
-    /// [`Self::at_once`]. None: nothing was done, and `process_events` is to
-    /// be awaited with the event owned.
-    fn process_now(&self, _event: &EventRef<'_>) -> Option<Handed> {
-        None
-    }
-
-    /// Whether [`Self::process_now`] records events.
-    fn at_once(&self) -> bool {
-        false
-    }
-
-    /// Writes out what is buffered, for a graceful stop.
-    async fn shutdown(&self) {}
-}
-
-/// What a backend did with an event handed to it at once.
-pub enum Handed {
-    /// Recorded, or (false) a strict backend failed to.
-    Done(bool),
-    /// Queued in a group written shortly: awaited before the request goes on.
-    Queued(Ticket),
-}
-
-impl Handed {
-    /// As `blocking` sees it: written or not, the request goes on.
-    fn ignoring_errors(self) -> Self {
-        match self {
-            Handed::Done(_) => Handed::Done(true),
-            Handed::Queued(ticket) => Handed::Queued(ticket.ignoring_errors()),
-        }
-    }
-}
-
-/// A backend whose events are lines (the log's JSON or legacy lines, the
-/// webhook's JSON items): a batch buffer holds its events as their lines,
-/// encoded when they happen, in one shared buffer. An owned event per
-/// buffered event, and the copy of one still held when its request changes
-/// it, would make batch mode cost more than blocking (measured:
-/// docs/performance.md, "Auditing: the backends' buffers").
-#[async_trait::async_trait]
-pub trait LineBackend: Backend {
-    /// Appends `event`'s line, its newline included, to `out`.
-    fn encode_line(&self, event: &EventRef<'_>, out: &mut Vec<u8>) -> serde_json::Result<()>;
-
-    /// Writes `count` lines made by [`Self::encode_line`], as one batch.
-    async fn process_lines(&self, lines: &[u8], count: usize) -> bool;
-
-    /// [`Self::process_lines`] where it is called, for a backend that never
-    /// waits to (a file); None for one that does.
-    fn write_lines_now(&self, _lines: &[u8], _count: usize) -> Option<bool> {
-        None
-    }
-
-    /// Whether [`Self::write_lines_now`] writes.
-    fn writes_now(&self) -> bool {
-        false
-    }
-
-    /// The plugin its failures are counted under (`apiserver_audit_error_total{plugin}`).
-    fn plugin(&self) -> &'static str;
-}
-
-/// Calls `f` with `event`'s line, encoded into the thread's buffer.
-pub(super) fn with_encoded_line<R>(
-    backend: &dyn LineBackend,
-    event: &EventRef<'_>,
-    f: impl FnOnce(&[u8]) -> R,
-) -> serde_json::Result<R> {
-    LINE.with_borrow_mut(|line| {
-        line.clear();
-        let encoded = backend.encode_line(event, line).map(|()| f(line));
-        if line.capacity() > MAX_KEPT_LINE_BYTES {
-            *line = Vec::new();
-        }
-        encoded
-    })
-}
 
 /// The events of a backend in `mode`.
 pub fn with_mode(
@@ -261,15 +173,6 @@ impl Queue {
         self.pending.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
-
-thread_local! {
-    /// Each thread encodes an event's line here before copying it into a
-    /// buffer, so that an event that does not fit costs no allocation.
-    static LINE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
-/// A thread's line buffer larger than this is not kept for the next events.
-const MAX_KEPT_LINE_BYTES: usize = 64 << 10;
 
 impl Buffered {
     pub fn start(

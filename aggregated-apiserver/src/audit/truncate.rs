@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
+use super::backend::{Backend, Handed};
 use super::encode::EventRef;
 use super::event::{Event, Level};
 use super::metrics::{AuditMetrics, Impacted};
 use super::options::TruncateConfig;
-use super::sink::{Backend, Handed};
 
 const ANNOTATION_KEY: &str = "audit.k8s.io/truncated";
 

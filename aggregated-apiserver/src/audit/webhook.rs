@@ -13,10 +13,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use rand::Rng;
 
+use super::backend::{Backend, LineBackend};
 use super::encode::EventRef;
 use super::event::Event;
 use super::metrics::{AuditMetrics, Impacted};
-use super::sink::{Backend, LineBackend};
 
 /// kube's `defaultRequestTimeout` of webhooks.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);

@@ -43,7 +43,7 @@ use crate::apimachinery::request_info::{RequestInfo, RequestVerb};
 use crate::apimachinery::resource::Verb;
 use crate::apimachinery::uid::new_uid;
 use crate::audit::context::{Arrival, Captured, Pending};
-use crate::audit::group::Ticket;
+use crate::audit::ticket::Ticket;
 use crate::audit::{AuditContext, Auditor, Level, Stage, HEADER_AUDIT_ID};
 use crate::auth::authn::peer::Peer;
 use crate::auth::authn::shared_request_user;
@@ -474,11 +474,11 @@ mod tests {
     use axum::Router;
 
     use super::*;
+    use crate::audit::backend::Backend;
     use crate::audit::group::tests::{blocking, Writes};
     use crate::audit::metrics::AuditMetrics;
     use crate::audit::options::Mode;
     use crate::audit::policy::PolicyEvaluator;
-    use crate::audit::sink::Backend;
     use crate::audit::Event;
 
     /// Keeps every event; fails them all when `fail`.

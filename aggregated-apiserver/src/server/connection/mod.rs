@@ -38,14 +38,14 @@
 //! a long watch is never cut, by these timeouts nor by the cap. A deadline passed (or the cap)
 //! makes the stream report end of file ([`TimedIo`]).
 
-mod idle_connections;
+mod clock;
 mod limits;
 mod timed_io;
 mod track_requests;
 
-pub use idle_connections::{Exempt, IdleConnections};
+pub use clock::{ConnectionClock, Exempt, IdleConnections};
 pub use limits::ConnectionLimits;
-pub use timed_io::{ConnectionClock, TimedIo};
+pub use timed_io::TimedIo;
 pub use track_requests::TrackRequests;
 
 use std::future::Future;
@@ -57,7 +57,7 @@ use std::time::Duration;
 use axum_server::accept::Accept;
 use tokio::time::Instant;
 
-use self::idle_connections::Open;
+use self::clock::Open;
 use crate::auth::authn::peer::Peer;
 
 /// An accepted connection's service that knows the client certificates its TLS handshake saw

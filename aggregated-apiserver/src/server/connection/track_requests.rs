@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 
 use hyper::body::{Body, Frame, SizeHint};
 
-use super::timed_io::ConnectionClock;
+use super::clock::ConnectionClock;
 
 /// A connection's service marking each request in flight until its response body is done,
 /// and refusing HTTP/1 request heads over the size limit.

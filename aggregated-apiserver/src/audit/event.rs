@@ -15,6 +15,9 @@ use serde_json::Value;
 
 use crate::apimachinery::gofmt::go_quote;
 
+/// The group version of audit's types (events, and the only one kube reads policies in).
+pub const API_VERSION: &str = "audit.k8s.io/v1";
+
 /// The header carrying a request's audit ID, both ways.
 pub const HEADER_AUDIT_ID: &str = "audit-id";
 
@@ -134,7 +137,7 @@ impl Event {
     pub fn new(level: Level, audit_id: String, received: DateTime<Utc>) -> Self {
         Self {
             kind: "Event",
-            api_version: super::policy::API_VERSION,
+            api_version: API_VERSION,
             level,
             audit_id,
             stage: Stage::RequestReceived,

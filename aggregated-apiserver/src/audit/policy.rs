@@ -16,10 +16,7 @@ use crate::apimachinery::names::validate_dns1123_subdomain;
 use crate::apimachinery::request_info::RequestInfo;
 use crate::auth::authn::UserInfo;
 
-use super::event::{Level, Stage};
-
-/// The only group version kube reads policies in.
-pub const API_VERSION: &str = "audit.k8s.io/v1";
+use super::event::{Level, Stage, API_VERSION};
 
 /// audit.k8s.io/v1 `Policy`, as written in the policy file.
 #[derive(Debug, Clone, Default, Deserialize)]

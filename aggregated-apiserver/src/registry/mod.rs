@@ -115,8 +115,8 @@ fn encode_value(v: &Value) -> ApiResult<Bytes> {
 impl Registry {
     /// Fails when the kind's schema has CEL rules that do not compile or
     /// may cost more than kube allows (each one named).
-    pub fn new(kind: Arc<dyn Kind>, store: Arc<dyn Store>) -> crate::Result<Self> {
-        Self::with_rules(kind, store).map_err(crate::Error::new)
+    pub fn new(kind: Arc<dyn Kind>, store: Arc<dyn Store>) -> crate::error::Result<Self> {
+        Self::with_rules(kind, store).map_err(crate::error::Error::new)
     }
 
     /// [`Self::new`], failing with the schema's rules that do not compile.

@@ -154,7 +154,7 @@ pub fn write_cert_bundle(
     identity: &Identity,
     service: &str,
     namespace: &str,
-) -> crate::Result<ServingCertPaths> {
+) -> crate::error::Result<ServingCertPaths> {
     Ok(write_bundle(out, identity, service, namespace)?)
 }
 

@@ -75,7 +75,7 @@ impl App {
         options: &ServerOptions,
         identity: Identity,
         shutdown: CancellationToken,
-        serve: impl AsyncFnOnce(&mut Setup) -> crate::Result<()>,
+        serve: impl AsyncFnOnce(&mut Setup) -> crate::error::Result<()>,
     ) -> anyhow::Result<Arc<Self>> {
         // Flags kube would refuse stop the server before it starts anything.
         options.admission.validate()?;
@@ -281,15 +281,15 @@ fn serving_cert_files(
 pub async fn run(
     options: ServerOptions,
     identity: Identity,
-    serve: impl AsyncFnOnce(&mut Setup) -> crate::Result<()>,
-) -> crate::Result<()> {
-    serve_until_stopped(options, identity, serve).await.map_err(crate::Error::from)
+    serve: impl AsyncFnOnce(&mut Setup) -> crate::error::Result<()>,
+) -> crate::error::Result<()> {
+    serve_until_stopped(options, identity, serve).await.map_err(crate::error::Error::from)
 }
 
 async fn serve_until_stopped(
     options: ServerOptions,
     identity: Identity,
-    serve: impl AsyncFnOnce(&mut Setup) -> crate::Result<()>,
+    serve: impl AsyncFnOnce(&mut Setup) -> crate::error::Result<()>,
 ) -> anyhow::Result<()> {
     let args = &options.serving;
     let authentication = options.authentication.mode(args.bind);

@@ -53,7 +53,7 @@ pub struct Setup {
     options: StorageOptions,
     /// The cluster this server belongs to (from --kubeconfig or the usual
     /// inference), or why there is none.
-    pub cluster: crate::Result<kube::Client>,
+    pub cluster: crate::error::Result<kube::Client>,
     storage: Storage,
     admission_options: AdmissionOptions,
     /// Read at start from `--admission-control-config-file`, handed to the webhooks.
@@ -100,7 +100,7 @@ impl Setup {
         }));
         Ok(Self {
             options: options.clone(),
-            cluster: cluster.map_err(crate::Error::from),
+            cluster: cluster.map_err(crate::error::Error::from),
             storage,
             admission_options: admission_options.clone(),
             webhook_authentication: Some(WebhookAuthentication::load(admission_options.config_file.as_deref())?),
@@ -144,7 +144,7 @@ impl Setup {
     /// Fails when the kind's schema has CEL rules (`x-kubernetes-validations`)
     /// that do not compile or may cost more than kube allows: the error
     /// names each such rule by its place in the schema.
-    pub fn stored(&mut self, kind: Arc<dyn Kind>) -> crate::Result<Arc<Registry>> {
+    pub fn stored(&mut self, kind: Arc<dyn Kind>) -> crate::error::Result<Arc<Registry>> {
         let names = kind.names();
         let registry =
             self.stored_registry(kind).with_context(|| format!("serving {}.{}", names.plural, names.group))?;

@@ -14,8 +14,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use aggregated_apiserver::storage::memory::MemoryStore;
-use aggregated_apiserver::storage::{Indexer, ListRequest};
+use aggregated_apiserver::storage::{Indexer, ListRequest, MemoryStore};
 use aggregated_apiserver::KindIndexer;
 use farm_apiserver::farmpod::{farmpod_of, FarmPodKind, PodCache, PodFeed};
 use k8s_openapi::api::core::v1::Pod;

@@ -19,8 +19,7 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{json, Map, Value};
 
-use aggregated_apiserver::storage::memory::MemoryStore;
-use aggregated_apiserver::storage::{ObjectKey, StoreError};
+use aggregated_apiserver::storage::{MemoryStore, ObjectKey, StoreError};
 use aggregated_apiserver::{Column, Kind, Names, Verb};
 
 /// The annotation pointing back to the Pod's uid.

@@ -22,7 +22,7 @@ pub struct ObjectIndex {
     /// `metadata.creationTimestamp`.
     pub creation_timestamp: Option<DateTime<Utc>>,
     /// The JSON of `metadata`: set by the store, as a view into the object's
-    /// own bytes (see [`super::framed`]), never a copy.
+    /// own bytes, never a copy.
     pub metadata: bytes::Bytes,
 }
 

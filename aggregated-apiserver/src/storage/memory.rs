@@ -103,7 +103,7 @@ impl MemoryStore {
 
     /// What [`Self::with_max_object_bytes`] set: the etcd store in front of
     /// this cache refuses the same writes.
-    pub fn max_object_bytes(&self) -> usize {
+    pub(crate) fn max_object_bytes(&self) -> usize {
         self.max_object_bytes
     }
 
@@ -116,7 +116,7 @@ impl MemoryStore {
     }
 
     /// Stamps `rv` into the object and encodes it with its index.
-    pub fn encode(&self, key: &ObjectKey, obj: Value, rv: u64) -> Result<StoredObject, StoreError> {
+    pub(crate) fn encode(&self, key: &ObjectKey, obj: Value, rv: u64) -> Result<StoredObject, StoreError> {
         self.encode_as(Arc::new(key.clone()), obj, rv, EventType::Added).map(|(stored, _)| stored)
     }
 
@@ -237,7 +237,7 @@ impl MemoryStore {
     /// Applies a change that happened upstream at revision `rv` (the watch
     /// cache's feed): `obj` is the new state, `None` a deletion. Changes at or
     /// below the current revision were already applied and are skipped.
-    pub fn apply(&self, key: &ObjectKey, obj: Option<Value>, rv: u64) -> Result<(), StoreError> {
+    pub(crate) fn apply(&self, key: &ObjectKey, obj: Option<Value>, rv: u64) -> Result<(), StoreError> {
         let mut inner = self.write()?;
         if rv <= inner.rv {
             return Ok(());
@@ -254,7 +254,7 @@ impl MemoryStore {
 
     /// Moves the revision forward without a change of ours (upstream progress:
     /// writes elsewhere in etcd), so waits for it end and bookmarks carry it.
-    pub fn advance(&self, rv: u64) {
+    pub(crate) fn advance(&self, rv: u64) {
         if let Ok(mut inner) = self.write() {
             if rv > inner.rv {
                 inner.rv = rv;
@@ -268,7 +268,7 @@ impl MemoryStore {
     /// and every open watch is closed, so its client resumes from its last
     /// revision and gets 410 Expired, as after kube-apiserver's cacher re-lists.
     /// Each object comes with the revision it was last modified at.
-    pub fn reset(&self, rv: u64, objects: Vec<(ObjectKey, Value, u64)>) -> Result<(), StoreError> {
+    pub(crate) fn reset(&self, rv: u64, objects: Vec<(ObjectKey, Value, u64)>) -> Result<(), StoreError> {
         let mut encoded = BTreeMap::new();
         for (key, obj, modified) in objects {
             let stored = self.encode(&key, obj, modified)?;
@@ -469,12 +469,12 @@ fn visible_at(versions: &[Version], at: u64) -> Option<&StoredObject> {
 
 impl MemoryStore {
     /// The state of `key`, or `NotFound`.
-    pub fn current(&self, key: &ObjectKey) -> Result<StoredObject, StoreError> {
+    pub(crate) fn current(&self, key: &ObjectKey) -> Result<StoredObject, StoreError> {
         Self::latest(&*self.read()?, key).cloned().ok_or(StoreError::NotFound)
     }
 
     /// A list served from memory (the etcd store's reads come here too).
-    pub fn list_now(&self, req: ListRequest<'_>) -> Result<ListPage, StoreError> {
+    pub(crate) fn list_now(&self, req: ListRequest<'_>) -> Result<ListPage, StoreError> {
         let inner = self.read()?;
         let at = req.at.unwrap_or(inner.rv);
         if at < inner.oldest {
@@ -532,7 +532,7 @@ impl MemoryStore {
     }
 
     /// A watch served from memory: history after `after_rv`, then live events.
-    pub fn watch_now(&self, namespace: Option<&str>, after_rv: u64) -> Result<WatchStream, StoreError> {
+    pub(crate) fn watch_now(&self, namespace: Option<&str>, after_rv: u64) -> Result<WatchStream, StoreError> {
         let inner = self.read()?;
         if after_rv < inner.oldest {
             return Err(StoreError::Expired { requested: after_rv, oldest: inner.oldest });
@@ -550,7 +550,7 @@ impl MemoryStore {
     }
 
     /// Waits until the revision reaches `rv`, or `TooLarge` after `timeout`.
-    pub async fn wait_until(&self, rv: u64, timeout: Duration) -> Result<(), StoreError> {
+    pub(crate) async fn wait_until(&self, rv: u64, timeout: Duration) -> Result<(), StoreError> {
         let mut rx = self.revision.subscribe();
         let reached = tokio::time::timeout(timeout, rx.wait_for(|current| *current >= rv)).await;
         match reached {
@@ -560,12 +560,12 @@ impl MemoryStore {
     }
 
     /// The revision of the newest change applied.
-    pub fn revision(&self) -> u64 {
+    pub(crate) fn revision(&self) -> u64 {
         *self.revision.borrow()
     }
 
     /// Objects currently held.
-    pub fn live(&self) -> usize {
+    pub(crate) fn live(&self) -> usize {
         self.read().map(|i| i.live).unwrap_or(0)
     }
 }

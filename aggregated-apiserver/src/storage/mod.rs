@@ -6,13 +6,15 @@
 //! selectors, tables and metadata views need, so list and watch write stored
 //! bytes instead of re-serializing.
 
-pub mod etcd;
-pub mod framed;
-pub mod index;
-pub mod memory;
-pub mod options;
+pub(crate) mod etcd;
+pub(crate) mod framed;
+pub(crate) mod index;
+pub(crate) mod memory;
+pub(crate) mod options;
 
+pub use etcd::{EtcdStore, KeyCodec};
 pub use index::{Indexer, LabelSet, ObjectIndex};
+pub use memory::MemoryStore;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,7 +109,7 @@ pub struct StoredVersion {
     /// The resourceVersion this state was written at.
     pub rv: u64,
     /// The object's JSON, with `metadata.resourceVersion` = `rv` (a view into
-    /// the watch line it was stored with, see [`framed`]).
+    /// the watch line it was stored with).
     pub bytes: Bytes,
     /// What selectors, tables and views read without decoding the object.
     pub index: ObjectIndex,
@@ -176,17 +178,17 @@ pub struct Event {
     pub prev: Option<StoredObject>,
     /// Room for the watch machinery to keep what it derives from this event
     /// once for all watchers (its encoded lines); storage never reads it.
-    pub encoded: EventMemo,
+    pub(crate) encoded: EventMemo,
 }
 
 /// One lazily filled slot per event type (a selector can turn a MODIFIED into
 /// ADDED or DELETED for some watchers).
 #[derive(Debug, Default)]
-pub struct EventMemo([std::sync::OnceLock<Bytes>; 3]);
+pub(crate) struct EventMemo([std::sync::OnceLock<Bytes>; 3]);
 
 impl EventMemo {
     /// The bytes kept for `as_type`, made by `make` on first use.
-    pub fn get_or_init(&self, as_type: EventType, make: impl FnOnce() -> Bytes) -> Bytes {
+    pub(crate) fn get_or_init(&self, as_type: EventType, make: impl FnOnce() -> Bytes) -> Bytes {
         let slot = match as_type {
             EventType::Added => &self.0[0],
             EventType::Modified => &self.0[1],
@@ -204,7 +206,7 @@ impl Event {
 
     /// An event whose plain JSON watch line is already known (the store
     /// encodes each object inside the line of the change that stored it).
-    pub fn with_line(kind: EventType, object: StoredObject, prev: Option<StoredObject>, line: Bytes) -> Self {
+    pub(crate) fn with_line(kind: EventType, object: StoredObject, prev: Option<StoredObject>, line: Bytes) -> Self {
         let event = Self::new(kind, object, prev);
         event.encoded.get_or_init(kind, || line);
         event
@@ -252,8 +254,8 @@ pub enum StoreError {
     /// The store cannot answer yet (etcd's cache has not listed it once).
     #[error("storage is (re)initializing")]
     Initializing,
-    /// A write whose encoded object is larger than the store keeps: past
-    /// [`DEFAULT_MAX_OBJECT_BYTES`] by default, or refused by etcd itself.
+    /// A write whose encoded object is larger than the store keeps
+    /// (`--max-object-bytes`, 1.5 MiB by default), or refused by etcd itself.
     #[error("etcdserver: request is too large")]
     ObjectTooLarge,
     /// Anything else, in words.
@@ -267,7 +269,7 @@ pub enum StoreError {
 /// object (and with it every list, watch and history entry) without limit;
 /// the etcd store checks it before sending, and etcd's own refusal of a
 /// larger request is the same error.
-pub const DEFAULT_MAX_OBJECT_BYTES: usize = 1536 * 1024;
+pub(crate) const DEFAULT_MAX_OBJECT_BYTES: usize = 1536 * 1024;
 
 /// What a [`Store::guaranteed_update`] callback decides for the current state.
 #[derive(Debug)]
@@ -298,7 +300,7 @@ pub enum Updated {
 /// How often the memory store's [`Store::guaranteed_update`] re-reads and
 /// retries after losing a compare-and-swap before answering `Conflict` (etcd
 /// retries until its request timeout instead).
-pub const UPDATE_RETRIES: usize = 1000;
+pub(crate) const UPDATE_RETRIES: usize = 1000;
 
 /// Which objects to list, at which revision, from where.
 pub struct ListRequest<'a> {

@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use crate::common;
 use crate::common::Backend;
-use aggregated_apiserver::storage::etcd::{EtcdStore, KeyCodec};
-use aggregated_apiserver::storage::memory::MemoryStore;
 use aggregated_apiserver::storage::{
-    EventType, Indexer, ListRequest, Mutation, ObjectIndex, ObjectKey, Store, StoreError, StoredObject, Updated,
+    EtcdStore, EventType, Indexer, KeyCodec, ListRequest, MemoryStore, Mutation, ObjectIndex, ObjectKey, Store,
+    StoreError, StoredObject, Updated,
 };
 use futures::StreamExt;
 use serde_json::{json, Value};
@@ -40,9 +39,8 @@ async fn replicas(backend: Backend, history: usize) -> (Arc<dyn Store>, Arc<dyn 
             let open = || async {
                 let store =
                     EtcdStore::start(etcd.client().await, codec.clone(), cache(history), Duration::from_secs(5));
-                let feed = store.feed();
                 let deadline = std::time::Instant::now() + Duration::from_secs(10);
-                while let Err(why) = feed.readiness() {
+                while let Err(why) = store.readiness() {
                     assert!(std::time::Instant::now() < deadline, "the etcd store did not sync: {why}");
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }

@@ -6,7 +6,7 @@
 //! etcd's revision (`revision.rs`) and waits until the cache has it, so no
 //! replica answers with a state older than a write another one acknowledged.
 
-pub mod client;
+pub(crate) mod client;
 mod feed;
 mod revision;
 
@@ -16,8 +16,8 @@ use std::time::Duration;
 use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
 use serde_json::Value;
 
-pub use client::EtcdOptions;
-pub use feed::FeedState;
+pub(crate) use client::EtcdOptions;
+pub(crate) use feed::FeedState;
 
 use super::memory::MemoryStore;
 use super::{
@@ -43,12 +43,12 @@ impl KeyCodec {
     }
 
     /// `<prefix>/<resource>/`: every key of the kind starts with it.
-    pub fn prefix(&self) -> &str {
+    pub(crate) fn prefix(&self) -> &str {
         &self.prefix
     }
 
     /// The etcd key of an object.
-    pub fn key(&self, key: &ObjectKey) -> Vec<u8> {
+    pub(crate) fn key(&self, key: &ObjectKey) -> Vec<u8> {
         if self.namespaced {
             format!("{}{}/{}", self.prefix, key.namespace, key.name).into_bytes()
         } else {
@@ -57,7 +57,7 @@ impl KeyCodec {
     }
 
     /// The end of the prefix's key range (the prefix with its last byte + 1).
-    pub fn range_end(&self) -> Vec<u8> {
+    pub(crate) fn range_end(&self) -> Vec<u8> {
         let mut end = self.prefix.as_bytes().to_vec();
         if let Some(last) = end.last_mut() {
             *last += 1;
@@ -66,7 +66,7 @@ impl KeyCodec {
     }
 
     /// The object an etcd key names; None for a key that is not the kind's.
-    pub fn decode_key(&self, raw: &[u8]) -> Option<ObjectKey> {
+    pub(crate) fn decode_key(&self, raw: &[u8]) -> Option<ObjectKey> {
         let rest = std::str::from_utf8(raw).ok()?.strip_prefix(&self.prefix)?;
         let key = if self.namespaced {
             let (ns, name) = rest.split_once('/')?;
@@ -82,7 +82,7 @@ impl KeyCodec {
     }
 
     /// A stored key and value as an object; `None` (logged) for what is not ours.
-    pub fn decode(&self, raw_key: &[u8], value: &[u8]) -> Option<(ObjectKey, Value)> {
+    pub(crate) fn decode(&self, raw_key: &[u8], value: &[u8]) -> Option<(ObjectKey, Value)> {
         let key = self.decode_key(raw_key)?;
         match serde_json::from_slice::<Value>(value) {
             Ok(obj) if obj.get("metadata").is_some_and(Value::is_object) => Some((key, obj)),
@@ -164,8 +164,14 @@ impl EtcdStore {
     }
 
     /// The feed's health, for readiness.
-    pub fn feed(&self) -> Arc<FeedState> {
+    pub(crate) fn feed(&self) -> Arc<FeedState> {
         self.feed.clone()
+    }
+
+    /// Whether the store serves: an error, saying why, until its cache has
+    /// first listed etcd and while etcd is unreachable.
+    pub fn readiness(&self) -> Result<(), String> {
+        self.feed.readiness()
     }
 
     /// Runs one transaction with the store's deadline.

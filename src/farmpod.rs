@@ -20,7 +20,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{json, Map, Value};
 
 use aggregated_apiserver::storage::{MemoryStore, ObjectKey, StoreError};
-use aggregated_apiserver::{Column, Kind, Names, Verb};
+use aggregated_apiserver::{Cell, Column, Kind, Names, Verb};
 
 /// The annotation pointing back to the Pod's uid.
 pub const POD_UID_ANNOTATION: &str = "farm.example.com/pod-uid";
@@ -43,14 +43,14 @@ fn text_cell(o: &Value, pointer: &str, empty: &str) -> Value {
     }
 }
 
-static COLUMNS: [Column; 5] = [
+static COLUMNS: [Column; 6] = [
     Column {
         name: "Ready",
         type_: "string",
         format: "",
         description: "Ready containers out of all containers",
         priority: 0,
-        cell: |o| text_cell(o, "/status/ready", "0/0"),
+        cell: Cell::Read(|o| text_cell(o, "/status/ready", "0/0")),
     },
     Column {
         name: "Status",
@@ -58,7 +58,7 @@ static COLUMNS: [Column; 5] = [
         format: "",
         description: "The Pod's phase",
         priority: 0,
-        cell: |o| text_cell(o, "/status/phase", "Unknown"),
+        cell: Cell::Read(|o| text_cell(o, "/status/phase", "Unknown")),
     },
     Column {
         name: "Restarts",
@@ -66,7 +66,7 @@ static COLUMNS: [Column; 5] = [
         format: "",
         description: "Container restarts, all containers together",
         priority: 0,
-        cell: |o| o.pointer("/status/restarts").cloned().unwrap_or(json!(0)),
+        cell: Cell::Read(|o| o.pointer("/status/restarts").cloned().unwrap_or(json!(0))),
     },
     Column {
         name: "Containers",
@@ -74,7 +74,7 @@ static COLUMNS: [Column; 5] = [
         format: "",
         description: "Number of containers in the Pod",
         priority: 0,
-        cell: |o| o.pointer("/spec/containerCount").cloned().unwrap_or(json!(0)),
+        cell: Cell::Read(|o| o.pointer("/spec/containerCount").cloned().unwrap_or(json!(0))),
     },
     Column {
         name: "Node",
@@ -82,8 +82,9 @@ static COLUMNS: [Column; 5] = [
         format: "",
         description: "The node the Pod runs on",
         priority: 0,
-        cell: |o| text_cell(o, "/spec/nodeName", "<none>"),
+        cell: Cell::Read(|o| text_cell(o, "/spec/nodeName", "<none>")),
     },
+    Column::AGE,
 ];
 
 /// What the Pod watch has achieved, shared by the kind (503s), readiness and metrics.
@@ -462,7 +463,13 @@ mod tests {
         assert_eq!(fp["metadata"]["labels"]["app"], "web");
         assert_eq!(fp["metadata"]["annotations"][POD_UID_ANNOTATION], "u-1");
         assert_ne!(fp["metadata"]["uid"], "u-1");
-        let cells: Vec<Value> = COLUMNS.iter().map(|c| (c.cell)(&fp)).collect();
+        let cells: Vec<Value> = COLUMNS
+            .iter()
+            .filter_map(|c| match c.cell {
+                Cell::Read(read) => Some(read(&fp)),
+                Cell::Path(_) => None,
+            })
+            .collect();
         assert_eq!(cells, vec![json!("1/2"), json!("Running"), json!(3), json!(2), json!("n1")]);
     }
 }

@@ -22,7 +22,7 @@ use aggregated_apiserver::{DetailedCheck, Gauge, Kind, Registry, Setup};
 /// Adds Llamas and FarmPods to what the server serves; starts the Pod watch
 /// when a cluster is configured.
 pub async fn serve_kinds(setup: &mut Setup, pod_namespaces: Vec<String>) -> aggregated_apiserver::Result<()> {
-    setup.stored(Arc::new(llama::LlamaKind))?;
+    setup.stored(Arc::new(llama::kind()?))?;
 
     let (pod_cache, client) = match &setup.cluster {
         Ok(client) => (Arc::new(farmpod::PodCache::default()), Some(client.clone())),

@@ -1,25 +1,24 @@
 //! Llama: a namespaced kind this server owns and stores, with a status
-//! subresource. The Rust types are what kube-rs clients use (`Api<Llama>`);
-//! [`LlamaKind`] is how the server describes the kind to the machinery.
-
-use std::sync::OnceLock;
+//! subresource. The Rust types are both what kube-rs clients use
+//! (`Api<Llama>`) and how the server describes the kind: [`kind`] serves the
+//! CustomResourceDefinition kube derives from them, as kube-apiserver would
+//! serve that CRD.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::core::CustomResourceExt;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::json;
 
-use aggregated_apiserver::{Column, FieldError, Kind, Names};
+use aggregated_apiserver::CustomResourceKind;
 
-// The Rust types are the one source of the kind's schema: kube derives the
-// CRD's structural OpenAPI v3 schema from them (schemars, `schema =
-// "derived"`), and [`llama_schema`] adapts it for serving. Numbers are kept
-// as JSON numbers (f64) end to end, so what a client sends is what it reads back.
+// Numbers are kept as JSON numbers (f64) end to end, so what a client sends
+// is what it reads back.
 
 /// The desired shape of the llama.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+// Two printer columns of one type read to clippy as one attribute given twice.
+#[allow(clippy::duplicated_attributes)]
 #[kube(
     group = "farm.example.com",
     version = "v1alpha",
@@ -32,6 +31,14 @@ use aggregated_apiserver::{Column, FieldError, Kind, Names};
     schema = "derived",
     doc = "A llama of the farm."
 )]
+#[kube(printcolumn(
+    name = "Weight",
+    type_ = "number",
+    description = "Weight in kilograms",
+    json_path = ".spec.weight"
+))]
+#[kube(printcolumn(name = "Height", type_ = "number", description = "Height in metres", json_path = ".spec.height"))]
+#[kube(printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"))]
 #[serde(rename_all = "camelCase")]
 // The rules that involve several fields, or the previous object, are CEL
 // rules (`x-kubernetes-validations`) on the spec, as a CRD author writes
@@ -85,165 +92,39 @@ pub struct LlamaStatus {
     pub observed_generation: Option<i64>,
     /// The latest observations of the llama's state.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[schemars(
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]),
+        transform = condition_status_enum
+    )]
     pub conditions: Vec<Condition>,
 }
 
-/// The served schema of a Llama: the structural schema kube derives for the
-/// CRD from [`LlamaSpec`] and [`LlamaStatus`], adapted in one place to what
-/// this server (and a CRD author) states beyond the Rust types:
-///
-/// - no `nullable` (kube marks `Option` fields nullable; a null there is
-///   dropped as for any non-nullable field), no `default`s, no
-///   `format: double` on the spec's numbers;
-/// - `apiVersion`, `kind` and `metadata` declared at the root, as kube's
-///   published CRD schemas show them;
-/// - a condition's `status` is one of `True`, `False`, `Unknown`
-///   (metav1.Condition's documented enum, which k8s-openapi does not carry).
-///
-/// The list-map extensions (`x-kubernetes-list-type: map`, keys `[type]`)
-/// come from the Rust types and are kept for server-side apply.
-pub fn llama_schema() -> &'static Value {
-    static SCHEMA: OnceLock<Value> = OnceLock::new();
-    SCHEMA.get_or_init(|| {
-        let derived = Llama::crd()
-            .spec
-            .versions
-            .first()
-            .and_then(|v| v.schema.as_ref())
-            .and_then(|s| s.open_api_v3_schema.as_ref())
-            .and_then(|s| serde_json::to_value(s).ok())
-            .unwrap_or_else(|| json!({"type": "object"}));
-        served_schema(derived)
-    })
-}
-
-fn served_schema(mut schema: Value) -> Value {
-    strip_keys(&mut schema, &["nullable", "default", "title"]);
-    // schemars says `format: double` for f64; the kind never stated a format
-    // (and the validator words type errors by the format when there is one).
-    for field in ["weight", "height", "maxWeight"] {
-        if let Some(number) =
-            schema.pointer_mut(&format!("/properties/spec/properties/{field}")).and_then(Value::as_object_mut)
-        {
-            number.remove("format");
-        }
-    }
-    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
-        let mut root = Map::new();
-        root.insert(
-            "apiVersion".into(),
-            json!({ "type": "string", "description": "APIVersion defines the versioned schema of this representation of an object." }),
-        );
-        root.insert(
-            "kind".into(),
-            json!({ "type": "string", "description": "Kind is a string value representing the REST resource this object represents." }),
-        );
-        root.insert("metadata".into(), json!({ "type": "object" }));
-        root.append(props);
-        *props = root;
-    }
-    if let Some(status) = schema.pointer_mut("/properties/status/properties/conditions/items/properties/status") {
-        status["enum"] = json!(["True", "False", "Unknown"]);
-    }
-    schema
-}
-
-/// Removes `keys` from every schema node (keys of `properties` are field
-/// names, not keywords, and stay).
-fn strip_keys(node: &mut Value, keys: &[&str]) {
-    match node {
-        Value::Object(map) => {
-            for key in keys {
-                map.remove(*key);
-            }
-            for (name, child) in map.iter_mut() {
-                if name == "properties" {
-                    if let Value::Object(fields) = child {
-                        fields.values_mut().for_each(|f| strip_keys(f, keys));
-                    }
-                } else if !name.starts_with("x-kubernetes-") && name != "enum" {
-                    strip_keys(child, keys);
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|i| strip_keys(i, keys)),
-        _ => {}
+/// A condition's `status` is one of `True`, `False`, `Unknown`: metav1.Condition's
+/// documented enum, which k8s-openapi's schema of it does not carry.
+fn condition_status_enum(schema: &mut schemars::Schema) {
+    if let Some(status) = schema.pointer_mut("/items/properties/status").and_then(|s| s.as_object_mut()) {
+        status.insert("enum".into(), json!(["True", "False", "Unknown"]));
     }
 }
 
-pub struct LlamaKind;
-
-static NAMES: Names = Names {
-    group: "farm.example.com",
-    version: "v1alpha",
-    kind: "Llama",
-    list_kind: "LlamaList",
-    plural: "llamas",
-    singular: "llama",
-    short_names: &["ll"],
-    categories: &["farm"],
-};
-
-static COLUMNS: [Column; 2] = [
-    Column {
-        name: "Weight",
-        type_: "number",
-        format: "",
-        description: "Weight in kilograms",
-        priority: 0,
-        cell: |o| o.pointer("/spec/weight").cloned().unwrap_or(Value::Null),
-    },
-    Column {
-        name: "Height",
-        type_: "number",
-        format: "",
-        description: "Height in metres",
-        priority: 0,
-        cell: |o| o.pointer("/spec/height").cloned().unwrap_or(Value::Null),
-    },
-];
-
-impl Kind for LlamaKind {
-    fn names(&self) -> &'static Names {
-        &NAMES
-    }
-
-    fn has_status_subresource(&self) -> bool {
-        true
-    }
-
-    fn schema(&self) -> Value {
-        llama_schema().clone()
-    }
-
-    fn columns(&self) -> &'static [Column] {
-        &COLUMNS
-    }
-
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &["spec.weight", "spec.height"]
-    }
-
-    fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        // JSON cannot carry NaN or infinities, but a number too large for f64
-        // must not slip through as one.
-        ["weight", "height", "maxWeight"]
-            .iter()
-            .filter_map(|f| {
-                let v = obj.pointer(&format!("/spec/{f}"))?;
-                match v.as_f64() {
-                    Some(x) if x.is_finite() => None,
-                    _ => Some(FieldError::invalid(format!("spec.{f}"), v, "must be a finite number")),
-                }
-            })
-            .collect()
-    }
+/// The kind farm-apiserver serves: Llama's derived CustomResourceDefinition,
+/// and field selectors on the weight and height (numbers, on which a CRD
+/// cannot select).
+pub fn kind() -> aggregated_apiserver::Result<CustomResourceKind> {
+    Ok(CustomResourceKind::of::<Llama>()?.also_selectable(&["spec.weight", "spec.height"]))
 }
 
 #[cfg(test)]
 mod tests {
+    use aggregated_apiserver::{Cell, Kind};
+    use serde_json::Value;
+
     use super::*;
+
+    /// The schema kube derives for the CRD, which the kind serves.
+    fn derived_schema() -> Value {
+        kind().unwrap().schema()
+    }
 
     #[test]
     fn typed_llama_round_trips_exact_numbers() {
@@ -264,7 +145,7 @@ mod tests {
     #[test]
     fn the_rules_compile_and_say_what_they_mean() {
         use aggregated_apiserver::SchemaRules;
-        let rules = SchemaRules::compile(llama_schema()).unwrap().expect("Llama has rules");
+        let rules = SchemaRules::compile(&derived_schema()).unwrap().expect("Llama has rules");
         // Cheap: a Llama write stays small work on the async workers.
         assert!(rules.max_cost() < 100, "{}", rules.max_cost());
         let llama = |spec: Value| json!({"apiVersion": "farm.example.com/v1alpha", "kind": "Llama", "metadata": {"name": "a"}, "spec": spec});
@@ -291,12 +172,31 @@ mod tests {
     }
 
     #[test]
-    fn derived_schema_says_what_the_hand_written_one_said() {
-        let s = llama_schema();
-        println!("{}", serde_json::to_string_pretty(s).unwrap());
-        assert_eq!(s["type"], "object");
-        assert_eq!(s["description"], "A llama of the farm.");
-        assert_eq!(s["required"], json!(["spec"]));
+    fn the_derived_definition_says_what_a_crd_author_writes() {
+        let kind = kind().unwrap();
+        let names = kind.names();
+        assert_eq!(
+            (names.api_version(), names.kind, names.plural, names.singular, names.short_names, names.categories),
+            ("farm.example.com/v1alpha".into(), "Llama", "llamas", "llama", &["ll"][..], &["farm"][..])
+        );
+        assert!(kind.namespaced() && kind.has_status_subresource());
+        let columns: Vec<_> = kind.columns().iter().map(|c| (c.name, c.type_, c.description)).collect();
+        assert_eq!(
+            columns,
+            [
+                ("Weight", "number", "Weight in kilograms"),
+                ("Height", "number", "Height in metres"),
+                ("Age", "date", "Custom resource definition column (in JSONPath format): .metadata.creationTimestamp"),
+            ]
+        );
+        assert!(matches!(kind.columns()[0].cell, Cell::Path(".spec.weight")));
+        assert_eq!(kind.selectable_fields(), ["spec.weight", "spec.height"]);
+
+        let s = derived_schema();
+        assert_eq!(
+            (&s["type"], &s["description"], &s["required"]),
+            (&json!("object"), &json!("A llama of the farm."), &json!(["spec"]))
+        );
         let spec = &s["properties"]["spec"];
         assert_eq!(spec["description"], "The desired shape of the llama.");
         assert_eq!(spec["required"], json!(["height", "weight"]));
@@ -308,23 +208,13 @@ mod tests {
             );
             assert!(p["description"].as_str().unwrap().ends_with("a finite number greater than 0."));
         }
-        let status = &s["properties"]["status"];
-        assert_eq!(status["description"], "What a controller last observed of the llama.");
-        assert_eq!(status["properties"]["observedGeneration"]["format"], "int64");
-        let conditions = &status["properties"]["conditions"];
+        let conditions = &s["properties"]["status"]["properties"]["conditions"];
         assert_eq!(conditions["x-kubernetes-list-type"], "map");
         assert_eq!(conditions["x-kubernetes-list-map-keys"], json!(["type"]));
-        let item = &conditions["items"];
-        let mut required: Vec<&str> =
-            item["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-        required.sort();
-        assert_eq!(required, ["lastTransitionTime", "message", "reason", "status", "type"]);
-        assert_eq!(item["properties"]["status"]["enum"], json!(["True", "False", "Unknown"]));
-        assert_eq!(item["properties"]["lastTransitionTime"]["format"], "date-time");
-        assert_eq!(s["properties"]["metadata"], json!({"type": "object"}));
+        assert_eq!(conditions["items"]["properties"]["status"]["enum"], json!(["True", "False", "Unknown"]));
         // Structural: nothing kube's CRD validation refuses.
         let text = s.to_string();
-        for banned in ["nullable", "$ref", "anyOf", "oneOf", "allOf", "\"default\"", "\"title\"", "double"] {
+        for banned in ["$ref", "anyOf", "oneOf", "allOf"] {
             assert!(!text.contains(banned), "{banned} in {text}");
         }
     }

@@ -1,7 +1,12 @@
 //! A kind of one's own, served in one file: Greetings (`example.com/v1`),
 //! stored in memory (or in etcd with `--storage etcd`), with every verb,
 //! watch, server-side apply, Table output for `kubectl get`, discovery and
-//! OpenAPI for `kubectl explain`, and a CEL validation rule in its schema.
+//! OpenAPI for `kubectl explain`, a CEL validation rule in its schema, and
+//! rules of its own in Rust.
+//!
+//! The kind is its Rust type: kube's `CustomResource` derive describes it
+//! (names, schema, printer columns), as for a CRD, and kube-rs clients use
+//! the same type (`Api<Greeting>`).
 //!
 //! ```sh
 //! cargo run -p aggregated-apiserver --example greetings -- --bind 127.0.0.1:8444
@@ -16,77 +21,43 @@ use std::sync::Arc;
 use aggregated_apiserver::prelude::*;
 use aggregated_apiserver::with_env_prefix;
 use clap::{CommandFactory as _, FromArgMatches as _, Parser};
-use serde_json::{json, Value};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-/// The kind: what it is called, what it holds, and how it reads in a table.
-struct Greeting;
+/// What to say, and how often.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
+#[kube(group = "example.com", version = "v1", kind = "Greeting", namespaced, shortname = "gr")]
+#[kube(printcolumn(name = "Message", type_ = "string", description = "What to say.", json_path = ".spec.message"))]
+#[kube(printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"))]
+// A CEL rule across two fields, as a CRD author writes one.
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!has(self.times) || self.times <= 10 || self.message.size() <= 20",
+    "message": "a message longer than 20 characters may be said at most 10 times"
+}]))]
+pub struct GreetingSpec {
+    /// What to say.
+    message: String,
+    /// How often to say it: once unless said otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    times: Option<i64>,
+}
 
-static NAMES: Names = Names {
-    group: "example.com",
-    version: "v1",
-    kind: "Greeting",
-    list_kind: "GreetingList",
-    plural: "greetings",
-    singular: "greeting",
-    short_names: &["gr"],
-    categories: &[],
-};
-
-impl Kind for Greeting {
-    fn names(&self) -> &'static Names {
-        &NAMES
-    }
-
-    /// A structural schema, as a CRD's `openAPIV3Schema`.
-    fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "apiVersion": {"type": "string"},
-                "kind": {"type": "string"},
-                "metadata": {"type": "object"},
-                "spec": {
-                    "type": "object",
-                    "required": ["message"],
-                    // A CEL rule across two fields, as a CRD author writes one.
-                    "x-kubernetes-validations": [{
-                        "rule": "!has(self.times) || self.times <= 10 || self.message.size() <= 20",
-                        "message": "a message longer than 20 characters may be said at most 10 times"
-                    }],
-                    "properties": {
-                        "message": {"type": "string", "description": "What to say."},
-                        "times": {"type": "integer", "description": "How often to say it."}
-                    }
-                }
-            }
+/// The kind: the derived description, and the rules a schema cannot say,
+/// on the typed object.
+fn greetings() -> aggregated_apiserver::Result<CustomResourceKind> {
+    Ok(CustomResourceKind::of::<Greeting>()?
+        // A default, set before validation.
+        .prepare_for_create(|greeting: &mut Greeting| {
+            greeting.spec.times.get_or_insert(1);
         })
-    }
-
-    fn columns(&self) -> &'static [Column] {
-        &[Column {
-            name: "Message",
-            type_: "string",
-            format: "",
-            description: "What to say.",
-            priority: 0,
-            cell: |greeting| greeting["spec"]["message"].clone(),
-        }]
-    }
-
-    /// A default, set before validation as a CRD's schema default would be.
-    fn prepare_for_create(&self, greeting: &mut Value) {
-        if let Some(spec) = greeting.get_mut("spec").and_then(Value::as_object_mut) {
-            spec.entry("times").or_insert(json!(1));
-        }
-    }
-
-    /// Rules beyond the schema, reported as kube reports field errors (422).
-    fn validate(&self, greeting: &Value) -> Vec<FieldError> {
-        match greeting["spec"]["times"].as_i64() {
-            Some(times) if times < 1 => vec![FieldError::invalid("spec.times", &json!(times), "must be at least 1")],
+        // A rule beyond the schema, reported as kube reports field errors (422).
+        .validate(|greeting: &Greeting| match greeting.spec.times {
+            Some(times) if times < 1 => {
+                vec![FieldError::invalid("spec.times", &times.into(), "must be at least 1")]
+            }
             _ => Vec::new(),
-        }
-    }
+        }))
 }
 
 /// The library's flags, and nothing else.
@@ -105,7 +76,7 @@ async fn main() -> anyhow::Result<()> {
     cli.server.logging.init();
     let identity = Identity { name: "greetings", version: env!("CARGO_PKG_VERSION"), git_commit: "" };
     run(cli.server, identity, async |setup| {
-        setup.stored(Arc::new(Greeting))?;
+        setup.stored(Arc::new(greetings()?))?;
         Ok(())
     })
     .await?;

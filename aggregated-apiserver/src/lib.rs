@@ -59,8 +59,9 @@ pub use apimachinery::field_error::{FieldError, FieldErrorKind};
 pub use apimachinery::resource::{Names, Verb};
 pub use apimachinery::schema::validations::SchemaRules;
 pub use error::{Error, Result};
+pub use registry::custom_resource::CustomResourceKind;
 pub use registry::encode::KindIndexer;
-pub use registry::kind::{Column, Kind};
+pub use registry::kind::{Cell, Column, Kind};
 pub use registry::Registry;
 pub use server::dev_certs::{write_cert_bundle, ServingCertPaths};
 pub use server::health::{Check, DetailedCheck, FnCheck};
@@ -120,5 +121,7 @@ pub use server::{run, Identity};
 /// assert!(Greeting.verbs().contains(&Verb::Watch));
 /// ```
 pub mod prelude {
-    pub use crate::{run, Column, FieldError, Identity, Kind, Names, ServerOptions, Setup, Verb};
+    pub use crate::{
+        run, Cell, Column, CustomResourceKind, FieldError, Identity, Kind, Names, ServerOptions, Setup, Verb,
+    };
 }

@@ -3,30 +3,17 @@
 
 use super::cluster::ControlPlane;
 
-/// The Llama CRD in API group `group` (its name is `llamas.<group>`), with the
-/// status subresource and the very schema farm-apiserver serves for Llamas
-/// (derived from the Rust types, `farm_apiserver::llama::llama_schema`), CEL
-/// rules (`x-kubernetes-validations`) included, so kube-apiserver enforces the
-/// same rules on the CRD. JSON, which `kubectl apply` reads as YAML.
+/// The Llama CRD in API group `group` (its name is `llamas.<group>`): the very
+/// definition farm-apiserver serves Llamas from, the one kube derives from the
+/// Rust types (`Llama::crd()`: status subresource, schema and CEL rules,
+/// printer columns, selectable fields), moved to `group`. JSON, which
+/// `kubectl apply` reads as YAML.
 pub fn llama_crd(group: &str) -> String {
-    serde_json::json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("llamas.{group}")},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": "llamas", "singular": "llama", "kind": "Llama", "listKind": "LlamaList"},
-            "versions": [{
-                "name": "v1alpha",
-                "served": true,
-                "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": farm_apiserver::llama::llama_schema()},
-            }],
-        },
-    })
-    .to_string()
+    use kube::core::CustomResourceExt;
+    let mut crd = farm_apiserver::llama::Llama::crd();
+    crd.metadata.name = Some(format!("llamas.{group}"));
+    crd.spec.group = group.to_string();
+    serde_json::to_string(&crd).expect("a CustomResourceDefinition encodes")
 }
 
 /// Installs the Llama CRD in `group` and waits until it is Established.

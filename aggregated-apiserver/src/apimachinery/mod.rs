@@ -16,6 +16,7 @@
 //! * [`objectmeta`]: TypeMeta and ObjectMeta rules, on create and update;
 //! * [`names`]: DNS-1123 labels and subdomains, qualified names, label values;
 //! * [`labels`], [`fields`]: label and field selectors;
+//! * [`jsonpath`]: the JSONPath of a CRD's printer columns;
 //! * [`field_error`]: `field.Error`, what a failed check reports;
 //! * [`errors`]: the API's errors as `metav1.Status` (k8s.io/apimachinery's
 //!   `api/errors`);
@@ -40,6 +41,7 @@ pub mod fieldpath;
 pub mod fields;
 pub mod gofmt;
 pub mod gojson;
+pub mod jsonpath;
 pub mod labels;
 pub mod managed_fields;
 pub mod names;

@@ -8,7 +8,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use crate::registry::kind::{field_value, Kind};
+use crate::apimachinery::gofmt::go_float;
+use crate::apimachinery::jsonpath::JsonPath;
+use crate::registry::kind::{field_value, Cell, Column, Kind, CREATION_TIMESTAMP};
 use crate::storage::{Indexer, ObjectIndex, StoredObject};
 
 /// List metadata as kube-apiserver writes it.
@@ -107,25 +109,88 @@ impl IncludeObject {
 }
 
 const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
-const AGE_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 
-/// The column definitions: Name, the kind's columns, Age.
-pub fn column_definitions(kind: &dyn Kind) -> Value {
-    let mut cols = vec![
-        json!({"name": "Name", "type": "string", "format": "name", "description": NAME_DESCRIPTION, "priority": 0}),
-    ];
-    for c in kind.columns() {
-        cols.push(json!({"name": c.name, "type": c.type_, "format": c.format, "description": c.description, "priority": c.priority}));
-    }
-    cols.push(json!({"name": "Age", "type": "date", "format": "", "description": AGE_DESCRIPTION, "priority": 0}));
-    Value::Array(cols)
+/// A kind's Table columns: their definitions, and how each stored cell is shown.
+#[derive(Debug, Clone)]
+pub struct TableColumns {
+    /// The `columnDefinitions`: Name, then the kind's columns.
+    pub definitions: Value,
+    shown: Box<[Shown]>,
 }
 
-/// A meta.k8s.io Table of the given objects; `columns` from [`column_definitions`]
-/// (computed once per kind by the caller).
+/// How a stored cell is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    /// As it is stored.
+    AsStored,
+    /// A time, shown as its age.
+    Age,
+    /// The object's creation time (not stored in the cells: the index has it), as its age.
+    Created,
+}
+
+impl TableColumns {
+    /// The columns of `kind`.
+    pub fn of(kind: &dyn Kind) -> Self {
+        let mut definitions = vec![
+            json!({"name": "Name", "type": "string", "format": "name", "description": NAME_DESCRIPTION, "priority": 0}),
+        ];
+        for c in kind.columns() {
+            definitions.push(json!({"name": c.name, "type": c.type_, "format": c.format, "description": c.description, "priority": c.priority}));
+        }
+        let shown = kind.columns().iter().map(shown).collect();
+        Self { definitions: Value::Array(definitions), shown }
+    }
+}
+
+fn shown(c: &Column) -> Shown {
+    match (c.type_, c.cell) {
+        ("date", Cell::Path(CREATION_TIMESTAMP)) => Shown::Created,
+        ("date", _) => Shown::Age,
+        _ => Shown::AsStored,
+    }
+}
+
+/// The cell `c` stores for `obj`. A path's value is taken as the column's
+/// type as kube-apiserver's CRD table convertor takes it.
+fn cell(c: &Column, obj: &Value) -> Value {
+    let path = match c.cell {
+        Cell::Read(read) => return read(obj),
+        Cell::Path(path) => path,
+    };
+    if shown(c) == Shown::Created {
+        return Value::Null;
+    }
+    // Parsed when the kind was described (a CRD's column), or a kind's own literal.
+    let Some(value) = JsonPath::parse(path).ok().and_then(|p| p.first(obj).cloned()) else {
+        return Value::Null;
+    };
+    match (c.type_, value) {
+        (_, Value::Null) => Value::Null,
+        ("string", Value::String(s)) => Value::String(s),
+        ("string", Value::Number(n)) => Value::String(match n.as_f64() {
+            Some(f) if !n.is_i64() && !n.is_u64() => go_float(f),
+            _ => n.to_string(),
+        }),
+        ("string", Value::Bool(b)) => Value::String(b.to_string()),
+        ("string", other) => Value::String(other.to_string()),
+        ("integer", Value::Number(n)) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => json!(i),
+            // Go's int64(float64): truncated toward zero.
+            (None, Some(f)) if f.is_finite() => json!(f.trunc() as i64),
+            _ => Value::Null,
+        },
+        ("number", Value::Number(n)) => Value::Number(n),
+        ("boolean", Value::Bool(b)) => Value::Bool(b),
+        ("date", Value::String(s)) => Value::String(s),
+        _ => Value::Null,
+    }
+}
+
+/// A meta.k8s.io Table of the given objects; `columns` computed once per kind by the caller.
 pub fn table(
     version: &str,
-    columns: &Value,
+    columns: &TableColumns,
     meta: &ListMeta,
     items: &[StoredObject],
     include: IncludeObject,
@@ -137,31 +202,44 @@ pub fn table(
     out.put_slice(b"\",\"metadata\":");
     meta.write(&mut out);
     out.put_slice(b",\"columnDefinitions\":");
-    put_json(&mut out, columns);
+    put_json(&mut out, &columns.definitions);
     out.put_slice(b",\"rows\":[");
     for (i, o) in items.iter().enumerate() {
         if i > 0 {
             out.put_u8(b',');
         }
-        put_row(&mut out, version, o, include, now);
+        put_row(&mut out, version, &columns.shown, o, include, now);
     }
     out.put_slice(b"]}");
     out.freeze()
 }
 
-fn put_row(out: &mut BytesMut, version: &str, o: &StoredObject, include: IncludeObject, now: DateTime<Utc>) {
+fn put_row(
+    out: &mut BytesMut,
+    version: &str,
+    shown: &[Shown],
+    o: &StoredObject,
+    include: IncludeObject,
+    now: DateTime<Utc>,
+) {
     out.put_slice(b"{\"cells\":[");
     put_str(out, &o.key.name);
-    for c in &o.index.cells {
+    for (cell, shown) in o.index.cells.iter().zip(shown.iter().chain(std::iter::repeat(&Shown::AsStored))) {
         out.put_u8(b',');
-        put_json(out, c);
+        match (shown, cell) {
+            (Shown::AsStored, _) | (Shown::Age, Value::Null) => put_json(out, cell),
+            (Shown::Age, Value::String(time)) => put_str(out, &age(Some(time), now)),
+            (Shown::Age, _) => put_json(out, &Value::Null),
+            (Shown::Created, _) => match o.index.creation_timestamp {
+                Some(created) => put_str(out, &human_duration(now - created)),
+                None => put_str(out, "<unknown>"),
+            },
+        }
     }
-    out.put_u8(b',');
-    let age = o.index.creation_timestamp.map(|t| human_duration(now - t)).unwrap_or_else(|| "<unknown>".into());
-    put_str(out, &age);
     out.put_u8(b']');
     match include {
-        IncludeObject::None => {}
+        // A row's object is a RawExtension: Go writes an empty one as null.
+        IncludeObject::None => out.put_slice(b",\"object\":null"),
         IncludeObject::Metadata => {
             out.put_slice(b",\"object\":");
             put_partial(out, version, o);
@@ -172,6 +250,16 @@ fn put_row(out: &mut BytesMut, version: &str, o: &StoredObject, include: Include
         }
     }
     out.put_u8(b'}');
+}
+
+/// A stored time as the age it has at `now`; `<invalid>` for a string that is
+/// not a time (as metav1.Time fails to read it).
+fn age(time: Option<&str>, now: DateTime<Utc>) -> String {
+    match time.map(DateTime::parse_from_rfc3339) {
+        Some(Ok(t)) => human_duration(now - t.with_timezone(&Utc)),
+        Some(Err(_)) => "<invalid>".into(),
+        None => "<unknown>".into(),
+    }
 }
 
 /// A duration the way kubectl and kube-apiserver print ages ("5m", "3h2m", "4d").
@@ -234,7 +322,7 @@ impl Indexer for KindIndexer {
             uid: text("uid").unwrap_or_default().into(),
             labels,
             fields: self.0.selectable_fields().iter().map(|f| field_value(obj, f).into_boxed_str()).collect(),
-            cells: self.0.columns().iter().map(|c| (c.cell)(obj)).collect(),
+            cells: self.0.columns().iter().map(|c| cell(c, obj)).collect(),
             creation_timestamp,
             // Set by the store, as a view into the object's bytes.
             metadata: Bytes::new(),

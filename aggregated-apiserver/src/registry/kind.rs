@@ -8,14 +8,17 @@ use serde_json::Value;
 use crate::apimachinery::field_error::FieldError;
 pub use crate::apimachinery::resource::{Names, Verb};
 
-/// A column of the kind's Table view, between the Name and Age columns every
-/// kind gets. `cell` reads the value from the object when it is written, so
-/// tables are assembled from stored cells.
+/// A column of the kind's Table view, after the Name column every kind gets.
+/// Its cell is read from the object when the object is written, so tables are
+/// assembled from stored cells; a `date` column's cell is a time, shown as
+/// the age it has when the table is read (`5m`), as kube-apiserver shows a
+/// CRD's date columns.
 #[derive(Clone, Copy)]
 pub struct Column {
     /// The column's header, e.g. `Message`.
     pub name: &'static str,
-    /// OpenAPI type: string, integer, number, boolean, date.
+    /// Its type, as a CRD's printer column states it: string, integer,
+    /// number, boolean, date.
     pub type_: &'static str,
     /// OpenAPI format of the type, e.g. `int64`, or "".
     pub format: &'static str,
@@ -23,9 +26,43 @@ pub struct Column {
     pub description: &'static str,
     /// 0 = shown by default, 1 = only with `-o wide`.
     pub priority: i32,
-    /// The cell of an object, read from it (e.g. `|o| o["spec"]["message"].clone()`).
-    pub cell: fn(&Value) -> Value,
+    /// Where the cell's value comes from.
+    pub cell: Cell,
 }
+
+/// Where a column's cell comes from.
+#[derive(Clone, Copy)]
+pub enum Cell {
+    /// Read from the object by the kind's own function
+    /// (`Cell::Read(|o| o["spec"]["message"].clone())`): the value as it returns it.
+    Read(fn(&Value) -> Value),
+    /// A CRD printer column's JSONPath (`.spec.replicas`,
+    /// `.status.conditions[?(@.type=="Ready")].status`): the first value it
+    /// reaches, taken as the column's type the way kube-apiserver takes it
+    /// (a number in an `integer` column is truncated, anything in a `string`
+    /// column is printed as Go prints it; what does not fit is empty).
+    Path(&'static str),
+}
+
+impl Column {
+    /// The Age column: the object's creation time, as an age. A kind that
+    /// states no columns gets it alone, as kube-apiserver serves a CRD that
+    /// states no printer columns; a kind that states its own lists it where
+    /// it wants it (kubectl shows it last).
+    pub const AGE: Column = Column {
+        name: "Age",
+        type_: "date",
+        format: "",
+        description: AGE_DESCRIPTION,
+        priority: 0,
+        cell: Cell::Path(CREATION_TIMESTAMP),
+    };
+}
+
+/// The path of an object's creation time.
+pub(crate) const CREATION_TIMESTAMP: &str = ".metadata.creationTimestamp";
+
+const AGE_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 
 /// A kind served by this server: what it is called, what its objects hold,
 /// and the rules a write must pass beyond its schema. Only [`Kind::names`]
@@ -55,9 +92,10 @@ pub trait Kind: Send + Sync + 'static {
     /// The OpenAPI v3 schema of the whole object (structural, as a CRD's).
     fn schema(&self) -> Value;
 
-    /// Its Table columns, between Name and Age (`kubectl get`).
+    /// Its Table columns after Name (`kubectl get`): [`Column::AGE`] alone
+    /// unless it says otherwise.
     fn columns(&self) -> &'static [Column] {
-        &[]
+        &[Column::AGE]
     }
 
     /// Field paths usable in field selectors besides metadata.name and

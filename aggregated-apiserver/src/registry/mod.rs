@@ -8,6 +8,7 @@
 //! every write goes through the kind's strategy (`strategy.rs`).
 
 mod apply;
+pub mod custom_resource;
 mod delete;
 pub mod encode;
 pub mod kind;
@@ -29,9 +30,10 @@ use crate::admission::{Admission, Attributes, NamespaceAdmission, Operation, Req
 use crate::apimachinery::errors::{ApiError, ApiResult, Reason, Target};
 use crate::apimachinery::field_error::FieldError;
 use crate::apimachinery::schema::validations::{RuleErrors, SchemaRules};
+use crate::apimachinery::schema::with_object_fields;
 use crate::apimachinery::typed::Shape;
 
-use crate::registry::encode::column_definitions;
+use crate::registry::encode::TableColumns;
 use crate::registry::kind::Kind;
 use crate::storage::{ObjectKey, Store, StoreError, StoredObject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
@@ -48,8 +50,8 @@ pub struct Registry {
     pub kind: Arc<dyn Kind>,
     /// Where its objects are.
     pub store: Arc<dyn Store>,
-    /// Table column definitions, computed once.
-    pub columns: Value,
+    /// Table columns, computed once.
+    pub columns: TableColumns,
     schema: Value,
     /// The schema's CEL rules, compiled once (None: it has none).
     rules: Option<SchemaRules>,
@@ -121,8 +123,8 @@ impl Registry {
 
     /// [`Self::new`], failing with the schema's rules that do not compile.
     pub(crate) fn with_rules(kind: Arc<dyn Kind>, store: Arc<dyn Store>) -> Result<Self, RuleErrors> {
-        let columns = column_definitions(kind.as_ref());
-        let schema = kind.schema();
+        let columns = TableColumns::of(kind.as_ref());
+        let schema = with_object_fields(kind.schema());
         let shape = Shape::of_object(&schema);
         let rules = SchemaRules::compile(&schema)?;
         Ok(Self {
@@ -135,6 +137,11 @@ impl Registry {
             namespace_admission: None,
             admission: Admission::default(),
         })
+    }
+
+    /// The kind's schema as it is served (see [`with_object_fields`]).
+    pub(crate) fn schema(&self) -> &Value {
+        &self.schema
     }
 
     /// Writes pass these admission plugins (webhooks, policies) too.

@@ -12,7 +12,8 @@ use crate::apimachinery::errors::{ApiError, ApiResult};
 use crate::apimachinery::field_error::{FieldError, FieldErrorKind};
 use crate::apimachinery::managed_fields::ManagedFields;
 use crate::apimachinery::options::{FieldValidation, WriteOptions};
-use crate::apimachinery::schema::{prune::prune_unknown_fields, validate::validate_against_schema};
+use crate::apimachinery::schema::prune::prune_unknown_fields;
+use crate::apimachinery::schema::validate::{validate_against_schema, validate_status_against_schema};
 use crate::apimachinery::serializer::{BodyFormat, JsonBody};
 use crate::apimachinery::{gojson, objectmeta};
 use crate::heavy;
@@ -122,7 +123,7 @@ impl Registry {
     /// Schema, metadata and kind-specific validation; 422 with every cause.
     /// Validates a new object (and an update against `old`); the warnings
     /// are failed CEL rules an update did not touch (kube's ratcheting).
-    pub(super) fn validate(&self, obj: &Value, old: Option<&Value>) -> ApiResult<Vec<String>> {
+    pub(super) fn validate(&self, part: Part, obj: &Value, old: Option<&Value>) -> ApiResult<Vec<String>> {
         let empty = json!({});
         let meta = obj.get("metadata").unwrap_or(&empty);
         let mut errs = objectmeta::validate_object_meta(meta, self.kind.namespaced());
@@ -135,7 +136,10 @@ impl Registry {
             errs.extend(update_errs.iter().cloned());
             errs.extend(update_errs);
         }
-        errs.extend(validate_against_schema(obj, &self.schema));
+        errs.extend(match part {
+            Part::Main => validate_against_schema(obj, &self.schema),
+            Part::Status => validate_status_against_schema(obj, &self.schema),
+        });
         let mut warnings = Vec::new();
         if let Some(rules) = &self.rules {
             // As apiextensions' strategy: the rules run unless an error
@@ -324,7 +328,7 @@ impl Registry {
             }
             let (obj, more_warnings) = heavy::run_async(work, async {
                 let plain = obj.clone();
-                let mut more_warnings = self.validate(&plain, None)?;
+                let mut more_warnings = self.validate(Part::Main, &plain, None)?;
                 more_warnings.extend(strategy::warnings(&plain, None));
                 Ok::<_, ApiError>((plain, more_warnings))
             })
@@ -784,7 +788,7 @@ impl Registry {
             meta_mut(&mut next)?.insert("managedFields".into(), managed_fields);
         }
         let deleting = old.pointer("/metadata/deletionTimestamp").is_some();
-        warnings.extend(self.validate(&next, Some(old))?);
+        warnings.extend(self.validate(part, &next, Some(old))?);
         if part == Part::Main {
             warnings.extend(strategy::warnings(&next, Some(old)));
         }

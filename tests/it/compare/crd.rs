@@ -619,3 +619,71 @@ async fn patch_and_object_size_limits() {
         .await;
     out.assert_identical();
 }
+
+/// Tables are the CRD's: its printer columns (their names, types and
+/// descriptions; numbers as numbers, integers and decimals alike; Age last),
+/// for a list and for one object, with and without the objects.
+#[tokio::test]
+async fn tables_show_the_crds_printer_columns() {
+    let table = "application/json;as=Table;g=meta.k8s.io;v=v1";
+    let cmp = comparison("cmp-tables")
+        .await
+        .ignoring("/rows/*/cells/3", "an age, read a moment apart on each server (tests/it/direct/reads.rs reads one)");
+    cmp.run(&[
+        Step::post("{llamas}").json(llama_of(json!({"name": "a"}), json!({"weight": 31.4, "height": 1.7}))).expect(201),
+        Step::post("{llamas}")
+            .json(llama_of(json!({"name": "b"}), json!({"weight": 2, "height": 1, "maxWeight": 1e21})))
+            .expect(201),
+        Step::post("{llamas}")
+            .json(llama_of(json!({"name": "c"}), json!({"weight": 0.000015, "height": 123456789.5})))
+            .expect(201),
+        Step::get("{llamas}?includeObject=None").header("Accept", table).expect(200),
+        Step::get("{llamas}/b?includeObject=None").header("Accept", table).expect(200),
+        Step::get("{llamas}?limit=2&includeObject=None").header("Accept", table).expect(200),
+    ])
+    .await
+    .assert_identical();
+}
+
+/// A type error names the type, not the format: kube validates a CRD's
+/// values by the formats it checks (dates, addresses, ...) and drops the
+/// others (`double`, `int64`, which kube's derive writes for Rust numbers).
+/// A write to `/status` is validated against the status schema, its
+/// messages naming paths from below `status`.
+#[tokio::test]
+async fn type_errors_name_the_type_whatever_the_format() {
+    let cmp = comparison("cmp-formats").await;
+    cmp.run(&[
+        Step::post("{llamas}").json(llama_of(json!({"name": "a"}), ok_spec())).expect(201),
+        Step::patch("{llamas}/a/status").patch_body(MERGE, json!({"status": {"observedGeneration": 1.5}})).expect(422),
+        Step::patch("{llamas}/a/status").patch_body(MERGE, json!({"status": {"observedGeneration": "1"}})).expect(422),
+        Step::patch("{llamas}/a/status").patch_body(MERGE, json!({"status": "fed"})).expect(422),
+        Step::patch("{llamas}/a/status").patch_body(MERGE, json!({"status": {"observedGeneration": 2.0}})).expect(200),
+        // One error a step: kube-apiserver reports the fields of one object in Go's map order.
+        Step::patch("{llamas}/a").patch_body(MERGE, json!({"spec": {"weight": "heavy"}})).expect(422),
+        Step::patch("{llamas}/a").patch_body(MERGE, json!({"spec": {"height": true}})).expect(422),
+        Step::patch("{llamas}/a")
+            .patch_body(
+                MERGE,
+                json!({"status": {"conditions": [{"type": "Fed", "status": "Maybe", "reason": "R", "message": "",
+                    "lastTransitionTime": "yesterday"}]}}),
+            )
+            .expect(200),
+        Step::patch("{llamas}/a/status")
+            .patch_body(
+                MERGE,
+                json!({"status": {"conditions": [{"type": "Fed", "status": "Maybe", "reason": "R", "message": "",
+                    "lastTransitionTime": "2026-11-28T10:00:00Z"}]}}),
+            )
+            .expect(422),
+        Step::patch("{llamas}/a/status")
+            .patch_body(
+                MERGE,
+                json!({"status": {"conditions": [{"type": "Fed", "status": "True", "reason": "R", "message": "",
+                    "lastTransitionTime": "yesterday"}]}}),
+            )
+            .expect(422),
+    ])
+    .await
+    .assert_identical();
+}

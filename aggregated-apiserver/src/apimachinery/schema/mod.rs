@@ -21,6 +21,22 @@ pub mod prune;
 pub mod validate;
 pub mod validations;
 
+/// A kind's schema as kube-apiserver serves a CRD's: the object's
+/// `apiVersion` and `kind` (strings) and `metadata` (an object) are declared at
+/// the root whether or not the definition states them, so that server-side
+/// apply, which reads every field from the schema, finds them.
+pub fn with_object_fields(mut schema: Value) -> Value {
+    if let Some(root) = schema.as_object_mut() {
+        let props = root.entry("properties").or_insert_with(|| Value::Object(Map::new()));
+        if let Some(props) = props.as_object_mut() {
+            for (field, type_) in [("apiVersion", "string"), ("kind", "string"), ("metadata", "object")] {
+                props.entry(field).or_insert_with(|| serde_json::json!({ "type": type_ }));
+            }
+        }
+    }
+    schema
+}
+
 /// Recursion guard for the schema walks (values from
 /// [`decode_json`](crate::apimachinery::gojson::decode_json) are never deeper
 /// than its nesting limit; this only protects hand-built values).

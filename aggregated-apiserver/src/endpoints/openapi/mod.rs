@@ -12,6 +12,7 @@
 mod accept;
 mod gnostic;
 mod serve;
+mod v2_schema;
 mod wire;
 
 use std::collections::BTreeMap;
@@ -148,7 +149,10 @@ fn kube_additions() -> Vec<(&'static str, &'static str, &'static str, Value, boo
 /// The kind's schema with `metadata` pointing at ObjectMeta and the GVK extension.
 fn object_schema(r: &Registry, v3: bool) -> Value {
     let n = r.kind.names();
-    let mut schema = r.kind.schema();
+    let mut schema = r.schema().clone();
+    if !v3 {
+        v2_schema::to_v2(&mut schema);
+    }
     if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
         let meta = if v3 {
             json!({ "allOf": [meta_ref(true, "ObjectMeta")], "default": {}, "description": "Standard object's metadata." })

@@ -516,33 +516,30 @@ async fn known_differences() {
     let outcome = cmp
         .run(&[
             Step::post("{llamas}").json(llama("dolly")).expect(201),
-            // 0. A status subresource schema error: kube words it relative to
-            //    status ("observedGeneration in body ...").
-            Step::patch("{llamas}/dolly/status").patch_body(MERGE, json!({"status": {"observedGeneration": "x"}})),
-            // 1. An unparseable resourceVersion on update: kube answers 500
+            // 0. An unparseable resourceVersion on update: kube answers 500
             //    (strconv.ParseUint); we answer 409, and keep it.
             Step::put("{llamas}/dolly").json(llama_of(json!({"name": "dolly", "resourceVersion": "bogus"}), ok_spec())),
-            // 2. An undecodable continue token: kube words Go's JSON error of
+            // 1. An undecodable continue token: kube words Go's JSON error of
             //    the decoded bytes, after "invalid continue token: ".
             Step::get("{llamas}?limit=1&continue=garbage"),
-            // 3. Another version of the group: kube also warns about `spec`.
+            // 2. Another version of the group: kube also warns about `spec`.
             Step::post("{llamas}").json(
                 json!({"apiVersion": "{group}/v9", "kind": "Llama", "metadata": {"name": "v9"}, "spec": ok_spec()}),
             ),
-            // 4. An unparseable resourceVersion on get: kube 500 (no reason); we 400.
+            // 3. An unparseable resourceVersion on get: kube 500 (no reason); we 400.
             Step::get("{llamas}/dolly?resourceVersion=bogus"),
-            // 5. PartialObjectMetadata asked of a list: kube's own message; ours lists types.
+            // 4. PartialObjectMetadata asked of a list: kube's own message; ours lists types.
             Step::get("{llamas}").header("Accept", "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"),
-            // 6. 406 to a protobuf Accept: kube answers in protobuf.
+            // 5. 406 to a protobuf Accept: kube answers in protobuf.
             Step::get("{llamas}/dolly").header("Accept", "application/vnd.kubernetes.protobuf"),
-            // 7. An immutable timestamp: kube shows a CRD's value as the JSON
-            //     string, validation.rs as Go's time.Time (validation.rs, being moved).
+            // 6. An immutable timestamp: kube shows a CRD's value as the JSON
+            //    string, validation.rs as Go's time.Time (validation.rs, being moved).
             Step::patch("{llamas}/dolly")
                 .patch_body(MERGE, json!({"metadata": {"deletionTimestamp": "2020-01-01T00:00:00Z"}})),
-            // 8. Invalid metadata on update: kube lists each cause three times
-            //     (three ObjectMeta validations on a CRD update); we once.
+            // 7. Invalid metadata on update: kube lists each cause three times
+            //    (three ObjectMeta validations on a CRD update); we once.
             Step::patch("{llamas}/dolly").patch_body(MERGE, json!({"metadata": {"annotations": {"bad/key/x": "v"}}})),
-            // 9. A create carrying a resourceVersion: kube 500 (no reason); we 400.
+            // 8. A create carrying a resourceVersion: kube 500 (no reason); we 400.
             Step::post("{llamas}").json(llama_of(json!({"name": "c", "resourceVersion": "5"}), ok_spec())),
         ])
         .await;

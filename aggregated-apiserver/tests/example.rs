@@ -146,3 +146,87 @@ async fn a_kind_of_ones_own_is_served_from_one_file() {
         assert!(body.windows(b"Greeting".len()).any(|w| w == b"Greeting"), "{path}");
     }
 }
+
+/// Both versions are served from one store: the preferred one first in
+/// discovery, an object written in either read in the other (the same uid
+/// and resourceVersion, each version's own fields and columns), and a watch
+/// in one version sent the writes made through the other.
+#[tokio::test]
+async fn each_version_reads_what_the_other_wrote() {
+    let server = start();
+    let apis = |rest: &str| format!("{}/apis/example.com{rest}", server.base);
+
+    let (code, group) = send(server.client.get(apis(""))).await;
+    assert_eq!(code, 200, "{group}");
+    let versions: Vec<&str> =
+        group["versions"].as_array().unwrap().iter().filter_map(|v| v["version"].as_str()).collect();
+    assert_eq!((versions, &group["preferredVersion"]["version"]), (vec!["v2", "v1"], &json!("v2")), "{group}");
+
+    let v1 = apis("/v1/namespaces/default/greetings");
+    let v2 = apis("/v2/namespaces/default/greetings");
+    let (code, list) = send(server.client.get(format!("{v1}?watch=false"))).await;
+    assert_eq!(code, 200, "{list}");
+    let from = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let watch = server.client.get(format!("{v1}?watch=true&resourceVersion={from}")).send().await.expect("watch");
+
+    let old = json!({"apiVersion": "example.com/v1", "kind": "Greeting", "metadata": {"name": "old"},
+                     "spec": {"message": "hello"}});
+    let (code, written) = send(server.client.post(&v1).json(&old)).await;
+    assert_eq!(code, 201, "{written}");
+    let (code, read) = send(server.client.get(format!("{v2}/old"))).await;
+    assert_eq!(code, 200, "{read}");
+    assert_eq!((&read["apiVersion"], &read["spec"]), (&json!("example.com/v2"), &json!({"text": "hello", "times": 1})));
+    assert_eq!(read["metadata"], written["metadata"], "the same object: uid, resourceVersion, everything");
+
+    let new = json!({"apiVersion": "example.com/v2", "kind": "Greeting", "metadata": {"name": "new", "labels": {"l": "v"}},
+                     "spec": {"text": "hi", "times": 3}});
+    let (code, written) = send(server.client.post(&v2).json(&new)).await;
+    assert_eq!(code, 201, "{written}");
+    let (code, read) = send(server.client.get(format!("{v1}/new"))).await;
+    assert_eq!(
+        (code, &read["spec"], &read["metadata"]["labels"]),
+        (200, &json!({"message": "hi", "times": 3}), &json!({"l": "v"}))
+    );
+
+    // An update through v1 of what v2 wrote, read back in v2.
+    let (code, patched) = send(
+        server
+            .client
+            .patch(format!("{v1}/new"))
+            .header("content-type", "application/merge-patch+json")
+            .json(&json!({"spec": {"message": "hi there"}})),
+    )
+    .await;
+    assert_eq!((code, &patched["spec"]["message"]), (200, &json!("hi there")), "{patched}");
+    let (_, read) = send(server.client.get(format!("{v2}/new"))).await;
+    assert_eq!(read["spec"], json!({"text": "hi there", "times": 3}));
+
+    // Each version's Table has its own columns.
+    let table = |url: String| server.client.get(url).header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io");
+    for (url, column, cell) in [(v1.clone(), "Message", "hello"), (v2.clone(), "Text", "hello")] {
+        let (_, t) = send(table(format!("{url}?fieldSelector=metadata.name%3Dold"))).await;
+        let names: Vec<&str> =
+            t["columnDefinitions"].as_array().unwrap().iter().filter_map(|c| c["name"].as_str()).collect();
+        assert_eq!((names, &t["rows"][0]["cells"][1]), (vec!["Name", column, "Age"], &json!(cell)), "{t}");
+    }
+
+    // The v1 watch saw every write, in v1.
+    let mut watch = watch;
+    let mut seen = Vec::new();
+    let mut buffer = Vec::new();
+    while seen.len() < 3 {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), watch.chunk()).await.expect("watch event in time");
+        buffer.extend_from_slice(&chunk.expect("watch stream").expect("open watch"));
+        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buffer.drain(..=end).collect();
+            let event: Value = serde_json::from_slice(&line).expect("a watch event");
+            seen.push((
+                event["type"].as_str().unwrap().to_string(),
+                event["object"]["apiVersion"].as_str().unwrap().to_string(),
+                event["object"]["spec"]["message"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    let v1_events = |kind: &str, message: &str| (kind.to_string(), "example.com/v1".to_string(), message.to_string());
+    assert_eq!(seen, [v1_events("ADDED", "hello"), v1_events("ADDED", "hi"), v1_events("MODIFIED", "hi there")]);
+}

@@ -27,6 +27,7 @@
 //!   [`yaml_limits`], the checks that bound the cost of parsing a YAML body;
 //! * [`gofmt`]: how Go prints and parses values, for kube's exact wording;
 //! * [`uid`]: new UIDs (random UUIDs);
+//! * [`version`]: the order kube gives API versions;
 //! * [`fieldpath`], [`typed`], [`managed_fields`]: server-side apply and
 //!   managedFields (structured-merge-diff's field sets, schema-driven merge
 //!   and comparison, and k8s.io/apiserver's field manager).
@@ -54,6 +55,7 @@ pub mod schema;
 pub mod serializer;
 pub mod typed;
 pub mod uid;
+pub mod version;
 pub mod yaml_limits;
 
 #[cfg(test)]

@@ -257,10 +257,57 @@ impl Patch {
     }
 }
 
+/// Applies to `obj` the change from `before` to `after`: what a kind's
+/// hook or conversion changed of a typed copy of `obj` (both the typed copy
+/// encoded). What it left alone stays as the client wrote it, even where the
+/// type would write it otherwise (a field it does not know, a time written
+/// with more precision).
+pub fn apply_changes(obj: &mut Value, before: &Value, after: &Value) {
+    match (obj, before, after) {
+        (Value::Object(obj), Value::Object(before), Value::Object(after)) => {
+            for key in before.keys().filter(|k| !after.contains_key(*k)) {
+                obj.remove(key);
+            }
+            for (key, now) in after {
+                match (obj.get_mut(key), before.get(key)) {
+                    (Some(field), Some(was)) if was != now => apply_changes(field, was, now),
+                    (Some(_), Some(_)) => {}
+                    (_, _) => {
+                        obj.insert(key.clone(), now.clone());
+                    }
+                }
+            }
+        }
+        (obj, before, after) => {
+            if before != after {
+                *obj = after.clone();
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::*;
     use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_hook_changes_only_what_it_changed() {
+        // The client's object keeps what the type would write otherwise.
+        let mut obj = json!({"metadata": {"name": "a", "creationTimestamp": "2026-01-01T00:00:00.5Z"},
+            "spec": {"message": "hi", "times": null, "tags": ["x"]}});
+        let before = json!({"metadata": {"name": "a", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"message": "hi", "tags": ["x"]}});
+        let after = json!({"metadata": {"name": "a", "creationTimestamp": "2026-01-01T00:00:00Z", "labels": {"l": "v"}},
+            "spec": {"message": "hi", "times": 1}});
+        apply_changes(&mut obj, &before, &after);
+        assert_eq!(
+            obj,
+            json!({"metadata": {"name": "a", "creationTimestamp": "2026-01-01T00:00:00.5Z", "labels": {"l": "v"}},
+                "spec": {"message": "hi", "times": 1}})
+        );
+    }
 
     fn json_patch(ops: Value) -> Patch {
         Patch::parse(Some(BodyType::JsonPatch), ops.to_string().as_bytes()).unwrap()

@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use crate::apimachinery::version::compare_kube_aware;
 use crate::endpoints::static_doc::StaticDoc;
 use crate::registry::Registry;
 
@@ -53,8 +54,11 @@ impl Discovery {
         let mut versions = BTreeMap::new();
         let mut aggregated_items = Vec::new();
         for (group, vs) in &by_group {
+            // The preferred version first, as kube orders a group's versions.
+            let mut vs: Vec<_> = vs.iter().collect();
+            vs.sort_by(|(a, _), (b, _)| compare_kube_aware(b, a));
             let version_entries: Vec<GroupVersionForDiscovery> =
-                vs.keys().map(|v| group_version_entry(group, v)).collect();
+                vs.iter().map(|(v, _)| group_version_entry(group, v)).collect();
             let api_group = APIGroup {
                 name: group.to_string(),
                 preferred_version: version_entries.first().cloned(),

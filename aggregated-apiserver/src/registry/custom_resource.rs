@@ -10,16 +10,18 @@ use std::sync::Arc;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionVersion,
 };
-use kube::core::CustomResourceExt;
+use kube::core::{CustomResourceExt, Resource};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::apimachinery::field_error::FieldError;
 use crate::apimachinery::jsonpath::JsonPath;
+use crate::apimachinery::patch::apply_changes;
 use crate::apimachinery::resource::Names;
 use crate::error::{Error, Result};
-use crate::registry::kind::{Cell, Column, Kind};
+use crate::registry::conversion::Hub;
+use crate::registry::kind::{Cell, Column, Kind, OtherVersions};
 
 type Check = dyn Fn(&Value) -> Vec<FieldError> + Send + Sync;
 type PrepareCreate = dyn Fn(&mut Value) + Send + Sync;
@@ -66,6 +68,9 @@ pub struct CustomResourceKind {
     check: Option<Arc<Check>>,
     prepare_create: Option<Arc<PrepareCreate>>,
     prepare_update: Option<Arc<PrepareUpdate>>,
+    /// The other served versions, and the conversions through this one.
+    others: Vec<Arc<dyn Kind>>,
+    hub: Option<Hub>,
 }
 
 /// Keeps `text` for the rest of the process: a kind is described once and
@@ -87,13 +92,64 @@ impl CustomResourceKind {
         Self::from_definition(&K::crd())
     }
 
-    /// The kind a CustomResourceDefinition describes, served in its one version.
-    /// Fails, saying why, on what kube-apiserver would refuse of it or this
-    /// server does not serve (several versions; a printer column's JSONPath
-    /// it does not evaluate).
+    /// The kind a CustomResourceDefinition of one version describes. Fails,
+    /// saying why, on what kube-apiserver would refuse of it or this server
+    /// does not serve (several versions, whose conversions a definition does
+    /// not hold: see [`Self::with_version`]; a printer column's JSONPath it
+    /// does not evaluate).
     pub fn from_definition(crd: &CustomResourceDefinition) -> Result<Self> {
         let name = crd.metadata.name.clone().unwrap_or_else(|| crd.spec.names.plural.clone());
         describe(crd).map_err(|why| Error::msg(format!("CustomResourceDefinition {name}: {why}")))
+    }
+
+    /// Serves `version`, the kind of `V`, too: objects are stored in this
+    /// kind's version, whose Rust type is `H`, and converted to and from `V`
+    /// with the conversions between the two types (`TryFrom` each way; a
+    /// failed conversion is answered 500 with its reason, and nothing is
+    /// written). `V` derives `CustomResource` for the same group, kind and
+    /// plural; its names, schema, columns, selectable fields and hooks are
+    /// its own (`CustomResourceKind::of::<V>()`, and what it adds).
+    ///
+    /// The conversions must lose nothing: an object read in one version and
+    /// written back in another is the same object (a field one version does
+    /// not have travels in an annotation, as kube's own types do).
+    pub fn with_version<H, V>(mut self, version: CustomResourceKind) -> Result<Self>
+    where
+        H: Resource<DynamicType = ()> + DeserializeOwned + Serialize + TryFrom<V> + 'static,
+        V: CustomResourceExt + Resource<DynamicType = ()> + DeserializeOwned + Serialize + TryFrom<H> + 'static,
+        <H as TryFrom<V>>::Error: std::fmt::Display,
+        <V as TryFrom<H>>::Error: std::fmt::Display,
+    {
+        let stored = self.names.api_version();
+        if H::api_version(&()) != stored {
+            return Err(Error::msg(format!(
+                "{} is not the type of {stored} {}: the conversions go through the stored version's type",
+                std::any::type_name::<H>(),
+                self.names.kind
+            )));
+        }
+        let (ours, theirs) = (self.names, version.names);
+        if V::api_version(&()) != theirs.api_version() {
+            return Err(Error::msg(format!(
+                "{} is not the type of {} {}",
+                std::any::type_name::<V>(),
+                theirs.api_version(),
+                theirs.kind
+            )));
+        }
+        if (theirs.group, theirs.kind, theirs.plural) != (ours.group, ours.kind, ours.plural)
+            || version.namespaced != self.namespaced
+        {
+            return Err(Error::msg(format!(
+                "{} {} is not a version of {stored} {}: the group, kind, plural and scope must be the same",
+                theirs.api_version(),
+                theirs.kind,
+                ours.kind
+            )));
+        }
+        self.hub.get_or_insert_with(|| Hub::new(stored)).add::<H, V>(theirs.api_version());
+        self.others.push(Arc::new(version));
+        Ok(self)
     }
 
     /// Field paths usable in field selectors besides the definition's
@@ -158,40 +214,16 @@ impl CustomResourceKind {
     }
 }
 
-/// Applies to `obj` what a hook changed of its typed copy, from `before` to
-/// `after` (both the typed object encoded): what the hook left alone stays as
-/// the client sent it, even where the type would write it otherwise (a
-/// field it does not know, a time written with more precision).
-fn apply_changes(obj: &mut Value, before: &Value, after: &Value) {
-    match (obj, before, after) {
-        (Value::Object(obj), Value::Object(before), Value::Object(after)) => {
-            for key in before.keys().filter(|k| !after.contains_key(*k)) {
-                obj.remove(key);
-            }
-            for (key, now) in after {
-                match (obj.get_mut(key), before.get(key)) {
-                    (Some(field), Some(was)) if was != now => apply_changes(field, was, now),
-                    (Some(_), Some(_)) => {}
-                    (_, _) => {
-                        obj.insert(key.clone(), now.clone());
-                    }
-                }
-            }
-        }
-        (obj, before, after) => {
-            if before != after {
-                *obj = after.clone();
-            }
-        }
-    }
-}
-
 fn describe(crd: &CustomResourceDefinition) -> std::result::Result<CustomResourceKind, String> {
     let spec = &crd.spec;
     let version = match spec.versions.as_slice() {
         [version] => version,
         [] => return Err("it has no version".into()),
-        _ => return Err("it has several versions, and this server serves one version per kind".into()),
+        _ => {
+            return Err("it has several versions: serve each from its Rust type, with the conversions between \
+                        them (CustomResourceKind::with_version)"
+                .into())
+        }
     };
     let namespaced = match spec.scope.as_str() {
         "Namespaced" => true,
@@ -233,6 +265,8 @@ fn describe(crd: &CustomResourceDefinition) -> std::result::Result<CustomResourc
         check: None,
         prepare_create: None,
         prepare_update: None,
+        others: Vec::new(),
+        hub: None,
     })
 }
 
@@ -301,6 +335,11 @@ impl Kind for CustomResourceKind {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         self.check.as_ref().map(|check| check(obj)).unwrap_or_default()
     }
+
+    fn other_versions(&self) -> Option<OtherVersions> {
+        let hub = self.hub.clone()?;
+        Some(OtherVersions { kinds: self.others.clone(), convert: Arc::new(hub) })
+    }
 }
 
 #[cfg(test)]
@@ -308,23 +347,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    #[test]
-    fn a_hook_changes_only_what_it_changed() {
-        // The client's object keeps what the type would write otherwise.
-        let mut obj = json!({"metadata": {"name": "a", "creationTimestamp": "2026-01-01T00:00:00.5Z"},
-            "spec": {"message": "hi", "times": null, "tags": ["x"]}});
-        let before = json!({"metadata": {"name": "a", "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"message": "hi", "tags": ["x"]}});
-        let after = json!({"metadata": {"name": "a", "creationTimestamp": "2026-01-01T00:00:00Z", "labels": {"l": "v"}},
-            "spec": {"message": "hi", "times": 1}});
-        apply_changes(&mut obj, &before, &after);
-        assert_eq!(
-            obj,
-            json!({"metadata": {"name": "a", "creationTimestamp": "2026-01-01T00:00:00.5Z", "labels": {"l": "v"}},
-                "spec": {"message": "hi", "times": 1}})
-        );
-    }
 
     #[test]
     fn a_definition_this_server_cannot_serve_is_refused_with_the_reason() {

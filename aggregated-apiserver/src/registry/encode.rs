@@ -305,6 +305,7 @@ pub fn human_duration(d: chrono::TimeDelta) -> String {
 }
 
 /// Indexes objects of one kind for the store.
+#[derive(Clone)]
 pub struct KindIndexer(pub Arc<dyn Kind>);
 
 impl Indexer for KindIndexer {

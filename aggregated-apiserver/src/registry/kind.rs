@@ -3,10 +3,13 @@
 //! registry and endpoints do the rest. Nothing in this crate knows any
 //! particular kind.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::apimachinery::field_error::FieldError;
 pub use crate::apimachinery::resource::{Names, Verb};
+use crate::registry::conversion::Convert;
 
 /// A column of the kind's Table view, after the Name column every kind gets.
 /// Its cell is read from the object when the object is written, so tables are
@@ -135,10 +138,26 @@ pub trait Kind: Send + Sync + 'static {
         None
     }
 
+    /// Its other served versions, when it has several: each described as a
+    /// kind of its own, and how objects convert between them. This kind's
+    /// version is the one objects are stored in.
+    fn other_versions(&self) -> Option<OtherVersions> {
+        None
+    }
+
     /// Whether it serves `verb`.
     fn supports(&self, verb: Verb) -> bool {
         self.verbs().contains(&verb)
     }
+}
+
+/// A kind's versions besides the stored one ([`Kind::other_versions`]).
+#[derive(Clone)]
+pub struct OtherVersions {
+    /// Each version, described as a kind (same group, kind and plural).
+    pub kinds: Vec<Arc<dyn Kind>>,
+    /// How objects convert between every served version.
+    pub convert: Arc<dyn Convert>,
 }
 
 /// Reads a dotted field path (`spec.nodeName`) of an object as a field selector

@@ -8,12 +8,14 @@
 //! every write goes through the kind's strategy (`strategy.rs`).
 
 mod apply;
+pub mod conversion;
 pub mod custom_resource;
 mod delete;
 pub mod encode;
 pub mod kind;
 mod read;
 mod strategy;
+pub(crate) mod version_store;
 mod write;
 
 use read::too_large_rv;

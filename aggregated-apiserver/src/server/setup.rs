@@ -25,6 +25,7 @@ use crate::apimachinery::schema::validations::RuleErrors;
 use crate::auth::authz::{AccessReviewer, Authorizer, AuthzOptions, KubeAccessReviewer};
 use crate::registry::encode::KindIndexer;
 use crate::registry::kind::Kind;
+use crate::registry::version_store::VersionStore;
 use crate::registry::Registry;
 use crate::server::health::{Check, FnCheck};
 use crate::storage::etcd::{EtcdStore, KeyCodec};
@@ -167,6 +168,24 @@ impl Setup {
                 Arc::new(store)
             }
         };
+        // Each other version is served from the same store, seen in it.
+        if let Some(others) = kind.other_versions() {
+            for version in others.kinds {
+                let seen = VersionStore::new(
+                    store.clone(),
+                    others.convert.clone(),
+                    version.names().api_version(),
+                    kind.names().api_version(),
+                    KindIndexer(version.clone()),
+                );
+                self.admitted_registry(version, Arc::new(seen))?;
+            }
+        }
+        self.admitted_registry(kind, store)
+    }
+
+    /// Serves `kind` from `store`, with the cluster's admission.
+    fn admitted_registry(&mut self, kind: Arc<dyn Kind>, store: Arc<dyn Store>) -> Result<Arc<Registry>, RuleErrors> {
         let mut registry = Registry::with_rules(kind, store)?;
         if let Some(lifecycle) = self.namespace_lifecycle() {
             if self.admission_options.enabled(NAMESPACE_LIFECYCLE) {

@@ -1,0 +1,270 @@
+//! A kind's store seen in another of the kind's versions: what it hands out
+//! is converted from the version it was stored in to this one (the body, and
+//! the index that tables, selectors and metadata views read), and what is
+//! written through it is converted to the storage version first. The
+//! registry of a version is the same generic registry over this store, so
+//! every verb, watch, patch and apply works in any version.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+
+use crate::registry::conversion::Converter;
+use crate::registry::encode::KindIndexer;
+use crate::storage::framed::frame;
+use crate::storage::{
+    Event, EventType, Indexer, KeyParts, ListPage, ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject,
+    Updated, WatchStream,
+};
+
+#[derive(Clone)]
+pub(crate) struct VersionStore {
+    inner: Arc<dyn Store>,
+    convert: Converter,
+    /// `group/version` of this version, and of the storage version.
+    api_version: String,
+    storage_api_version: String,
+    /// This version's index of an object.
+    indexer: KindIndexer,
+}
+
+impl VersionStore {
+    pub(crate) fn new(
+        inner: Arc<dyn Store>,
+        convert: Converter,
+        api_version: String,
+        storage_api_version: String,
+        indexer: KindIndexer,
+    ) -> Self {
+        Self { inner, convert, api_version, storage_api_version, indexer }
+    }
+
+    fn converted(&self, obj: Value, to: &str) -> Result<Value, StoreError> {
+        let from = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+        self.convert
+            .convert(obj, to)
+            .map_err(|why| StoreError::Internal(format!("converting the object from {from} to {to}: {why}")))
+    }
+
+    /// `o` as this version shows it.
+    fn view(&self, o: &StoredObject) -> Result<StoredObject, StoreError> {
+        let obj = self.converted(o.value()?, &self.api_version)?;
+        let mut index = self.indexer.index(&obj);
+        let framed = frame(&obj, EventType::Added)?;
+        index.metadata = framed.metadata;
+        Ok(StoredObject::new(o.key.clone(), o.rv, framed.object, index))
+    }
+
+    fn view_event(&self, event: &Event) -> Result<Event, StoreError> {
+        let prev = event.prev.as_ref().map(|p| self.view(p)).transpose()?;
+        Ok(Event::new(event.kind, self.view(&event.object)?, prev))
+    }
+
+    fn view_updated(&self, updated: Updated) -> Result<Updated, StoreError> {
+        Ok(match updated {
+            Updated::Put(o) => Updated::Put(self.view(&o)?),
+            Updated::Deleted(o) => Updated::Deleted(self.view(&o)?),
+            Updated::Kept(o) => Updated::Kept(self.view(&o)?),
+            Updated::Aborted => Updated::Aborted,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for VersionStore {
+    fn current_rv(&self) -> u64 {
+        self.inner.current_rv()
+    }
+
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    async fn sync_latest(&self) -> Result<u64, StoreError> {
+        self.inner.sync_latest().await
+    }
+
+    fn always_latest(&self) -> bool {
+        self.inner.always_latest()
+    }
+
+    async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> Result<(), StoreError> {
+        self.inner.wait_for_rv(rv, timeout).await
+    }
+
+    fn cached_size(&self, key: &ObjectKey) -> Option<usize> {
+        self.inner.cached_size(key)
+    }
+
+    fn get(&self, key: &dyn KeyParts) -> Result<Option<StoredObject>, StoreError> {
+        self.inner.get(key)?.map(|o| self.view(&o)).transpose()
+    }
+
+    async fn list(&self, req: ListRequest<'_>) -> Result<ListPage, StoreError> {
+        // A selector reads this version's fields: the candidates are seen in
+        // it (one that cannot be is left out here, and fails below if listed).
+        let filter = req.filter;
+        let seen = move |o: &StoredObject| filter.is_none_or(|f| self.view(o).is_ok_and(|v| f(&v)));
+        let req = ListRequest { filter: filter.map(|_| &seen as &(dyn Fn(&StoredObject) -> bool + Sync)), ..req };
+        let mut page = self.inner.list(req).await?;
+        page.items = page.items.iter().map(|o| self.view(o)).collect::<Result<_, _>>()?;
+        Ok(page)
+    }
+
+    async fn watch(&self, namespace: Option<&str>, after_rv: u64) -> Result<WatchStream, StoreError> {
+        let events = self.inner.watch(namespace, after_rv).await?;
+        let this = self.clone();
+        Ok(events
+            .filter_map(move |event| {
+                // An event this version cannot show is left out (and logged):
+                // its object reads fail the same way.
+                let viewed = event.map(|e| match this.view_event(&e) {
+                    Ok(viewed) => Some(Arc::new(viewed)),
+                    Err(e) => {
+                        tracing::error!(error = %e, "a watch event could not be converted; it is not sent");
+                        None
+                    }
+                });
+                std::future::ready(viewed.transpose())
+            })
+            .boxed())
+    }
+
+    async fn create(&self, key: &ObjectKey, obj: Value) -> Result<StoredObject, StoreError> {
+        let stored = self.converted(obj, &self.storage_api_version)?;
+        self.view(&self.inner.create(key, stored).await?)
+    }
+
+    async fn guaranteed_update(
+        &self,
+        key: &ObjectKey,
+        try_update: &mut (dyn for<'o> FnMut(&'o StoredObject) -> Mutation + Send),
+    ) -> Result<Updated, StoreError> {
+        let mut failed = None;
+        let updated = self
+            .inner
+            .guaranteed_update(key, &mut |current| {
+                let decided =
+                    self.view(current).map(|current| try_update(&current)).and_then(|decided| match decided {
+                        Mutation::Put(obj) => self.converted(obj, &self.storage_api_version).map(Mutation::Put),
+                        other => Ok(other),
+                    });
+                decided.unwrap_or_else(|e| {
+                    failed = Some(e);
+                    Mutation::Abort
+                })
+            })
+            .await?;
+        match failed {
+            Some(e) => Err(e),
+            None => self.view_updated(updated),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::apimachinery::resource::{Names, TEST_NAMES};
+    use crate::registry::conversion::Convert;
+    use crate::registry::kind::Kind;
+    use crate::storage::memory::MemoryStore;
+
+    /// example.com/v1 Widget's v2: `spec.size` is v1's `spec.width`; a
+    /// `spec.broken` object cannot be converted.
+    struct Renames;
+
+    impl Convert for Renames {
+        fn convert(&self, mut obj: Value, api_version: &str) -> Result<Value, String> {
+            if obj.pointer("/spec/broken").is_some() {
+                return Err("spec.broken has no equivalent".into());
+            }
+            let (from, to) = if api_version == "example.com/v2" { ("width", "size") } else { ("size", "width") };
+            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                if let Some(value) = spec.remove(from) {
+                    spec.insert(to.into(), value);
+                }
+            }
+            obj["apiVersion"] = json!(api_version);
+            Ok(obj)
+        }
+    }
+
+    static V2: Names = Names { version: "v2", ..TEST_NAMES };
+
+    struct V2Widget;
+
+    impl Kind for V2Widget {
+        fn names(&self) -> &'static Names {
+            &V2
+        }
+        fn schema(&self) -> Value {
+            json!({"type": "object"})
+        }
+        fn selectable_fields(&self) -> &'static [&'static str] {
+            &["spec.size"]
+        }
+    }
+
+    fn stores() -> (Arc<MemoryStore>, VersionStore) {
+        let inner = Arc::new(MemoryStore::new(Arc::new(KindIndexer(Arc::new(V2Widget))), 10, 10));
+        let v2 = VersionStore::new(
+            inner.clone(),
+            Arc::new(Renames),
+            "example.com/v2".into(),
+            "example.com/v1".into(),
+            KindIndexer(Arc::new(V2Widget)),
+        );
+        (inner, v2)
+    }
+
+    fn widget(version: &str, spec: Value) -> Value {
+        json!({"apiVersion": format!("example.com/{version}"), "kind": "Widget", "metadata": {"name": "w", "namespace": "ns"}, "spec": spec})
+    }
+
+    #[tokio::test]
+    async fn writes_are_stored_in_the_storage_version_and_read_in_this_one() {
+        let (inner, v2) = stores();
+        let key = ObjectKey::new("ns", "w");
+        let created = v2.create(&key, widget("v2", json!({"size": 3}))).await.unwrap();
+        assert_eq!(created.value().unwrap()["spec"], json!({"size": 3}));
+        let stored = inner.get(&key).unwrap().unwrap().value().unwrap();
+        assert_eq!((&stored["apiVersion"], &stored["spec"]), (&json!("example.com/v1"), &json!({"width": 3})));
+        // This version's selectable field, read from the converted object.
+        assert_eq!(&*v2.get(&key).unwrap().unwrap().index.fields[0], "3");
+        let matching = |o: &StoredObject| &*o.index.fields[0] == "3";
+        let req = ListRequest {
+            namespace: None,
+            at: None,
+            start_after: None,
+            offset: None,
+            limit: None,
+            filter: Some(&matching),
+        };
+        assert_eq!(v2.list(req).await.unwrap().items.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_conversion_that_fails_writes_nothing_and_says_why() {
+        let (inner, v2) = stores();
+        let key = ObjectKey::new("ns", "w");
+        let refused = v2.create(&key, widget("v2", json!({"broken": true}))).await.err().unwrap();
+        assert_eq!(
+            refused.to_string(),
+            StoreError::Internal(
+                "converting the object from example.com/v2 to example.com/v1: spec.broken has no equivalent".into()
+            )
+            .to_string()
+        );
+        assert!(inner.get(&key).unwrap().is_none());
+        // Stored before (by another version, say), it cannot be read here either.
+        inner.create(&key, widget("v1", json!({"broken": true}))).await.unwrap();
+        assert!(v2.get(&key).is_err());
+        let kept = v2.guaranteed_update(&key, &mut |_| Mutation::Keep).await;
+        assert!(kept.is_err());
+    }
+}

@@ -50,7 +50,7 @@ pub mod v2 {
     }
 }
 
-/// `example.com/v1`, still served: what to say is its `message`.
+/// `example.com/v1`, still served, and deprecated: what to say is its `message`.
 pub mod v1 {
     use kube::CustomResource;
     use schemars::JsonSchema;
@@ -58,7 +58,7 @@ pub mod v1 {
 
     /// What to say, and how often.
     #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
-    #[kube(group = "example.com", version = "v1", kind = "Greeting", namespaced, shortname = "gr")]
+    #[kube(group = "example.com", version = "v1", kind = "Greeting", namespaced, shortname = "gr", deprecated)]
     #[kube(printcolumn(name = "Message", type_ = "string", description = "What to say.", json_path = ".spec.message"))]
     #[kube(printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"))]
     #[schemars(extend("x-kubernetes-validations" = [{

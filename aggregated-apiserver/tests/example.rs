@@ -169,6 +169,17 @@ async fn each_version_reads_what_the_other_wrote() {
     let from = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
     let watch = server.client.get(format!("{v1}?watch=true&resourceVersion={from}")).send().await.expect("watch");
 
+    // Every answer of the deprecated version says so, in kube's words; the other's do not.
+    let warnings = |response: &reqwest::Response| -> Vec<String> {
+        response.headers().get_all("warning").iter().map(|w| w.to_str().unwrap().to_string()).collect()
+    };
+    let deprecated = r#"299 - "example.com/v1 Greeting is deprecated; use example.com/v2 Greeting""#;
+    for (url, expected) in [(format!("{v1}/missing"), vec![deprecated.to_string()]), (format!("{v2}/missing"), vec![])]
+    {
+        let response = server.client.get(url).send().await.expect("request");
+        assert_eq!((response.status().as_u16(), warnings(&response)), (404, expected));
+    }
+
     let old = json!({"apiVersion": "example.com/v1", "kind": "Greeting", "metadata": {"name": "old"},
                      "spec": {"message": "hello"}});
     let (code, written) = send(server.client.post(&v1).json(&old)).await;

@@ -28,7 +28,7 @@ use crate::audit::context::AuditContext;
 use crate::auth::authn::{request_user, UserInfo};
 use crate::endpoints::list_body::ObjectListBody;
 use crate::endpoints::negotiation::{self, Encoding, Output, Shape};
-use crate::endpoints::warnings::warning_headers;
+use crate::endpoints::warnings::{warning_header, warning_headers};
 use crate::endpoints::watch::{self, WatchJob};
 use crate::heavy;
 use crate::registry::encode::{self, IncludeObject, ListMeta};
@@ -161,8 +161,25 @@ pub fn serve(
     info: RequestInfo,
     req: http::Request<Body>,
 ) -> impl std::future::Future<Output = Response> + Send {
+    // A deprecated version's warning comes first on every answer, as kube's
+    // CRD handler records it before serving.
+    let deprecation = res
+        .find(info.api_group(), info.api_version(), info.resource())
+        .and_then(|reg| reg.kind.deprecation_warning())
+        .and_then(warning_header);
     // Not an `async fn`, which would hold its arguments beside dispatch's future.
-    futures::FutureExt::map(dispatch(res, info, req), |answer| answer.unwrap_or_else(IntoResponse::into_response))
+    futures::FutureExt::map(dispatch(res, info, req), move |answer| {
+        let mut response = answer.unwrap_or_else(IntoResponse::into_response);
+        if let Some(deprecation) = deprecation {
+            let headers = response.headers_mut();
+            let others: Vec<HeaderValue> = headers.get_all(header::WARNING).iter().cloned().collect();
+            headers.insert(header::WARNING, deprecation);
+            for other in others {
+                headers.append(header::WARNING, other);
+            }
+        }
+        response
+    })
 }
 
 /// `work` in a box of its own, for the branches of [`dispatch`] whose state is

@@ -9,8 +9,6 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::apimachinery::patch::apply_changes;
-
 /// Converts the objects of a kind between its served versions.
 pub trait Convert: Send + Sync {
     /// `obj`, in whichever served version its `apiVersion` names, in
@@ -79,10 +77,11 @@ impl Convert for Hub {
     }
 }
 
-/// Converts `obj`, an `S`, to a `T` with the kind's own conversion. The
-/// result's `metadata` is the object's own with what the conversion changed
-/// of it (an annotation it moved, say): the rest is kept as the client wrote
-/// it, whatever the types would write instead.
+/// Converts `obj`, an `S`, to a `T` with the kind's own conversion. What the
+/// conversion left as it was, at the same place (metadata, status, fields
+/// both versions share), is kept as the client wrote it, whatever the types
+/// would write instead; a number a type made a float is written as Go
+/// writes one, `1` for `1.0`, as a conversion webhook written in Go would.
 fn typed_conversion<S, T>(obj: Value) -> Result<Value, String>
 where
     S: DeserializeOwned + Serialize,
@@ -93,14 +92,75 @@ where
     let before = serde_json::to_value(&source).map_err(|e| e.to_string())?;
     let target = T::try_from(source).map_err(|e| e.to_string())?;
     let mut out = serde_json::to_value(&target).map_err(|e| e.to_string())?;
-    if let (Some(mut metadata), Some(before), Some(after)) =
-        (obj.get("metadata").cloned(), before.get("metadata"), out.get("metadata"))
-    {
-        apply_changes(&mut metadata, before, after);
-        out["metadata"] = metadata;
-    }
+    restore(&mut out, &obj, &before);
     Ok(out)
+}
+
+/// Puts back into `out` (the converted object) the client's own `orig`
+/// wherever `out` holds what the source type made of it (`before`) at the
+/// same place; elsewhere writes integral floats as integers.
+fn restore(out: &mut Value, orig: &Value, before: &Value) {
+    if out == before {
+        *out = orig.clone();
+        return;
+    }
+    match (out, orig, before) {
+        (Value::Object(fields), _, _) => {
+            for (key, value) in fields.iter_mut() {
+                match (orig.get(key), before.get(key)) {
+                    (Some(orig), Some(before)) => restore(value, orig, before),
+                    _ => go_numbers(value),
+                }
+            }
+        }
+        (Value::Array(items), Value::Array(origs), Value::Array(befores))
+            if items.len() == origs.len() && items.len() == befores.len() =>
+        {
+            for ((item, orig), before) in items.iter_mut().zip(origs).zip(befores) {
+                restore(item, orig, before);
+            }
+        }
+        (other, _, _) => go_numbers(other),
+    }
+}
+
+/// Integral floats as integers, as Go's encoding/json writes a float64.
+fn go_numbers(value: &mut Value) {
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0) {
+                *value = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(go_numbers),
+        Value::Object(fields) => fields.values_mut().for_each(go_numbers),
+        _ => {}
+    }
 }
 
 /// What a [`Convert`] is handed around as.
 pub(crate) type Converter = Arc<dyn Convert>;
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn what_a_conversion_left_alone_is_kept_as_written_and_floats_read_as_go_writes_them() {
+        // v1's `size` is v2's `width`; the rest is the same in both.
+        let orig = json!({"metadata": {"creationTimestamp": "2026-01-01T00:00:00+00:00"},
+            "spec": {"size": 3, "tags": ["a", "b"]}, "status": {"at": "2026-01-01T00:00:00+00:00"}});
+        let before = json!({"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"size": 3.0, "tags": ["a", "b"]}, "status": {"at": "2026-01-01T00:00:00Z"}});
+        let mut out = json!({"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"width": 3.0, "tags": ["a", "b"], "ratio": 0.5}, "status": {"at": "2026-01-01T00:00:00Z"}});
+        restore(&mut out, &orig, &before);
+        assert_eq!(
+            out,
+            json!({"metadata": {"creationTimestamp": "2026-01-01T00:00:00+00:00"},
+                "spec": {"width": 3, "tags": ["a", "b"], "ratio": 0.5}, "status": {"at": "2026-01-01T00:00:00+00:00"}})
+        );
+    }
+}

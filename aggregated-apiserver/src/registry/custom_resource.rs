@@ -19,6 +19,7 @@ use crate::apimachinery::field_error::FieldError;
 use crate::apimachinery::jsonpath::JsonPath;
 use crate::apimachinery::patch::apply_changes;
 use crate::apimachinery::resource::Names;
+use crate::apimachinery::version::compare_kube_aware;
 use crate::error::{Error, Result};
 use crate::registry::conversion::Hub;
 use crate::registry::kind::{Cell, Column, Kind, OtherVersions};
@@ -58,8 +59,12 @@ type PrepareUpdate = dyn Fn(&mut Value, &Value) + Send + Sync;
 /// assert_eq!(kind.names().plural, "greetings");
 /// assert_eq!(kind.columns()[0].name, "Message");
 /// ```
+#[derive(Clone)]
 pub struct CustomResourceKind {
     names: &'static Names,
+    /// Whether the version is deprecated, and its definition's warning if it has one.
+    deprecated: bool,
+    deprecation_warning: Option<String>,
     namespaced: bool,
     status: bool,
     schema: Value,
@@ -69,7 +74,7 @@ pub struct CustomResourceKind {
     prepare_create: Option<Arc<PrepareCreate>>,
     prepare_update: Option<Arc<PrepareUpdate>>,
     /// The other served versions, and the conversions through this one.
-    others: Vec<Arc<dyn Kind>>,
+    others: Vec<CustomResourceKind>,
     hub: Option<Hub>,
 }
 
@@ -148,7 +153,7 @@ impl CustomResourceKind {
             )));
         }
         self.hub.get_or_insert_with(|| Hub::new(stored)).add::<H, V>(theirs.api_version());
-        self.others.push(Arc::new(version));
+        self.others.push(version);
         Ok(self)
     }
 
@@ -214,6 +219,22 @@ impl CustomResourceKind {
     }
 }
 
+/// kube's warning for a deprecated version without a warning of its own
+/// (apiextensions-apiserver's `defaultDeprecationWarning`): it names the
+/// highest served version above it that is not deprecated, if any.
+fn default_deprecation_warning(deprecated: &Names, versions: &[&CustomResourceKind]) -> String {
+    let warning = format!("{}/{} {} is deprecated", deprecated.group, deprecated.version, deprecated.kind);
+    let better = versions
+        .iter()
+        .filter(|v| !v.deprecated && compare_kube_aware(deprecated.version, v.names.version).is_lt())
+        .map(|v| v.names.version)
+        .max_by(|a, b| compare_kube_aware(a, b));
+    match better {
+        Some(version) => format!("{warning}; use {}/{version} {}", deprecated.group, deprecated.kind),
+        None => warning,
+    }
+}
+
 fn describe(crd: &CustomResourceDefinition) -> std::result::Result<CustomResourceKind, String> {
     let spec = &crd.spec;
     let version = match spec.versions.as_slice() {
@@ -250,6 +271,8 @@ fn describe(crd: &CustomResourceDefinition) -> std::result::Result<CustomResourc
     let schema = serde_json::to_value(schema).map_err(|e| format!("its schema does not encode: {e}"))?;
     Ok(CustomResourceKind {
         names: Box::leak(Box::new(names)),
+        deprecated: version.deprecated.unwrap_or(false),
+        deprecation_warning: version.deprecation_warning.clone(),
         namespaced,
         status: version.subresources.as_ref().is_some_and(|s| s.status.is_some()),
         schema,
@@ -336,9 +359,25 @@ impl Kind for CustomResourceKind {
         self.check.as_ref().map(|check| check(obj)).unwrap_or_default()
     }
 
+    fn deprecation_warning(&self) -> Option<&str> {
+        self.deprecation_warning.as_deref().filter(|_| self.deprecated)
+    }
+
     fn other_versions(&self) -> Option<OtherVersions> {
         let hub = self.hub.clone()?;
-        Some(OtherVersions { kinds: self.others.clone(), convert: Arc::new(hub) })
+        let all: Vec<&CustomResourceKind> = std::iter::once(self).chain(&self.others).collect();
+        let kinds = self
+            .others
+            .iter()
+            .map(|version| {
+                let mut version = version.clone();
+                if version.deprecated && version.deprecation_warning.is_none() {
+                    version.deprecation_warning = Some(default_deprecation_warning(version.names, &all));
+                }
+                Arc::new(version) as Arc<dyn Kind>
+            })
+            .collect();
+        Some(OtherVersions { kinds, convert: Arc::new(hub) })
     }
 }
 

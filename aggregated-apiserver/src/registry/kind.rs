@@ -145,6 +145,13 @@ pub trait Kind: Send + Sync + 'static {
         None
     }
 
+    /// The warning every request to this version is answered with when the
+    /// version is deprecated (kube's words for a deprecated CRD version:
+    /// `example.com/v1 Widget is deprecated; use example.com/v2 Widget`).
+    fn deprecation_warning(&self) -> Option<&str> {
+        None
+    }
+
     /// Whether it serves `verb`.
     fn supports(&self, verb: Verb) -> bool {
         self.verbs().contains(&verb)

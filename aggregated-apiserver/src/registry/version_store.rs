@@ -4,8 +4,15 @@
 //! written through it is converted to the storage version first. The
 //! registry of a version is the same generic registry over this store, so
 //! every verb, watch, patch and apply works in any version.
+//!
+//! The last view of each object is kept while the object is unchanged (its
+//! revision), so that reading it again, or sending one change to many
+//! watchers, converts it once: the cost of the other version is one
+//! conversion per change, and the memory of a second copy of what is read
+//! in it.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -28,6 +35,8 @@ pub(crate) struct VersionStore {
     storage_api_version: String,
     /// This version's index of an object.
     indexer: KindIndexer,
+    /// The last view of each object read in this version.
+    views: Arc<RwLock<HashMap<Arc<ObjectKey>, StoredObject>>>,
 }
 
 impl VersionStore {
@@ -38,7 +47,7 @@ impl VersionStore {
         storage_api_version: String,
         indexer: KindIndexer,
     ) -> Self {
-        Self { inner, convert, api_version, storage_api_version, indexer }
+        Self { inner, convert, api_version, storage_api_version, indexer, views: Arc::default() }
     }
 
     fn converted(&self, obj: Value, to: &str) -> Result<Value, StoreError> {
@@ -50,11 +59,27 @@ impl VersionStore {
 
     /// `o` as this version shows it.
     fn view(&self, o: &StoredObject) -> Result<StoredObject, StoreError> {
+        let kept = self.views.read().ok().and_then(|views| views.get(&o.key).filter(|v| v.rv == o.rv).cloned());
+        if let Some(kept) = kept {
+            return Ok(kept);
+        }
         let obj = self.converted(o.value()?, &self.api_version)?;
         let mut index = self.indexer.index(&obj);
         let framed = frame(&obj, EventType::Added)?;
         index.metadata = framed.metadata;
-        Ok(StoredObject::new(o.key.clone(), o.rv, framed.object, index))
+        let view = StoredObject::new(o.key.clone(), o.rv, framed.object, index);
+        self.keep(&view);
+        Ok(view)
+    }
+
+    /// Keeps `view` as its key's last; past twice the objects stored (and
+    /// some), the views of keys no longer stored go.
+    fn keep(&self, view: &StoredObject) {
+        let Ok(mut views) = self.views.write() else { return };
+        views.insert(view.key.clone(), view.clone());
+        if views.len() > 2 * self.inner.len() + 1024 {
+            views.retain(|key, _| matches!(self.inner.get(&**key), Ok(Some(_))));
+        }
     }
 
     fn view_event(&self, event: &Event) -> Result<Event, StoreError> {
@@ -175,11 +200,13 @@ mod tests {
     use crate::storage::memory::MemoryStore;
 
     /// example.com/v1 Widget's v2: `spec.size` is v1's `spec.width`; a
-    /// `spec.broken` object cannot be converted.
-    struct Renames;
+    /// `spec.broken` object cannot be converted. Counts its conversions.
+    #[derive(Default)]
+    struct Renames(std::sync::atomic::AtomicUsize);
 
     impl Convert for Renames {
         fn convert(&self, mut obj: Value, api_version: &str) -> Result<Value, String> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if obj.pointer("/spec/broken").is_some() {
                 return Err("spec.broken has no equivalent".into());
             }
@@ -210,16 +237,17 @@ mod tests {
         }
     }
 
-    fn stores() -> (Arc<MemoryStore>, VersionStore) {
+    fn stores() -> (Arc<MemoryStore>, VersionStore, Arc<Renames>) {
         let inner = Arc::new(MemoryStore::new(Arc::new(KindIndexer(Arc::new(V2Widget))), 10, 10));
+        let renames = Arc::new(Renames::default());
         let v2 = VersionStore::new(
             inner.clone(),
-            Arc::new(Renames),
+            renames.clone(),
             "example.com/v2".into(),
             "example.com/v1".into(),
             KindIndexer(Arc::new(V2Widget)),
         );
-        (inner, v2)
+        (inner, v2, renames)
     }
 
     fn widget(version: &str, spec: Value) -> Value {
@@ -228,7 +256,7 @@ mod tests {
 
     #[tokio::test]
     async fn writes_are_stored_in_the_storage_version_and_read_in_this_one() {
-        let (inner, v2) = stores();
+        let (inner, v2, renames) = stores();
         let key = ObjectKey::new("ns", "w");
         let created = v2.create(&key, widget("v2", json!({"size": 3}))).await.unwrap();
         assert_eq!(created.value().unwrap()["spec"], json!({"size": 3}));
@@ -246,11 +274,15 @@ mod tests {
             filter: Some(&matching),
         };
         assert_eq!(v2.list(req).await.unwrap().items.len(), 1);
+        // Converted once in, once out: the reads since used the kept view.
+        assert_eq!(renames.0.load(std::sync::atomic::Ordering::Relaxed), 2);
+        inner.guaranteed_update(&key, &mut |_| Mutation::Put(widget("v1", json!({"width": 4})))).await.unwrap();
+        assert_eq!(v2.get(&key).unwrap().unwrap().value().unwrap()["spec"], json!({"size": 4}), "a change is seen");
     }
 
     #[tokio::test]
     async fn a_conversion_that_fails_writes_nothing_and_says_why() {
-        let (inner, v2) = stores();
+        let (inner, v2, _) = stores();
         let key = ObjectKey::new("ns", "w");
         let refused = v2.create(&key, widget("v2", json!({"broken": true}))).await.err().unwrap();
         assert_eq!(

@@ -160,8 +160,9 @@ impl Registry {
         Err(ApiError::conflict(self.target(name), StoreError::Conflict))
     }
 
-    /// An applied configuration of another kind or version is kube's 400
-    /// (before any other check of the body).
+    /// An applied configuration of another kind or version, or one that does
+    /// not say which (`{"k": "v"}`: `invalid object type: /, Kind=`), is
+    /// kube's 400 (before any other check of the body).
     fn check_applied_kind(&self, config: &Value) -> ApiResult<()> {
         let Value::Object(config) = config else {
             return Ok(());
@@ -169,7 +170,7 @@ impl Registry {
         let text = |k: &str| config.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         let (api_version, kind) = (text("apiVersion"), text("kind"));
         let n = self.kind.names();
-        if api_version.is_empty() || kind.is_empty() || (api_version == n.api_version() && kind == n.kind) {
+        if api_version == n.api_version() && kind == n.kind {
             return Ok(());
         }
         let group_version = if api_version.contains('/') { api_version } else { format!("/{api_version}") };

@@ -88,6 +88,11 @@ async fn apply_errors_answer_as_kube_does() {
         apply("{llamas}/e", "m", llama("e")).expect(201),
         apply("{llamas}/e", "m", stale).expect(409),
         apply("{llamas}/e", "m", json!({"apiVersion": "{gv}", "kind": "Alpaca", "metadata": {"name": "e"}})),
+        // A configuration that does not say its type.
+        apply("{llamas}/e", "m", json!({"k": "v"})).expect(400),
+        apply("{llamas}/e", "m", json!({"kind": "Llama", "metadata": {"name": "e"}})).expect(400),
+        apply("{llamas}/e", "m", json!({"apiVersion": "{gv}", "metadata": {"name": "e"}})).expect(400),
+        apply("{llamas}/e", "m", json!({"apiVersion": "v1alpha", "kind": "Llama", "metadata": {"name": "e"}})).expect(400),
         apply("{llamas}/e", "m", json!({"apiVersion": "{gv}", "kind": "Llama", "metadata": {"name": "e"}, "spec": {"weight": -1, "height": 1}}))
             .expect(422),
         Step::patch("{llamas}/e").patch_body("application/strategic-merge-patch+json", json!({})).expect(415),

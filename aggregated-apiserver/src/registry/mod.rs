@@ -5,7 +5,8 @@
 //!
 //! `read.rs` serves get, list and watch; `write.rs` create, update and patch,
 //! `apply.rs` server-side apply, `delete.rs` delete and deletecollection;
-//! every write goes through the kind's strategy (`strategy.rs`).
+//! every write goes through the kind's strategy (`strategy.rs`) and its
+//! validation (`validate.rs`).
 
 mod apply;
 pub mod conversion;
@@ -15,6 +16,7 @@ pub mod encode;
 pub mod kind;
 mod read;
 mod strategy;
+mod validate;
 pub(crate) mod version_store;
 mod write;
 

@@ -161,14 +161,12 @@ pub fn serve(
     info: RequestInfo,
     req: http::Request<Body>,
 ) -> impl std::future::Future<Output = Response> + Send {
-    // A deprecated version's warning comes first on every answer, as kube's
-    // CRD handler records it before serving.
-    let deprecation = res
-        .find(info.api_group(), info.api_version(), info.resource())
-        .and_then(|reg| reg.kind.deprecation_warning())
-        .and_then(warning_header);
+    // Looked up once: dispatch serves it, and a deprecated version's warning
+    // comes first on every answer, as kube's CRD handler records it before serving.
+    let reg = res.find(info.api_group(), info.api_version(), info.resource()).cloned();
+    let deprecation = reg.as_ref().and_then(|reg| reg.kind.deprecation_warning()).and_then(warning_header);
     // Not an `async fn`, which would hold its arguments beside dispatch's future.
-    futures::FutureExt::map(dispatch(res, info, req), move |answer| {
+    futures::FutureExt::map(dispatch(res, reg, info, req), move |answer| {
         let mut response = answer.unwrap_or_else(IntoResponse::into_response);
         if let Some(deprecation) = deprecation {
             let headers = response.headers_mut();
@@ -206,11 +204,17 @@ async fn write_in_turns<F: std::future::Future>(admitted: bool, work: usize, wri
     }
 }
 
-async fn dispatch(res: Arc<ServedKinds>, info: RequestInfo, req: http::Request<Body>) -> ApiResult<Response> {
+/// Serves a resource request for `reg`, the registry its path names (None: none).
+async fn dispatch(
+    res: Arc<ServedKinds>,
+    reg: Option<Arc<Registry>>,
+    info: RequestInfo,
+    req: http::Request<Body>,
+) -> ApiResult<Response> {
     // What kube-apiserver's CRD handler does not route at all gets its plain
     // "404 page not found": an unknown resource, and (for a namespaced kind)
     // anything but a list or watch across all namespaces.
-    let Some(reg) = res.find(info.api_group(), info.api_version(), info.resource()).cloned() else {
+    let Some(reg) = reg else {
         return Ok(page_not_found());
     };
     let kind = reg.kind.clone();

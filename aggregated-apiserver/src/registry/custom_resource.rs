@@ -45,19 +45,16 @@ type PrepareUpdate = dyn Fn(&mut Value, &Value) + Send + Sync;
 ///     times: Option<i64>,
 /// }
 ///
-/// let kind = CustomResourceKind::of::<Greeting>()
-///     .unwrap()
-///     .validate(|greeting: &Greeting| match greeting.spec.times {
-///         Some(times) if times < 1 => vec![aggregated_apiserver::FieldError::invalid(
-///             "spec.times",
-///             &times.into(),
-///             "must be at least 1",
-///         )],
-///         _ => Vec::new(),
-///     });
+/// let kind = CustomResourceKind::of::<Greeting>()?.validate(|greeting: &Greeting| match greeting.spec.times {
+///     Some(times) if times < 1 => {
+///         vec![aggregated_apiserver::FieldError::invalid("spec.times", &times.into(), "must be at least 1")]
+///     }
+///     _ => Vec::new(),
+/// });
 /// # use aggregated_apiserver::Kind;
 /// assert_eq!(kind.names().plural, "greetings");
 /// assert_eq!(kind.columns()[0].name, "Message");
+/// # Ok::<(), aggregated_apiserver::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct CustomResourceKind {

@@ -547,7 +547,8 @@ fn is_supported_format(format: &str) -> bool {
         "duration",
         "datetime",
     ];
-    SUPPORTED.contains(&format.replace('-', "").as_str())
+    let undashed = || format.bytes().filter(|b| *b != b'-');
+    SUPPORTED.iter().any(|supported| supported.bytes().eq(undashed()))
 }
 
 #[cfg(test)]

@@ -165,10 +165,18 @@ pub fn serve(
     // comes first on every answer, as kube's CRD handler records it before serving.
     let reg = res.find(info.api_group(), info.api_version(), info.resource()).cloned();
     let deprecation = reg.as_ref().and_then(|reg| reg.kind.deprecation_warning()).and_then(warning_header);
+    let audit = deprecation.as_ref().and_then(|_| req.extensions().get::<AuditContext>().cloned());
     // Not an `async fn`, which would hold its arguments beside dispatch's future.
     futures::FutureExt::map(dispatch(res, reg, info, req), move |answer| {
         let mut response = answer.unwrap_or_else(IntoResponse::into_response);
-        if let Some(deprecation) = deprecation {
+        // kube's CRD handler hands what it does not route to the next handler
+        // before it records the warning.
+        let routed = response.extensions().get::<NotRouted>().is_none();
+        if let Some(deprecation) = deprecation.filter(|_| routed) {
+            // As kube's request metrics record a deprecated version's request.
+            if let Some(audit) = &audit {
+                audit.add_annotation("k8s.io/deprecated", "true");
+            }
             let headers = response.headers_mut();
             let others: Vec<HeaderValue> = headers.get_all(header::WARNING).iter().cloned().collect();
             headers.insert(header::WARNING, deprecation);
@@ -415,9 +423,15 @@ fn write_options(query: &Query, verb: WriteVerb, headers: &HeaderMap) -> ApiResu
     Ok(wopts)
 }
 
+/// Marks an answer for a path no served kind routes (a deprecated version's
+/// warning is not added to it).
+#[derive(Clone, Copy)]
+struct NotRouted;
+
 /// Go's `http.NotFound`, which kube-apiserver answers for paths nothing serves.
 fn page_not_found() -> Response {
     let mut resp = Response::new(Body::from("404 page not found\n"));
+    resp.extensions_mut().insert(NotRouted);
     *resp.status_mut() = StatusCode::NOT_FOUND;
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));

@@ -5,11 +5,19 @@
 //! registry of a version is the same generic registry over this store, so
 //! every verb, watch, patch and apply works in any version.
 //!
+//! The storage version is served through it too, for what an earlier release
+//! stored in another version: such an object is read converted, and any
+//! write to it, one that changes nothing included, stores it again in the
+//! storage version, as kube-apiserver's storage does (and as kube's storage
+//! version migration relies on). An object already in the storage version
+//! is handed out as it is stored, without a conversion or a copy.
+//!
 //! The last view of each object is kept while the object is unchanged (its
 //! revision), so that reading it again, or sending one change to many
 //! watchers, converts it once: the cost of the other version is one
 //! conversion per change, and the memory of a second copy of what is read
-//! in it.
+//! in it, within a bound: a large object's view is not kept, and past a
+//! total the kept views are let go.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -26,6 +34,18 @@ use crate::storage::{
     Updated, WatchStream,
 };
 
+/// The largest object whose view is kept, in bytes as stored.
+const MAX_KEPT_VIEW: usize = 256 << 10;
+/// The most the kept views of one version may hold, in bytes as stored.
+const MAX_KEPT_VIEWS: usize = 64 << 20;
+
+/// The last view of each object read in a version, and their size.
+#[derive(Default)]
+struct Views {
+    by_key: HashMap<Arc<ObjectKey>, StoredObject>,
+    bytes: usize,
+}
+
 #[derive(Clone)]
 pub(crate) struct VersionStore {
     inner: Arc<dyn Store>,
@@ -36,7 +56,7 @@ pub(crate) struct VersionStore {
     /// This version's index of an object.
     indexer: KindIndexer,
     /// The last view of each object read in this version.
-    views: Arc<RwLock<HashMap<Arc<ObjectKey>, StoredObject>>>,
+    views: Arc<RwLock<Views>>,
 }
 
 impl VersionStore {
@@ -57,9 +77,19 @@ impl VersionStore {
             .map_err(|why| StoreError::Internal(format!("converting the object from {from} to {to}: {why}")))
     }
 
+    /// Whether `o` is shown as it is stored: this is the storage version,
+    /// and `o` is stored in it (as objects are stored with their keys in
+    /// order, `apiVersion` first).
+    fn as_stored(&self, o: &StoredObject) -> bool {
+        self.api_version == self.storage_api_version && stored_in(o, &self.api_version)
+    }
+
     /// `o` as this version shows it.
     fn view(&self, o: &StoredObject) -> Result<StoredObject, StoreError> {
-        let kept = self.views.read().ok().and_then(|views| views.get(&o.key).filter(|v| v.rv == o.rv).cloned());
+        if self.as_stored(o) {
+            return Ok(o.clone());
+        }
+        let kept = self.views.read().ok().and_then(|views| views.by_key.get(&o.key).filter(|v| v.rv == o.rv).cloned());
         if let Some(kept) = kept {
             return Ok(kept);
         }
@@ -68,23 +98,37 @@ impl VersionStore {
         let framed = frame(&obj, EventType::Added)?;
         index.metadata = framed.metadata;
         let view = StoredObject::new(o.key.clone(), o.rv, framed.object, index);
-        self.keep(&view);
+        if o.bytes.len() <= MAX_KEPT_VIEW {
+            self.keep(&view);
+        }
         Ok(view)
     }
 
-    /// Keeps `view` as its key's last; past twice the objects stored (and
-    /// some), the views of keys no longer stored go.
+    /// Keeps `view` as its key's last. Past twice the objects stored (and
+    /// some), the views of keys no longer stored go; past the bytes a
+    /// version may keep, all go.
     fn keep(&self, view: &StoredObject) {
         let Ok(mut views) = self.views.write() else { return };
-        views.insert(view.key.clone(), view.clone());
-        if views.len() > 2 * self.inner.len() + 1024 {
-            views.retain(|key, _| matches!(self.inner.get(&**key), Ok(Some(_))));
+        let size = view.bytes.len();
+        if let Some(last) = views.by_key.insert(view.key.clone(), view.clone()) {
+            views.bytes -= last.bytes.len();
+        }
+        views.bytes += size;
+        if views.bytes > MAX_KEPT_VIEWS {
+            *views = Views::default();
+        } else if views.by_key.len() > 2 * self.inner.len() + 1024 {
+            views.by_key.retain(|key, _| matches!(self.inner.get(&**key), Ok(Some(_))));
+            views.bytes = views.by_key.values().map(|v| v.bytes.len()).sum();
         }
     }
 
-    fn view_event(&self, event: &Event) -> Result<Event, StoreError> {
+    fn view_event(&self, event: &Arc<Event>) -> Result<Arc<Event>, StoreError> {
+        if self.as_stored(&event.object) && event.prev.as_ref().is_none_or(|p| self.as_stored(p)) {
+            // The stored change itself, with what its watchers already share.
+            return Ok(event.clone());
+        }
         let prev = event.prev.as_ref().map(|p| self.view(p)).transpose()?;
-        Ok(Event::new(event.kind, self.view(&event.object)?, prev))
+        Ok(Arc::new(Event::new(event.kind, self.view(&event.object)?, prev)))
     }
 
     fn view_updated(&self, updated: Updated) -> Result<Updated, StoreError> {
@@ -94,6 +138,17 @@ impl VersionStore {
             Updated::Kept(o) => Updated::Kept(self.view(&o)?),
             Updated::Aborted => Updated::Aborted,
         })
+    }
+}
+
+/// Whether `o` is stored in `api_version`: its JSON begins with it, as the
+/// stored encoding writes an object's keys in order; an object written
+/// otherwise is read to know.
+fn stored_in(o: &StoredObject, api_version: &str) -> bool {
+    const FIRST: &[u8] = b"{\"apiVersion\":\"";
+    match o.bytes.strip_prefix(FIRST) {
+        Some(rest) => rest.strip_prefix(api_version.as_bytes()).is_some_and(|rest| rest.first() == Some(&b'"')),
+        None => o.value().is_ok_and(|v| v.get("apiVersion").and_then(Value::as_str) == Some(api_version)),
     }
 }
 
@@ -146,7 +201,7 @@ impl Store for VersionStore {
                 // An event this version cannot show is left out (and logged):
                 // its object reads fail the same way.
                 let viewed = event.map(|e| match this.view_event(&e) {
-                    Ok(viewed) => Some(Arc::new(viewed)),
+                    Ok(viewed) => Some(viewed),
                     Err(e) => {
                         tracing::error!(error = %e, "a watch event could not be converted; it is not sent");
                         None
@@ -171,11 +226,15 @@ impl Store for VersionStore {
         let updated = self
             .inner
             .guaranteed_update(key, &mut |current| {
-                let decided =
-                    self.view(current).map(|current| try_update(&current)).and_then(|decided| match decided {
-                        Mutation::Put(obj) => self.converted(obj, &self.storage_api_version).map(Mutation::Put),
-                        other => Ok(other),
-                    });
+                let decided = self.view(current).map(|view| try_update(&view)).and_then(|decided| match decided {
+                    Mutation::Put(obj) => self.converted(obj, &self.storage_api_version).map(Mutation::Put),
+                    // What changes nothing still stores an object of an
+                    // older version in the storage version.
+                    Mutation::Keep if !stored_in(current, &self.storage_api_version) => {
+                        self.converted(current.value()?, &self.storage_api_version).map(Mutation::Put)
+                    }
+                    other => Ok(other),
+                });
                 decided.unwrap_or_else(|e| {
                     failed = Some(e);
                     Mutation::Abort
@@ -278,6 +337,36 @@ mod tests {
         assert_eq!(renames.0.load(std::sync::atomic::Ordering::Relaxed), 2);
         inner.guaranteed_update(&key, &mut |_| Mutation::Put(widget("v1", json!({"width": 4})))).await.unwrap();
         assert_eq!(v2.get(&key).unwrap().unwrap().value().unwrap()["spec"], json!({"size": 4}), "a change is seen");
+    }
+
+    #[tokio::test]
+    async fn the_storage_version_hands_out_what_is_stored_and_migrates_older_objects_on_any_write() {
+        let (inner, _, renames) = stores();
+        let v1 = VersionStore::new(
+            inner.clone(),
+            renames.clone(),
+            "example.com/v1".into(),
+            "example.com/v1".into(),
+            KindIndexer(Arc::new(V2Widget)),
+        );
+        let (current, older) = (ObjectKey::new("ns", "a"), ObjectKey::new("ns", "b"));
+        inner.create(&current, widget("v1", json!({"width": 1}))).await.unwrap();
+        let stored = inner.get(&current).unwrap().unwrap();
+        let read = v1.get(&current).unwrap().unwrap();
+        assert_eq!(read.bytes.as_ptr(), stored.bytes.as_ptr(), "handed out as stored, not copied");
+        // An earlier release stored v2.
+        inner.create(&older, widget("v2", json!({"size": 2}))).await.unwrap();
+        assert_eq!(v1.get(&older).unwrap().unwrap().value().unwrap()["spec"], json!({"width": 2}));
+        let before = inner.get(&older).unwrap().unwrap().rv;
+        let kept = v1.guaranteed_update(&older, &mut |_| Mutation::Keep).await.unwrap();
+        let Updated::Put(written) = kept else { panic!("a write that changes nothing stores v1") };
+        assert!(written.rv > before);
+        let now = inner.get(&older).unwrap().unwrap().value().unwrap();
+        assert_eq!((&now["apiVersion"], &now["spec"]), (&json!("example.com/v1"), &json!({"width": 2})));
+        // Stored in v1 now: nothing changes, nothing is written.
+        let again = v1.guaranteed_update(&older, &mut |_| Mutation::Keep).await.unwrap();
+        assert!(matches!(again, Updated::Kept(_)));
+        assert_eq!(renames.0.load(std::sync::atomic::Ordering::Relaxed), 2, "the older object converted twice only");
     }
 
     #[tokio::test]

@@ -168,20 +168,27 @@ impl Setup {
                 Arc::new(store)
             }
         };
-        // Each other version is served from the same store, seen in it.
-        if let Some(others) = kind.other_versions() {
-            for version in others.kinds {
-                let seen = VersionStore::new(
-                    store.clone(),
-                    others.convert.clone(),
-                    version.names().api_version(),
-                    kind.names().api_version(),
-                    KindIndexer(version.clone()),
-                );
-                self.admitted_registry(version, Arc::new(seen))?;
-            }
+        // Each version is served from the same store, seen in it: the other
+        // versions converted, the storage version as stored (and converted
+        // where an earlier release stored another).
+        let Some(others) = kind.other_versions() else {
+            return self.admitted_registry(kind, store);
+        };
+        let storage_version = kind.names().api_version();
+        let seen_in = |version: &Arc<dyn Kind>| {
+            Arc::new(VersionStore::new(
+                store.clone(),
+                others.convert.clone(),
+                version.names().api_version(),
+                storage_version.clone(),
+                KindIndexer(version.clone()),
+            ))
+        };
+        for version in &others.kinds {
+            self.admitted_registry(version.clone(), seen_in(version))?;
         }
-        self.admitted_registry(kind, store)
+        let stored = seen_in(&kind);
+        self.admitted_registry(kind, stored)
     }
 
     /// Serves `kind` from `store`, with the cluster's admission.

@@ -76,9 +76,9 @@ fn schema_types(s: &Value) -> Vec<&str> {
 /// `x-kubernetes-int-or-string`, `required`, `minimum`/`maximum` with
 /// `exclusiveMinimum`/`exclusiveMaximum` as booleans (OpenAPI v3.0) or numbers
 /// (JSON Schema 2019+), `multipleOf`, `minLength`/`maxLength` (in characters),
-/// `format` `date-time` and `date`, `enum`, `minItems`/`maxItems`, `items`,
+/// `pattern`, `format` `date-time` and `date`, `enum`, `minItems`/`maxItems`, `items`,
 /// `minProperties`/`maxProperties`, `additionalProperties` schemas.
-/// Not checked: `pattern`, `uniqueItems`, `allOf`/`anyOf`/`oneOf`/`not`,
+/// Not checked: `uniqueItems`, `allOf`/`anyOf`/`oneOf`/`not`,
 /// `x-kubernetes-validations` (CEL: [`super::validations`]), list/map-type
 /// uniqueness, other formats.
 ///
@@ -124,6 +124,32 @@ fn child_path(path: &str, key: &str) -> String {
     } else {
         format!("{path}.{key}")
     }
+}
+
+/// Whether `st` matches the schema's `pattern` (an ECMA 262 expression, read
+/// as RE2 as kube-openapi reads it); `None` when the pattern does not compile.
+/// A schema's patterns are few and fixed: each is compiled once.
+fn matches_pattern(st: &str, pattern: &str) -> Option<bool> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, OnceLock, RwLock};
+    static COMPILED: OnceLock<RwLock<HashMap<String, Option<Arc<regex::Regex>>>>> = OnceLock::new();
+    let compiled = COMPILED.get_or_init(RwLock::default);
+    let known = compiled.read().ok().and_then(|c| c.get(pattern).cloned());
+    let regex = match known {
+        Some(regex) => regex,
+        None => {
+            let regex = regex::Regex::new(pattern).ok().map(Arc::new);
+            if let Ok(mut c) = compiled.write() {
+                // Bounded even if schemas came and went: past the bound,
+                // patterns compile on each use.
+                if c.len() < 4096 {
+                    c.insert(pattern.to_string(), regex.clone());
+                }
+            }
+            regex
+        }
+    };
+    regex.map(|r| r.is_match(st))
 }
 
 impl SchemaValidator {
@@ -232,6 +258,19 @@ impl SchemaValidator {
                     path,
                     Some(go_quote(st)),
                     format!("{path} in body should be at least {min} chars long"),
+                );
+                return;
+            }
+        }
+        if let Some(pattern) = sget(s, "pattern").and_then(Value::as_str) {
+            // A pattern that does not compile constrains nothing here: kube
+            // refuses such a schema before it serves it.
+            if matches_pattern(st, pattern) == Some(false) {
+                self.push(
+                    FieldErrorKind::Invalid,
+                    path,
+                    Some(go_quote(st)),
+                    format!("{path} in body should match '{pattern}'"),
                 );
             }
         }
@@ -750,6 +789,23 @@ mod tests {
     fn strings_count_characters_not_bytes() {
         let schema = json!({"properties": {"s": {"type": "string", "maxLength": 2, "minLength": 2}}});
         assert!(validate_against_schema(&json!({"s": "éé"}), &schema).is_empty());
+    }
+
+    #[test]
+    fn a_string_matches_its_pattern_after_its_lengths() {
+        let schema = json!({"properties": {"s": {"type": "string", "minLength": 2, "pattern": "^[a-z]+$"}}});
+        assert!(validate_against_schema(&json!({"s": "ab"}), &schema).is_empty());
+        assert_eq!(
+            msgs(&validate_against_schema(&json!({"s": "aB"}), &schema)),
+            vec![r#"s: Invalid value: "aB": s in body should match '^[a-z]+$'"#]
+        );
+        // The first failed check is the only one reported, as kube-openapi does.
+        assert_eq!(
+            msgs(&validate_against_schema(&json!({"s": "B"}), &schema)),
+            vec![r#"s: Invalid value: "B": s in body should be at least 2 chars long"#]
+        );
+        let broken = json!({"properties": {"s": {"type": "string", "pattern": "("}}});
+        assert!(validate_against_schema(&json!({"s": "x"}), &broken).is_empty());
     }
 
     #[test]

@@ -171,7 +171,8 @@ pub async fn client_for(kubeconfig: &Path) -> kube::Client {
     kube::Client::try_from(cfg).expect("client")
 }
 
-pub const APISERVICE: &str = "v1alpha.farm.example.com";
+/// farm-apiserver's APIServices: v1beta1 (preferred) and v1alpha.
+pub const APISERVICES: [&str; 2] = ["v1beta1.farm.example.com", "v1alpha.farm.example.com"];
 
 /// The Service and APIService that put farm-apiserver behind the aggregator
 /// (the template scripts/playground uses too).
@@ -181,11 +182,23 @@ pub fn registration_yaml(port: u16, ca_bundle_b64: &str) -> String {
     template.replace("${PORT}", &port.to_string()).replace("${CA_BUNDLE}", ca_bundle_b64)
 }
 
-/// The APIService's Available condition: (status, reason, message).
+/// The Available condition of the APIServices: (status, reason, message),
+/// of the first that is not available (else the last's).
 pub fn apiservice_available(cp: &ControlPlane) -> (String, String, String) {
-    let out = cp.kubectl(&["get", "apiservice", APISERVICE, "-o", "json"]);
+    let mut last = Default::default();
+    for name in APISERVICES {
+        last = one_apiservice_available(cp, name);
+        if last.0 != "True" {
+            break;
+        }
+    }
+    last
+}
+
+fn one_apiservice_available(cp: &ControlPlane, name: &str) -> (String, String, String) {
+    let out = cp.kubectl(&["get", "apiservice", name, "-o", "json"]);
     if !out.0 {
-        return ("Missing".into(), String::new(), out.2);
+        return ("Missing".into(), String::new(), format!("{name}: {}", out.2));
     }
     let v: Value = serde_json::from_str(&out.1).unwrap_or_default();
     let cond = v["status"]["conditions"]
@@ -193,7 +206,7 @@ pub fn apiservice_available(cp: &ControlPlane) -> (String, String, String) {
         .and_then(|cs| cs.iter().find(|c| c["type"] == "Available").cloned())
         .unwrap_or_default();
     let s = |k: &str| cond[k].as_str().unwrap_or("").to_string();
-    (s("status"), s("reason"), s("message"))
+    (s("status"), s("reason"), format!("{name}: {}", s("message")))
 }
 
 /// Waits until the APIService reports Available=True, or panics with the last condition.
@@ -204,7 +217,7 @@ pub async fn wait_available(cp: &ControlPlane, timeout: Duration) {
         if cond.0 == "True" {
             return;
         }
-        assert!(Instant::now() < deadline, "APIService {APISERVICE} not Available within {timeout:?}: {cond:?}");
+        assert!(Instant::now() < deadline, "APIServices {APISERVICES:?} not Available within {timeout:?}: {cond:?}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
@@ -213,7 +226,17 @@ pub async fn wait_available(cp: &ControlPlane, timeout: Duration) {
 /// kubectl printed. (The APIService's Available condition alone proves little:
 /// the aggregator's availability probe skips TLS verification.)
 pub async fn proxied_discovery(cp: &ControlPlane) -> Result<String, String> {
-    let req = http::Request::get("/apis/farm.example.com/v1alpha").body(Vec::new()).map_err(|e| e.to_string())?;
+    let mut body = String::new();
+    for version in ["v1beta1", "v1alpha"] {
+        body = proxied_version_discovery(cp, version).await?;
+    }
+    Ok(body)
+}
+
+/// [`proxied_discovery`] of one version.
+async fn proxied_version_discovery(cp: &ControlPlane, version: &str) -> Result<String, String> {
+    let req =
+        http::Request::get(format!("/apis/farm.example.com/{version}")).body(Vec::new()).map_err(|e| e.to_string())?;
     // Without kube-rs's default retries of 5xx answers: the failure is the answer.
     let kc = kube::config::Kubeconfig::read_from(&cp.kubeconfig).map_err(|e| e.to_string())?;
     let mut cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
@@ -251,10 +274,10 @@ pub async fn wait_openapi_v3(cp: &ControlPlane, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     loop {
         let (ok, index, err) = cp.kubectl(&["get", "--raw", "/openapi/v3"]);
-        if ok && index.contains("apis/farm.example.com/v1alpha") {
+        if ok && ["v1beta1", "v1alpha"].iter().all(|v| index.contains(&format!("apis/farm.example.com/{v}"))) {
             return;
         }
-        assert!(Instant::now() < deadline, "farm.example.com/v1alpha never listed in /openapi/v3: {err}");
+        assert!(Instant::now() < deadline, "farm.example.com's versions never listed in /openapi/v3: {err}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }

@@ -27,6 +27,10 @@ use serde_json::Value;
 
 pub const GROUP_PATH: &str = "/apis/farm.example.com/v1alpha";
 
+/// The Warning header every answer for v1alpha Llamas carries first.
+pub const V1ALPHA_DEPRECATED: &str =
+    "299 - \"farm.example.com/v1alpha Llama is deprecated; use farm.example.com/v1beta1 Llama\"";
+
 pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }

@@ -19,6 +19,7 @@
 //! | `/garbage` | a body that is no AdmissionReview |
 //! | `/wrong-uid` | an answer for another request |
 //! | `/http-error` | HTTP 500 with a text body |
+//! | `/convert` | a CRD conversion webhook for Llamas in any group: the ConversionReview's objects converted by farm-apiserver's own conversions |
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -111,10 +112,13 @@ impl WebhookServer {
         let reviews: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
         let recorded = reviews.clone();
         let (released, release) = tokio::sync::watch::channel(false);
-        let app = axum::Router::new().fallback(move |uri: Uri, body: Bytes| {
-            let (recorded, mut release) = (recorded.clone(), release.clone());
-            async move { answer(uri.path(), &body, &recorded, &mut release).await }
-        });
+        let app = axum::Router::new()
+            .fallback(move |uri: Uri, body: Bytes| {
+                let (recorded, mut release) = (recorded.clone(), release.clone());
+                async move { answer(uri.path(), &body, &recorded, &mut release).await }
+            })
+            // A conversion review carries a whole list's objects.
+            .layer(axum::extract::DefaultBodyLimit::max(64 << 20));
         let tls = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(config));
         // Its own runtime: the server outlives any one test's runtime.
         std::thread::spawn(move || {
@@ -168,6 +172,9 @@ async fn answer(
     let Ok(review) = serde_json::from_slice::<Value>(body) else {
         return (StatusCode::BAD_REQUEST, "not JSON").into_response();
     };
+    if path == "/convert" {
+        return convert(review);
+    }
     recorded.lock().unwrap().push((path.to_string(), review.clone()));
     let object = &review["request"]["object"];
     let name = object["metadata"]["name"].as_str().unwrap_or("").to_string();
@@ -241,4 +248,52 @@ async fn answer(
         _ => return (StatusCode::NOT_FOUND, "no such webhook").into_response(),
     };
     ([("content-type", "application/json")], body.to_string()).into_response()
+}
+
+/// Answers a ConversionReview as a Llama CRD's conversion webhook: each
+/// object, of the CRD's group, converted as farm-apiserver converts it
+/// between `farm.example.com`'s versions.
+fn convert(review: Value) -> Response {
+    use aggregated_apiserver::Kind;
+    use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
+    use kube::core::Status;
+    let Ok(review) = serde_json::from_value::<ConversionReview>(review) else {
+        return (StatusCode::BAD_REQUEST, "not a ConversionReview").into_response();
+    };
+    let Ok(request) = ConversionRequest::from_review(review) else {
+        return (StatusCode::BAD_REQUEST, "a ConversionReview without a request").into_response();
+    };
+    static CONVERT: std::sync::OnceLock<Arc<dyn aggregated_apiserver::Convert>> = std::sync::OnceLock::new();
+    let converter = CONVERT.get_or_init(|| {
+        let kind = farm_apiserver::llama::kind().expect("Llama is described");
+        kind.other_versions().expect("Llama has other versions").convert
+    });
+    // `<group>/<version>` as farm.example.com's, and back.
+    let split = |api_version: &str| api_version.split_once('/').map(|(g, v)| (g.to_string(), v.to_string()));
+    let Some((group, desired)) = split(&request.desired_api_version) else {
+        return (StatusCode::BAD_REQUEST, "desiredAPIVersion names no group").into_response();
+    };
+    let mut converted = Vec::new();
+    let mut failed = None;
+    for mut obj in request.objects.clone() {
+        let version = obj["apiVersion"].as_str().and_then(split).map(|(_, v)| v).unwrap_or_default();
+        obj["apiVersion"] = json!(format!("farm.example.com/{version}"));
+        match converter.convert(obj, &format!("farm.example.com/{desired}")) {
+            Ok(mut out) => {
+                out["apiVersion"] = json!(format!("{group}/{desired}"));
+                converted.push(out);
+            }
+            Err(why) => {
+                failed = Some(why);
+                break;
+            }
+        }
+    }
+    let response = ConversionResponse::for_request(request);
+    let response = match failed {
+        None => response.success(converted),
+        Some(why) => response.failure(Status::failure(&why, "ConversionFailed")),
+    };
+    ([("content-type", "application/json")], serde_json::to_string(&response.into_review()).unwrap_or_default())
+        .into_response()
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::common::cluster::{self, namespace};
 use crate::common::{kubectl_stdin, ok};
-use farm_apiserver::llama::Llama;
+use farm_apiserver::llama::v1alpha::Llama;
 use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};

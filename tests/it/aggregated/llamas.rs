@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::common;
 use crate::common::cluster::{self, eventually, namespace};
 use crate::common::{kubectl_stdin, ok, KubectlStream};
-use farm_apiserver::llama::{Llama, LlamaSpec};
+use farm_apiserver::llama::v1beta1::{Llama, LlamaSpec};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -22,15 +22,16 @@ use serde_json::json;
 
 fn dolly(ns: &str) -> String {
     format!(
-        "apiVersion: farm.example.com/v1alpha
+        "apiVersion: farm.example.com/v1beta1
 kind: Llama
 metadata:
   name: dolly
   namespace: {ns}
   labels: {{herd: north}}
 spec:
-  weight: 31.4
-  height: 1.7
+  weightKg: 31.4
+  heightM: 1.7
+  pasture: north-field
 "
     )
 }
@@ -42,7 +43,7 @@ async fn discovery_through_the_aggregator() {
     let out = ok(cp.kubectl(&["api-resources", "--api-group", "farm.example.com"]));
     let llamas = out.lines().find(|l| l.starts_with("llamas")).unwrap_or_else(|| panic!("{out}"));
     let cols: Vec<&str> = llamas.split_whitespace().collect();
-    assert_eq!(cols, ["llamas", "ll", "farm.example.com/v1alpha", "true", "Llama"], "{out}");
+    assert_eq!(cols, ["llamas", "ll", "farm.example.com/v1beta1", "true", "Llama"], "{out}");
     let farmpods = out.lines().find(|l| l.starts_with("farmpods")).unwrap_or_else(|| panic!("{out}"));
     assert!(farmpods.contains("fp") && farmpods.contains("FarmPod"), "{out}");
     let ns = namespace(cp, "e2e-category");
@@ -63,10 +64,23 @@ async fn kubectl_through_the_aggregator() {
     assert!(out.contains("llama.farm.example.com/dolly created"), "{out}");
     let out = ok(cp.kubectl(&["get", "llamas.farm.example.com", "-n", &ns]));
     let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "WEIGHT", "HEIGHT", "AGE"], "{out}");
+    assert_eq!(header, ["NAME", "WEIGHT", "HEIGHT", "PASTURE", "AGE"], "{out}");
     assert!(out.lines().nth(1).unwrap().starts_with("dolly"), "{out}");
     let yaml = ok(cp.kubectl(&["get", "llama.farm.example.com", "dolly", "-n", &ns, "-o", "yaml"]));
-    assert!(yaml.contains("weight: 31.4"), "{yaml}");
+    assert!(yaml.contains("weightKg: 31.4") && !yaml.contains("farm.example.com/pasture"), "{yaml}");
+    // The deprecated version, named: the same llama in its words, and kube's warning.
+    let (done, old, warned) =
+        cp.kubectl(&["get", "llamas.v1alpha.farm.example.com", "dolly", "-n", &ns, "-o", "json"]);
+    assert!(done, "{warned}");
+    let old: serde_json::Value = serde_json::from_str(&old).unwrap();
+    assert_eq!(
+        (&old["apiVersion"], &old["spec"]["weight"], &old["metadata"]["annotations"]["farm.example.com/pasture"]),
+        (&json!("farm.example.com/v1alpha"), &json!(31.4), &json!("north-field"))
+    );
+    assert!(
+        warned.contains("Warning: farm.example.com/v1alpha Llama is deprecated; use farm.example.com/v1beta1 Llama"),
+        "{warned}"
+    );
 
     let watch = KubectlStream::start(kc, &["get", "llamas.farm.example.com", "-n", &ns, "-w"]);
     watch.expect_line(&["dolly", "31.4"], Duration::from_secs(20));
@@ -79,7 +93,7 @@ async fn kubectl_through_the_aggregator() {
         "--type",
         "merge",
         "-p",
-        r#"{"spec":{"weight":35}}"#,
+        r#"{"spec":{"weightKg":35}}"#,
     ]));
     watch.expect_line(&["dolly", "35"], Duration::from_secs(20));
     assert!(
@@ -94,14 +108,14 @@ async fn kubectl_through_the_aggregator() {
         "--type",
         "json",
         "-p",
-        r#"[{"op":"replace","path":"/spec/height","value":1.8}]"#,
+        r#"[{"op":"replace","path":"/spec/heightM","value":1.8}]"#,
     ]));
     assert!(out.contains("patched"), "{out}");
     let mut v: serde_json::Value =
         serde_json::from_str(&ok(cp.kubectl(&["get", "llama.farm.example.com", "dolly", "-n", &ns, "-o", "json"])))
             .unwrap();
     assert_eq!(v["metadata"]["labels"]["colour"], "brown");
-    v["spec"]["weight"] = json!(36.5);
+    v["spec"]["weightKg"] = json!(36.5);
     assert!(ok(kubectl_stdin(kc, &["replace", "-f", "-"], Some(&v.to_string()))).contains("replaced"));
     watch.expect_line(&["dolly", "36.5"], Duration::from_secs(20));
     assert!(ok(cp.kubectl(&["get", "llamas.farm.example.com", "-n", &ns, "-l", "colour=brown"])).contains("dolly"));
@@ -128,7 +142,7 @@ async fn large_lists_cross_the_aggregator_gzipped() {
         .for_each_concurrent(16, |i| {
             let mut llama = Llama::new(
                 &format!("big-{i:03}"),
-                LlamaSpec { weight: 1.0, height: 1.0, max_weight: None, ear_tag: None },
+                LlamaSpec { weight_kg: 1.0, height_m: 1.0, max_weight_kg: None, ear_tag: None, pasture: None },
             );
             llama.metadata.labels = Some(labels.clone());
             let api = &api;
@@ -183,7 +197,7 @@ async fn owner_references_to_llamas_are_garbage_collected() {
     let owner = llamas
         .create(
             &PostParams::default(),
-            &Llama::new("mother", LlamaSpec { weight: 90.0, height: 1.8, max_weight: None, ear_tag: None }),
+            &Llama::new("mother", LlamaSpec { weight_kg: 90.0, height_m: 1.8, max_weight_kg: None, ear_tag: None, pasture: None }),
         )
         .await
         .unwrap();
@@ -257,7 +271,7 @@ async fn kube_rs_controller_reconciles_llamas() {
     for (i, name) in ["alpha", "beta", "gamma"].iter().enumerate() {
         api.create(
             &PostParams::default(),
-            &Llama::new(name, LlamaSpec { weight: 10.0 + i as f64, height: 1.0, max_weight: None, ear_tag: None }),
+            &Llama::new(name, LlamaSpec { weight_kg: 10.0 + i as f64, height_m: 1.0, max_weight_kg: None, ear_tag: None, pasture: None }),
         )
         .await
         .unwrap();
@@ -277,7 +291,7 @@ async fn kube_rs_controller_reconciles_llamas() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     // A spec change is reconciled for the new generation.
-    api.patch("beta", &PatchParams::default(), &Patch::Merge(json!({"spec": {"weight": 99}}))).await.unwrap();
+    api.patch("beta", &PatchParams::default(), &Patch::Merge(json!({"spec": {"weightKg": 99}}))).await.unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let b = api.get("beta").await.unwrap();

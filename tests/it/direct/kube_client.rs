@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::common::{Backend, Server};
-use farm_apiserver::llama::{Llama, LlamaSpec, LlamaStatus};
+use farm_apiserver::llama::v1beta1::{Llama, LlamaSpec, LlamaStatus};
 use futures::StreamExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};
@@ -20,17 +20,17 @@ async fn client(s: &Server) -> Client {
 }
 
 fn new_llama(name: &str, weight: f64) -> Llama {
-    Llama::new(name, LlamaSpec { weight, height: 1.2, max_weight: None, ear_tag: None })
+    Llama::new(name, LlamaSpec { weight_kg: weight, height_m: 1.2, max_weight_kg: None, ear_tag: None, pasture: None })
 }
 
 async fn typed_api_round_trip(backend: Backend) {
     let s = Server::start_on(backend, &[]).await;
     let api: Api<Llama> = Api::namespaced(client(&s).await, "default");
     let created = api.create(&PostParams::default(), &new_llama("kuzco", 31.4)).await.unwrap();
-    assert_eq!(created.spec.weight, 31.4);
+    assert_eq!(created.spec.weight_kg, 31.4);
     assert!(created.uid().is_some());
     let mut got = api.get("kuzco").await.unwrap();
-    got.spec.height = 1.8;
+    got.spec.height_m = 1.8;
     let replaced = api.replace("kuzco", &PostParams::default(), &got).await.unwrap();
     assert_eq!(replaced.metadata.generation, Some(2));
     let patched = api
@@ -56,6 +56,47 @@ async fn typed_api_round_trip(backend: Backend) {
     assert!(api.get_opt("kuzco").await.unwrap().is_none());
 }
 
+/// A kube-rs client of each version sees the same llamas: what a v1beta1
+/// client writes, a v1alpha client reads in its own words (the pasture in
+/// an annotation), changes and writes back, losing nothing; a v1alpha
+/// watcher receives the v1beta1 client's changes, converted.
+async fn clients_of_both_versions_share_the_llamas(backend: Backend) {
+    use farm_apiserver::llama::{v1alpha, PASTURE_ANNOTATION};
+    let s = Server::start_on(backend, &[]).await;
+    let client = client(&s).await;
+    let new: Api<Llama> = Api::namespaced(client.clone(), "default");
+    let old: Api<v1alpha::Llama> = Api::namespaced(client, "default");
+    let mut llama = new_llama("pacha", 40.0);
+    llama.spec.pasture = Some("north".into());
+    let created = new.create(&PostParams::default(), &llama).await.unwrap();
+
+    let watched = watcher::watcher(old.clone(), watcher::Config::default()).boxed();
+    let mut seen = old.get("pacha").await.unwrap();
+    assert_eq!((seen.spec.weight, seen.spec.height), (40.0, 1.2));
+    assert_eq!(seen.annotations().get(PASTURE_ANNOTATION).map(String::as_str), Some("north"));
+    assert_eq!((seen.uid(), seen.resource_version()), (created.uid(), created.resource_version()));
+    seen.spec.weight = 41.0;
+    old.replace("pacha", &PostParams::default(), &seen).await.unwrap();
+    let now = new.get("pacha").await.unwrap();
+    assert_eq!((now.spec.weight_kg, now.spec.pasture.as_deref()), (41.0, Some("north")));
+    assert!(now.annotations().get(PASTURE_ANNOTATION).is_none(), "{now:?}");
+
+    new.patch("pacha", &PatchParams::default(), &Patch::Merge(json!({"spec": {"weightKg": 42.0, "pasture": "south"}})))
+        .await
+        .unwrap();
+    let mut watched = watched;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let event = tokio::time::timeout_at(deadline, watched.next()).await.expect("the change reaches v1alpha");
+        if let Some(Ok(Event::Apply(l) | Event::InitApply(l))) = event {
+            if l.spec.weight == 42.0 {
+                assert_eq!(l.annotations().get(PASTURE_ANNOTATION).map(String::as_str), Some("south"));
+                break;
+            }
+        }
+    }
+}
+
 /// Applies watcher events to a name -> weight map, counting re-lists.
 fn apply(ev: Event<Llama>, state: &mut BTreeMap<String, f64>, pending: &mut BTreeMap<String, f64>, inits: &mut u32) {
     match ev {
@@ -64,11 +105,11 @@ fn apply(ev: Event<Llama>, state: &mut BTreeMap<String, f64>, pending: &mut BTre
             pending.clear();
         }
         Event::InitApply(l) => {
-            pending.insert(l.name_any(), l.spec.weight);
+            pending.insert(l.name_any(), l.spec.weight_kg);
         }
         Event::InitDone => *state = std::mem::take(pending),
         Event::Apply(l) => {
-            state.insert(l.name_any(), l.spec.weight);
+            state.insert(l.name_any(), l.spec.weight_kg);
         }
         Event::Delete(l) => {
             state.remove(&l.name_any());
@@ -77,7 +118,7 @@ fn apply(ev: Event<Llama>, state: &mut BTreeMap<String, f64>, pending: &mut BTre
 }
 
 async fn server_state(api: &Api<Llama>) -> BTreeMap<String, f64> {
-    api.list(&ListParams::default()).await.unwrap().items.into_iter().map(|l| (l.name_any(), l.spec.weight)).collect()
+    api.list(&ListParams::default()).await.unwrap().items.into_iter().map(|l| (l.name_any(), l.spec.weight_kg)).collect()
 }
 
 async fn watcher_sees_everything(backend: Backend, streaming: bool) {
@@ -116,7 +157,7 @@ async fn watcher_sees_everything(backend: Backend, streaming: bool) {
         api.delete(&format!("big{i}"), &DeleteParams::default()).await.unwrap();
     }
     for i in 0..30 {
-        api.patch("live", &PatchParams::default(), &Patch::Merge(json!({"spec": {"weight": 8.0 + i as f64}})))
+        api.patch("live", &PatchParams::default(), &Patch::Merge(json!({"spec": {"weightKg": 8.0 + i as f64}})))
             .await
             .unwrap();
     }
@@ -150,6 +191,7 @@ async fn watcher_recovers_from_410_with_streaming_lists(backend: Backend) {
 
 on_both_stores!(
     typed_api_round_trip,
+    clients_of_both_versions_share_the_llamas,
     watcher_recovers_from_410_with_list_then_watch,
     watcher_recovers_from_410_with_streaming_lists,
 );

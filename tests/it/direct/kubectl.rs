@@ -7,15 +7,15 @@ use std::time::Duration;
 use crate::common;
 use crate::common::{kubectl, kubectl_stdin, ok, succeeds, Backend, KubectlStream, Server};
 
-const DOLLY: &str = "apiVersion: farm.example.com/v1alpha
+const DOLLY: &str = "apiVersion: farm.example.com/v1beta1
 kind: Llama
 metadata:
   name: dolly
   labels:
     herd: north
 spec:
-  weight: 31.4
-  height: 1.7
+  weightKg: 31.4
+  heightM: 1.7
 ";
 
 async fn kubectl_lifecycle(backend: Backend) {
@@ -32,10 +32,19 @@ async fn kubectl_lifecycle(backend: Backend) {
     let out = ok(kubectl(&kc, &["get", "llamas"]));
     let mut lines = out.lines();
     let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "WEIGHT", "HEIGHT", "AGE"], "{out}");
+    assert_eq!(header, ["NAME", "WEIGHT", "HEIGHT", "PASTURE", "AGE"], "{out}");
     let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(&row[..3], ["dolly", "32.5", "1.7"], "{out}");
     assert!(ok(kubectl(&kc, &["get", "ll"])).contains("dolly"));
+    // The deprecated version, named: its own columns, and kube's warning.
+    let (done, out, warned) = kubectl(&kc, &["get", "llamas.v1alpha.farm.example.com"]);
+    assert!(done, "{warned}");
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "WEIGHT", "HEIGHT", "AGE"], "{out}");
+    assert!(
+        warned.contains("Warning: farm.example.com/v1alpha Llama is deprecated; use farm.example.com/v1beta1 Llama"),
+        "{warned}"
+    );
     // The category covers FarmPods too, which answer 503 without a cluster.
     let farm = kubectl(&kc, &["get", "farm"]);
     assert!(farm.1.contains("dolly"), "{farm:?}");
@@ -46,31 +55,31 @@ async fn kubectl_lifecycle(backend: Backend) {
     assert!(none.0 && !none.1.contains("dolly"), "{none:?}");
     assert!(ok(kubectl(&kc, &["get", "llamas", "--field-selector", "metadata.name=dolly"])).contains("dolly"));
     let yaml = ok(kubectl(&kc, &["get", "llama", "dolly", "-o", "yaml"]));
-    assert!(yaml.contains("weight: 32.5") && yaml.contains("uid:") && yaml.contains("generation: 2"), "{yaml}");
+    assert!(yaml.contains("weightKg: 32.5") && yaml.contains("uid:") && yaml.contains("generation: 2"), "{yaml}");
 
     // get -w sees later changes.
     let watch = KubectlStream::start(&kc, &["get", "llamas", "-w"]);
     watch.expect_line(&["dolly", "32.5"], Duration::from_secs(15));
-    ok(kubectl(&kc, &["patch", "llama", "dolly", "--type", "merge", "-p", r#"{"spec":{"weight":40}}"#]));
+    ok(kubectl(&kc, &["patch", "llama", "dolly", "--type", "merge", "-p", r#"{"spec":{"weightKg":40}}"#]));
     watch.expect_line(&["dolly", "40"], Duration::from_secs(15));
 
     // label, json patch, the refused strategic default.
     assert!(ok(kubectl(&kc, &["label", "llama", "dolly", "colour=brown"])).contains("labeled"));
     let out = ok(kubectl(
         &kc,
-        &["patch", "llama", "dolly", "--type", "json", "-p", r#"[{"op":"replace","path":"/spec/height","value":1.9}]"#],
+        &["patch", "llama", "dolly", "--type", "json", "-p", r#"[{"op":"replace","path":"/spec/heightM","value":1.9}]"#],
     ));
     assert!(out.contains("patched"), "{out}");
-    let smp = kubectl(&kc, &["patch", "llama", "dolly", "-p", r#"{"spec":{"height":2}}"#]);
+    let smp = kubectl(&kc, &["patch", "llama", "dolly", "-p", r#"{"spec":{"heightM":2}}"#]);
     assert!(!smp.0, "strategic merge patch must be refused: {smp:?}");
     let v: serde_json::Value =
         serde_json::from_str(&ok(kubectl(&kc, &["get", "llama", "dolly", "-o", "json"]))).unwrap();
     assert_eq!(v["metadata"]["labels"]["colour"], "brown");
-    assert_eq!(v["spec"]["height"], serde_json::json!(1.9));
+    assert_eq!(v["spec"]["heightM"], serde_json::json!(1.9));
 
     // Edit-style update: read, change, replace (PUT with the resourceVersion read).
     let mut edited = v.clone();
-    edited["spec"]["weight"] = serde_json::json!(41.25);
+    edited["spec"]["weightKg"] = serde_json::json!(41.25);
     let out = ok(kubectl_stdin(&kc, &["replace", "-f", "-"], Some(&edited.to_string())));
     assert!(out.contains("replaced"), "{out}");
     let stale = kubectl_stdin(&kc, &["replace", "-f", "-"], Some(&edited.to_string()));
@@ -104,16 +113,25 @@ async fn kubectl_explain_and_validation(backend: Backend) {
     let kc = s.kubeconfig();
     let out = ok(kubectl(&kc, &["explain", "llamas"]));
     assert!(out.contains("Llama") && out.contains("spec"), "{out}");
-    let out = ok(kubectl(&kc, &["explain", "llama.spec.weight"]));
+    let out = ok(kubectl(&kc, &["explain", "llama.spec.weightKg"]));
     assert!(out.contains("Weight in kilograms"), "{out}");
     let out = ok(kubectl(&kc, &["api-resources", "--api-group", "farm.example.com"]));
     assert!(out.contains("llamas") && out.contains("ll") && out.contains("Llama"), "{out}");
     // kubectl's default --validate=strict reaches the server's strict field validation.
-    let bad = DOLLY.replace("  height: 1.7\n", "  height: 1.7\n  colour: brown\n");
+    let bad = DOLLY.replace("  heightM: 1.7\n", "  heightM: 1.7\n  colour: brown\n");
     let r = kubectl_stdin(&kc, &["create", "-f", "-"], Some(&bad));
     assert!(!r.0 && r.2.contains("unknown field \"spec.colour\""), "{r:?}");
     let r = kubectl_stdin(&kc, &["create", "-f", "-"], Some(&DOLLY.replace("31.4", "-1")));
-    assert!(!r.0 && r.2.contains("spec.weight"), "{r:?}");
+    assert!(!r.0 && r.2.contains("spec.weightKg"), "{r:?}");
+    let r = kubectl_stdin(&kc, &["create", "-f", "-"], Some(&format!("{DOLLY}  pasture: North_Field\n")));
+    assert!(
+        !r.0 && r.2.contains("spec.pasture in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'"),
+        "{r:?}"
+    );
+    // Each version explains its own fields.
+    let out = ok(kubectl(&kc, &["explain", "llamas.spec", "--api-version=farm.example.com/v1alpha"]));
+    assert!(out.contains("VERSION:    v1alpha") && out.contains("maxWeight") && !out.contains("weightKg"), "{out}");
+    assert!(!out.contains("pasture"), "{out}");
 }
 
 /// Llama's CEL rules through kubectl: `kubectl explain` lists the fields
@@ -123,23 +141,23 @@ async fn kubectl_and_cel_rules(backend: Backend) {
     let s = Server::start_on(backend, &[]).await;
     let kc = s.kubeconfig();
     let out = ok(kubectl(&kc, &["explain", "llama.spec"]));
-    assert!(out.contains("earTag") && out.contains("maxWeight"), "{out}");
-    let doc = ok(kubectl(&kc, &["get", "--raw", "/openapi/v3/apis/farm.example.com/v1alpha"]));
+    assert!(out.contains("earTag") && out.contains("maxWeightKg") && out.contains("pasture"), "{out}");
+    let doc = ok(kubectl(&kc, &["get", "--raw", "/openapi/v3/apis/farm.example.com/v1beta1"]));
     for rule in
-        ["self.weight <= self.maxWeight", "self.earTag == oldSelf.earTag", "self.matches('^[A-Z]{2}-[0-9]{1,6}$')"]
+        ["self.weightKg <= self.maxWeightKg", "self.earTag == oldSelf.earTag", "self.matches('^[A-Z]{2}-[0-9]{1,6}$')"]
     {
         assert!(doc.contains(rule), "{rule} not in {doc}");
     }
-    let tagged = DOLLY.replace("  height: 1.7\n", "  height: 1.7\n  maxWeight: 40\n  earTag: AB-1\n");
+    let tagged = DOLLY.replace("  heightM: 1.7\n", "  heightM: 1.7\n  maxWeightKg: 40\n  earTag: AB-1\n");
     ok(kubectl_stdin(&kc, &["apply", "-f", "-"], Some(&tagged)));
     let r = kubectl_stdin(&kc, &["apply", "-f", "-"], Some(&tagged.replace("AB-1", "AB-2")));
     assert!(!r.0 && r.2.contains("spec.earTag: Forbidden: earTag may not be changed or removed once set"), "{r:?}");
     let r = kubectl_stdin(&kc, &["apply", "-f", "-"], Some(&tagged.replace("31.4", "41")));
-    assert!(!r.0 && r.2.contains("spec.weight: Invalid value: \"object\": weight must not exceed maxWeight"), "{r:?}");
+    assert!(!r.0 && r.2.contains("spec.weightKg: Invalid value: \"object\": weightKg must not exceed maxWeightKg"), "{r:?}");
     let r = kubectl_stdin(
         &kc,
         &["create", "-f", "-"],
-        Some(&DOLLY.replace("dolly", "molly").replace("  height: 1.7\n", "  height: 1.7\n  earTag: ab-1\n")),
+        Some(&DOLLY.replace("dolly", "molly").replace("  heightM: 1.7\n", "  heightM: 1.7\n  earTag: ab-1\n")),
     );
     assert!(!r.0 && r.2.contains("earTag ab-1 is not two capital letters"), "{r:?}");
     // The dry run of a change is refused as the change is.
@@ -165,14 +183,14 @@ async fn kubectl_diff_and_wait(backend: Backend) {
         assert!(same.0 && same.1.is_empty(), "{mode:?}: {same:?}");
         let changed = kubectl_stdin(&kc, &args, Some(&DOLLY.replace("31.4", "32.5")));
         assert!(!changed.0 && changed.2.is_empty(), "{mode:?}: exit 1 with a diff, no error: {changed:?}");
-        for line in ["-  weight: 31.4", "+  weight: 32.5", "-  generation: 1", "+  generation: 2"] {
+        for line in ["-  weightKg: 31.4", "+  weightKg: 32.5", "-  generation: 1", "+  generation: 2"] {
             assert!(changed.1.contains(line), "{mode:?}: {line} in\n{}", changed.1);
         }
     }
-    let weight = ok(kubectl(&kc, &["get", "llama", "dolly", "-o", "jsonpath={.spec.weight}"]));
+    let weight = ok(kubectl(&kc, &["get", "llama", "dolly", "-o", "jsonpath={.spec.weightKg}"]));
     assert_eq!(weight, "31.4", "a diff is a dry run: nothing was written");
 
-    let out = ok(kubectl(&kc, &["wait", "llama/dolly", "--for=jsonpath={.spec.weight}=31.4", "--timeout=20s"]));
+    let out = ok(kubectl(&kc, &["wait", "llama/dolly", "--for=jsonpath={.spec.weightKg}=31.4", "--timeout=20s"]));
     assert!(out.contains("condition met"), "{out}");
 
     // A condition a controller sets, and the deletion, each made once

@@ -16,7 +16,10 @@ async fn discovery_documents() {
     let v: Value = s.client.get(s.url("/apis")).send().await.unwrap().json().await.unwrap();
     assert_eq!(v["kind"], "APIGroupList");
     assert_eq!(v["groups"][0]["name"], "farm.example.com");
-    assert_eq!(v["groups"][0]["preferredVersion"]["groupVersion"], "farm.example.com/v1alpha");
+    assert_eq!(v["groups"][0]["preferredVersion"]["groupVersion"], "farm.example.com/v1beta1");
+    let versions: Vec<&str> =
+        v["groups"][0]["versions"].as_array().unwrap().iter().map(|v| v["version"].as_str().unwrap()).collect();
+    assert_eq!(versions, ["v1beta1", "v1alpha"]);
 
     let r =
         s.client.get(s.url("/apis")).header("Accept", format!("{AGGREGATED},application/json")).send().await.unwrap();
@@ -26,6 +29,13 @@ async fn discovery_documents() {
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["kind"], "APIGroupDiscoveryList");
     assert_eq!(v["apiVersion"], "apidiscovery.k8s.io/v2");
+    let in_version = |i: usize| {
+        let version = &v["items"][0]["versions"][i];
+        let resources = version["resources"].as_array().unwrap().iter();
+        (version["version"].clone(), resources.map(|r| r["resource"].as_str().unwrap().to_string()).collect::<Vec<_>>())
+    };
+    assert_eq!(in_version(0), (json!("v1beta1"), vec!["llamas".to_string()]));
+    assert_eq!(in_version(1), (json!("v1alpha"), vec!["llamas".to_string(), "farmpods".to_string()]));
     let res = &v["items"][0]["versions"][0]["resources"][0];
     assert_eq!(res["resource"], "llamas");
     assert_eq!(res["scope"], "Namespaced");

@@ -460,7 +460,8 @@ async fn field_validation_strict_warn_ignore(backend: Backend) {
         call(&s, Method::POST, &format!("{base}?fieldValidation=Ignore"), "application/json", Some(body2.into_bytes()))
             .await;
     assert_eq!(code, 201);
-    assert!(headers.get("warning").is_none());
+    let warnings: Vec<&str> = headers.get_all("warning").iter().map(|h| h.to_str().unwrap()).collect();
+    assert_eq!(warnings, [crate::common::V1ALPHA_DEPRECATED], "only the version's");
     let (code, _, e) =
         call(&s, Method::POST, &format!("{base}?fieldValidation=Loose"), "application/json", Some(body.to_vec())).await;
     // kube-apiserver validates CreateOptions into a 422, not a 400.
@@ -630,7 +631,8 @@ async fn cel_rules_ratchet_on_parts_an_update_leaves_alone() {
     let kv =
         found.kvs().iter().find(|kv| kv.key_str().is_ok_and(|k| k.ends_with("/default/dolly"))).expect("dolly in etcd");
     let mut stored: Value = serde_json::from_slice(kv.value()).unwrap();
-    stored["spec"]["weight"] = json!(50);
+    // Stored in the storage version, v1beta1; read and written here in v1alpha.
+    stored["spec"]["weightKg"] = json!(50);
     client.put(kv.key(), serde_json::to_vec(&stored).unwrap(), None).await.unwrap();
     let url = s.llamas("default", "dolly");
     for _ in 0..100 {
@@ -652,6 +654,52 @@ async fn cel_rules_ratchet_on_parts_an_update_leaves_alone() {
     assert_eq!(v["details"]["causes"][0]["field"], "spec.weight", "{v}");
     let (code, v) = patch(&s, &url, merge, &json!({"spec": {"weight": 30}})).await;
     assert_eq!(code, 200, "{v}");
+}
+
+/// An object an earlier release stored in v1alpha (here put straight into
+/// etcd) is read in either version, and any write, an empty patch included,
+/// stores it again in v1beta1, as kube-apiserver's storage does (which is
+/// how kube's storage version migration moves objects).
+#[tokio::test]
+async fn objects_stored_in_an_older_version_are_read_and_migrated_by_any_write() {
+    let etcd = crate::common::etcd::shared();
+    let prefix = crate::common::etcd::unique_prefix();
+    let s = Server::start_with(crate::common::Options { args: etcd.server_args(&prefix), ..Default::default() }).await;
+    create(&s, "default", &llama("old", 31.0, 1.7)).await;
+    let mut client = etcd.client().await;
+    let stored_object = |found: etcd_client::GetResponse| -> (Vec<u8>, Value) {
+        let kv = found.kvs().iter().find(|kv| kv.key_str().is_ok_and(|k| k.ends_with("/default/old"))).expect("in etcd");
+        (kv.key().to_vec(), serde_json::from_slice(kv.value()).unwrap())
+    };
+    let all = || Some(etcd_client::GetOptions::new().with_prefix());
+    let (key, stored) = stored_object(client.get(prefix.as_str(), all()).await.unwrap());
+    assert_eq!((&stored["apiVersion"], &stored["spec"]["weightKg"]), (&json!("farm.example.com/v1beta1"), &json!(31)));
+    // What an earlier release wrote: v1alpha, its pasture in the annotation.
+    let mut older = stored.clone();
+    older["apiVersion"] = json!("farm.example.com/v1alpha");
+    older["spec"] = json!({"weight": 32, "height": 1.7});
+    older["metadata"]["annotations"] = json!({"farm.example.com/pasture": "east"});
+    client.put(key.clone(), serde_json::to_vec(&older).unwrap(), None).await.unwrap();
+    let beta = s.url(&format!("/apis/farm.example.com/v1beta1/namespaces/default/llamas/old"));
+    let mut read = Value::Null;
+    for _ in 0..100 {
+        read = get(&s, &beta).await.1;
+        if read["spec"]["weightKg"] == json!(32) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(read["spec"], json!({"weightKg": 32, "heightM": 1.7, "pasture": "east"}), "{read}");
+    assert!(read["metadata"].get("annotations").is_none(), "{read}");
+    assert_eq!(get(&s, &s.llamas("default", "old")).await.1["spec"]["weight"], json!(32));
+    let (code, patched) = patch(&s, &beta, "application/merge-patch+json", &json!({})).await;
+    assert_eq!(code, 200, "{patched}");
+    assert_ne!(patched["metadata"]["resourceVersion"], read["metadata"]["resourceVersion"], "written again");
+    let (_, now) = stored_object(client.get(prefix.as_str(), all()).await.unwrap());
+    assert_eq!(
+        (&now["apiVersion"], &now["spec"]),
+        (&json!("farm.example.com/v1beta1"), &json!({"weightKg": 32, "heightM": 1.7, "pasture": "east"}))
+    );
 }
 
 on_both_stores!(

@@ -211,7 +211,11 @@ async fn yaml_errors_and_refusals() {
     assert_eq!(code, 201, "{text}");
     assert_eq!(
         warnings(&h),
-        [r#"299 - "line 5: key \"name\" already set in map""#, r#"299 - "unknown field \"foo\"""#]
+        [
+            crate::common::V1ALPHA_DEPRECATED,
+            r#"299 - "line 5: key \"name\" already set in map""#,
+            r#"299 - "unknown field \"foo\"""#
+        ]
     );
     assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["metadata"]["name"], "two");
     let (code, _, text) = post(dup.replace("two", "three"), "?fieldValidation=Strict", None).await;

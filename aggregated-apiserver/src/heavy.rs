@@ -136,6 +136,18 @@ pub async fn run_async<F: Future>(input_bytes: usize, work: F) -> F::Output {
     })
 }
 
+/// Runs `work`, a synchronous computation over `input_bytes`, off the async
+/// workers when it is large ([`tokio::task::block_in_place`]), but without a
+/// turn: for computations a synchronous step cannot wait a turn for (a
+/// stored object converted to the version a reader asked for).
+pub fn run_in_place<T>(input_bytes: usize, work: impl FnOnce() -> T) -> T {
+    if off_the_workers(input_bytes) {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
+    }
+}
+
 /// Marks this thread as computing in a turn, for a request with `deadline`,
 /// until dropped (a panic too: the thread may go back to the pool and run a
 /// worker later).

@@ -28,6 +28,7 @@
 //! have these placeholders substituted per target:
 //! `{group}` (e.g. `crd.farm.example.com`), `{version}`, `{gv}` (`group/version`),
 //! `{ns}` (the comparison's namespace), `{llamas}` (`/apis/{gv}/namespaces/{ns}/llamas`),
+//! `{v1beta1}` and `{gv1beta1}` (the same in v1beta1, the preferred version),
 //! and `{$name}`: a value captured on that same target by an earlier step's
 //! [`Step::capture`] (resourceVersions and uids differ between targets, so a
 //! step that sends one back must use its own target's value).
@@ -503,6 +504,8 @@ impl Comparison {
         let gv = format!("{}/{VERSION}", target.group);
         let mut s = text
             .replace("{llamas}", &format!("/apis/{gv}/namespaces/{}/llamas", self.ns))
+            .replace("{v1beta1}", &format!("/apis/{}/v1beta1/namespaces/{}/llamas", target.group, self.ns))
+            .replace("{gv1beta1}", &format!("{}/v1beta1", target.group))
             .replace("{gv}", &gv)
             .replace("{group}", target.group)
             .replace("{version}", VERSION)

@@ -8,6 +8,10 @@
 //!   other managers on fields whose value it changes (unless forced, which
 //!   takes them), and removes fields it applied before and no longer applies
 //!   when nobody else owns them.
+//! - Managers of another version of the kind own fields by that version's
+//!   names: what a write changes is found for each of them in their version
+//!   (the objects converted to it), as structured-merge-diff's `Updater`
+//!   does with its converter.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -221,22 +225,19 @@ impl ManagedFields {
         self.entries.iter().position(|e| e.identity() == identity)
     }
 
-    /// Takes `fields` from every entry but `except`, dropping emptied ones.
-    fn take_from_others(&mut self, except: Option<&str>, fields: &FieldSet, recursive: bool) {
-        for e in &mut self.entries {
-            if Some(e.identity().as_str()) == except {
-                continue;
+    /// Takes what a write changed from every entry but `except`, and what it
+    /// removed from every entry, each in the entry's version; drops emptied
+    /// entries, and those of versions no longer served.
+    fn take_changes(&mut self, except: Option<&str>, changes: &Changes) {
+        self.entries.retain_mut(|e| {
+            let version = if e.api_version.is_empty() { &changes.writer_version } else { &e.api_version };
+            let Some(change) = changes.of(version) else { return false };
+            if Some(e.identity().as_str()) != except {
+                e.set = e.set.difference(&change.changed);
             }
-            e.set = if recursive { e.set.recursive_difference(fields) } else { e.set.difference(fields) };
-        }
-        self.entries.retain(|e| !e.set.is_empty());
-    }
-
-    fn remove_everywhere(&mut self, fields: &FieldSet) {
-        for e in &mut self.entries {
-            e.set = e.set.difference(fields);
-        }
-        self.entries.retain(|e| !e.set.is_empty());
+            e.set = e.set.difference(&change.removed);
+            !e.set.is_empty()
+        });
     }
 
     /// Merges the oldest Update entries into `ancient-changes` buckets (one
@@ -331,6 +332,17 @@ fn stripped_fields() -> FieldSet {
     s
 }
 
+/// How an object converts to another served version (`group/version`),
+/// or why it cannot.
+pub type ConvertTo = dyn Fn(Value, &str) -> Result<Value, String> + Send + Sync;
+
+/// The served versions of a kind, for managers that wrote in another version
+/// than a request's: each version's shape, and the conversion to it.
+pub struct Versions {
+    pub shapes: HashMap<String, Shape>,
+    pub convert: Box<ConvertTo>,
+}
+
 /// What the field manager needs of a kind and an endpoint.
 pub struct FieldManager<'a> {
     pub shape: &'a Shape,
@@ -339,6 +351,33 @@ pub struct FieldManager<'a> {
     pub reset: FieldSet,
     pub writer: Writer,
     pub now: Time,
+    /// The kind's versions, when it has several.
+    pub versions: Option<&'a Versions>,
+}
+
+/// What a write changed (added or modified) and removed, in one version's
+/// field names; endpoint resets left out.
+struct Change {
+    changed: FieldSet,
+    removed: FieldSet,
+}
+
+/// What a write changed as each manager sees it: in the writer's version,
+/// and in each other version a manager wrote in (None: a version no longer
+/// served, whose managers are dropped, as kube drops them).
+struct Changes {
+    writer_version: String,
+    own: Change,
+    others: HashMap<String, Option<Change>>,
+}
+
+impl Changes {
+    fn of(&self, version: &str) -> Option<&Change> {
+        match self.others.get(version) {
+            Some(seen) => seen.as_ref(),
+            None => Some(&self.own),
+        }
+    }
 }
 
 impl FieldManager<'_> {
@@ -357,13 +396,52 @@ impl FieldManager<'_> {
         set.recursive_difference(&self.reset).difference(&stripped_fields())
     }
 
+    fn change(&self, c: &typed::Comparison) -> Change {
+        Change {
+            changed: c.changed().recursive_difference(&self.reset),
+            removed: c.removed.recursive_difference(&self.reset),
+        }
+    }
+
+    /// What `live` → `new` (`c`, in the writer's version) changes for each
+    /// manager of `managed`: for one of another version, the two objects
+    /// are converted to it and compared there.
+    fn changes(
+        &self,
+        managed: &ManagedFields,
+        live: &Value,
+        new: &Value,
+        c: &typed::Comparison,
+    ) -> Result<Changes, String> {
+        let mut others = HashMap::new();
+        if let Some(versions) = self.versions {
+            for e in &managed.entries {
+                let version = &e.api_version;
+                if version.is_empty() || *version == self.writer.api_version || others.contains_key(version) {
+                    continue;
+                }
+                let seen = match versions.shapes.get(version) {
+                    None => None,
+                    Some(shape) => {
+                        let seen_in = |obj: &Value| {
+                            (versions.convert)(obj.clone(), version)
+                                .map_err(|e| format!("converting the object to {version}: {e}"))
+                        };
+                        Some(self.change(&typed::compare(&seen_in(live)?, &seen_in(new)?, shape)?))
+                    }
+                };
+                others.insert(version.clone(), seen);
+            }
+        }
+        Ok(Changes { writer_version: self.writer.api_version.clone(), own: self.change(c), others })
+    }
+
     /// Records an update (create, update or patch) from `live` to `new`.
     pub fn update(&self, live: &Value, new: &Value, mut managed: ManagedFields) -> Result<ManagedFields, String> {
         let c = typed::compare(live, new, self.shape)?;
-        let changed = c.changed().recursive_difference(&self.reset);
-        let removed = c.removed.recursive_difference(&self.reset);
-        managed.take_from_others(None, &changed, false);
-        managed.remove_everywhere(&removed);
+        let changes = self.changes(&managed, live, new, &c)?;
+        managed.take_changes(None, &changes);
+        let changed = changes.own.changed;
         let taken = self.owned(changed);
         if !taken.is_empty() {
             let mine = self.entry(Operation::Update, taken);
@@ -409,10 +487,11 @@ impl FieldManager<'_> {
             typed::remove(&mut merged, &gone, self.shape).map_err(ApplyError::Invalid)?;
         }
         let c = typed::compare(live, &merged, self.shape).map_err(ApplyError::Invalid)?;
-        let changed = c.changed().recursive_difference(&self.reset);
+        let changes = self.changes(&managed, live, &merged, &c).map_err(ApplyError::Invalid)?;
         let mut conflicts = Vec::new();
         for e in managed.entries.iter().filter(|e| e.identity() != my_id) {
-            for path in e.set.intersection(&changed).paths() {
+            let Some(change) = changes.of(&e.api_version) else { continue };
+            for path in e.set.intersection(&change.changed).paths() {
                 conflicts.push(Conflict { manager: e.describe(), path });
             }
         }
@@ -431,8 +510,7 @@ impl FieldManager<'_> {
         if let Some(i) = managed.position(&my_id) {
             managed.entries[i].time = time;
         }
-        managed.take_from_others(Some(&my_id), &changed, false);
-        managed.remove_everywhere(&c.removed.recursive_difference(&self.reset));
+        managed.take_changes(Some(&my_id), &changes);
         if self.writer.manager == KUBECTL {
             sync_last_applied(&mut merged, config);
         }
@@ -552,11 +630,68 @@ mod tests {
             reset: reset_fields(true, false),
             writer: Writer { manager: name.into(), api_version: "g/v".into(), subresource: String::new() },
             now: now(),
+            versions: None,
         }
     }
 
     fn obj(weight: f64, height: f64) -> Value {
         json!({"apiVersion": "g/v", "kind": "L", "metadata": {"name": "a"}, "spec": {"weight": weight, "height": height}})
+    }
+
+    /// g/v2 of the kind: `spec.w` is g/v's `spec.weight`.
+    fn two_versions() -> Versions {
+        let v2 = Shape::of_object(&json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {"w": {"type": "number"}, "height": {"type": "number"}}}}}));
+        let convert = |mut obj: Value, to: &str| {
+            let (from, into) = if to == "g/v2" { ("weight", "w") } else { ("w", "weight") };
+            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                if let Some(value) = spec.remove(from) {
+                    spec.insert(into.into(), value);
+                }
+            }
+            obj["apiVersion"] = json!(to);
+            Ok(obj)
+        };
+        Versions { shapes: HashMap::from([("g/v".into(), shape()), ("g/v2".into(), v2)]), convert: Box::new(convert) }
+    }
+
+    #[test]
+    fn managers_of_another_version_own_fields_by_its_names() {
+        let (s, versions) = (shape(), two_versions());
+        let in_v2 = |name: &str| {
+            let mut m = manager(&s, name);
+            m.writer.api_version = "g/v2".into();
+            m.versions = Some(&versions);
+            m
+        };
+        let in_v1 = |name: &str| FieldManager { versions: Some(&versions), ..manager(&s, name) };
+        let v2 = |w: f64| json!({"apiVersion": "g/v2", "kind": "L", "metadata": {"name": "a"}, "spec": {"w": w}});
+        let empty = json!({"apiVersion": "g/v2", "kind": "L"});
+        let (live, managed) = in_v2("alice").apply(&empty, &v2(1.0), ManagedFields::default(), false).unwrap();
+        // bob, in g/v, changes the weight alice applied as `w`: a conflict,
+        // named in alice's version.
+        let live_v1 = json!({"apiVersion": "g/v", "kind": "L", "metadata": {"name": "a"}, "spec": {"weight": 1.0}});
+        let config = json!({"apiVersion": "g/v", "kind": "L", "metadata": {"name": "a"}, "spec": {"weight": 2.0}});
+        let Err(ApplyError::Conflicts(conflicts)) = in_v1("bob").apply(&live_v1, &config, managed.clone(), false)
+        else {
+            panic!("a conflict across versions")
+        };
+        assert_eq!(conflicts_message(&conflicts), "Apply failed with 1 conflict: conflict with \"alice\": .spec.w");
+        assert_eq!(live["spec"], json!({"w": 1.0}));
+        // Forced, bob takes it: alice's entry, emptied, goes.
+        let (_, forced) = in_v1("bob").apply(&live_v1, &config, managed.clone(), true).unwrap();
+        let entries = forced.encode();
+        assert_eq!(entries.as_array().unwrap().len(), 1, "{entries}");
+        assert_eq!((&entries[0]["manager"], &entries[0]["apiVersion"]), (&json!("bob"), &json!("g/v")));
+        // An update in g/v that removes the weight removes it from alice's set too.
+        let updated = in_v1("carol")
+            .update(
+                &live_v1,
+                &json!({"apiVersion": "g/v", "kind": "L", "metadata": {"name": "a"}, "spec": {}}),
+                managed,
+            )
+            .unwrap();
+        assert!(updated.encode().as_array().unwrap().iter().all(|e| e["manager"] != "alice"), "{}", updated.encode());
     }
 
     #[test]

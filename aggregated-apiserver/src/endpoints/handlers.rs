@@ -26,6 +26,7 @@ use crate::apimachinery::resource::Verb;
 use crate::apimachinery::serializer::{self, BodyError, BodyType};
 use crate::audit::context::AuditContext;
 use crate::auth::authn::{request_user, UserInfo};
+use crate::endpoints::deprecation;
 use crate::endpoints::list_body::ObjectListBody;
 use crate::endpoints::negotiation::{self, Encoding, Output, Shape};
 use crate::endpoints::warnings::{warning_header, warning_headers};
@@ -164,27 +165,19 @@ pub fn serve(
     // Looked up once: dispatch serves it, and a deprecated version's warning
     // comes first on every answer, as kube's CRD handler records it before serving.
     let reg = res.find(info.api_group(), info.api_version(), info.resource()).cloned();
-    let deprecation = reg.as_ref().and_then(|reg| reg.kind.deprecation_warning()).and_then(warning_header);
-    let audit = deprecation.as_ref().and_then(|_| req.extensions().get::<AuditContext>().cloned());
+    let deprecated = reg.as_ref().and_then(|reg| reg.kind.deprecation_warning()).and_then(warning_header);
+    let audit = deprecated.as_ref().and_then(|_| req.extensions().get::<AuditContext>().cloned());
+    let long_running = matches!(info.verb, RequestVerb::Resource(Verb::Watch));
     // Not an `async fn`, which would hold its arguments beside dispatch's future.
     futures::FutureExt::map(dispatch(res, reg, info, req), move |answer| {
-        let mut response = answer.unwrap_or_else(IntoResponse::into_response);
+        let response = answer.unwrap_or_else(IntoResponse::into_response);
         // kube's CRD handler hands what it does not route to the next handler
-        // before it records the warning.
+        // before it marks a deprecated version's request.
         let routed = response.extensions().get::<NotRouted>().is_none();
-        if let Some(deprecation) = deprecation.filter(|_| routed) {
-            // As kube's request metrics record a deprecated version's request.
-            if let Some(audit) = &audit {
-                audit.add_annotation("k8s.io/deprecated", "true");
-            }
-            let headers = response.headers_mut();
-            let others: Vec<HeaderValue> = headers.get_all(header::WARNING).iter().cloned().collect();
-            headers.insert(header::WARNING, deprecation);
-            for other in others {
-                headers.append(header::WARNING, other);
-            }
+        match deprecated.filter(|_| routed) {
+            Some(warning) => deprecation::mark(response, warning, audit, long_running),
+            None => response,
         }
-        response
     })
 }
 

@@ -5,6 +5,7 @@
 //! what is served ([`discovery`], [`openapi`], [`static_doc`]), how an error is
 //! answered ([`status`]), and the warnings sent with an answer ([`warnings`]).
 
+pub(crate) mod deprecation;
 pub mod discovery;
 pub mod handlers;
 pub mod list_body;

@@ -29,6 +29,7 @@ impl Registry {
                 subresource: if part == Part::Status { "status".into() } else { String::new() },
             },
             now,
+            versions: self.versions.as_deref(),
         })
     }
 

@@ -82,17 +82,25 @@ impl Convert for Hub {
 /// both versions share), is kept as the client wrote it, whatever the types
 /// would write instead; a number a type made a float is written as Go
 /// writes one, `1` for `1.0`, as a conversion webhook written in Go would.
-fn typed_conversion<S, T>(obj: Value) -> Result<Value, String>
+fn typed_conversion<S, T>(mut obj: Value) -> Result<Value, String>
 where
     S: DeserializeOwned + Serialize,
     T: Serialize + TryFrom<S>,
     <T as TryFrom<S>>::Error: std::fmt::Display,
 {
+    // managedFields are the server's, never a conversion's (kube restores
+    // them after a conversion webhook), and may be most of a large object:
+    // they go around the typed conversion.
+    let managed_fields = obj.get_mut("metadata").and_then(Value::as_object_mut).and_then(|m| m.remove("managedFields"));
     let source = S::deserialize(&obj).map_err(|e| format!("the object does not read as its version: {e}"))?;
     let before = serde_json::to_value(&source).map_err(|e| e.to_string())?;
     let target = T::try_from(source).map_err(|e| e.to_string())?;
     let mut out = serde_json::to_value(&target).map_err(|e| e.to_string())?;
     restore(&mut out, &obj, &before);
+    if let (Some(managed_fields), Some(meta)) = (managed_fields, out.get_mut("metadata").and_then(Value::as_object_mut))
+    {
+        meta.insert("managedFields".into(), managed_fields);
+    }
     Ok(out)
 }
 

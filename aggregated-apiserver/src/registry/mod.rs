@@ -33,10 +33,12 @@ use crate::admission::matching::Request;
 use crate::admission::{Admission, Attributes, NamespaceAdmission, Operation, Requester};
 use crate::apimachinery::errors::{ApiError, ApiResult, Reason, Target};
 use crate::apimachinery::field_error::FieldError;
+use crate::apimachinery::managed_fields::Versions;
 use crate::apimachinery::schema::validations::{RuleErrors, SchemaRules};
 use crate::apimachinery::schema::with_object_fields;
 use crate::apimachinery::typed::Shape;
 
+use crate::registry::conversion::Convert;
 use crate::registry::encode::TableColumns;
 use crate::registry::kind::Kind;
 use crate::storage::{ObjectKey, Store, StoreError, StoredObject};
@@ -66,6 +68,9 @@ pub struct Registry {
     namespace_admission: Option<Arc<dyn NamespaceAdmission>>,
     /// The mutating and validating admission plugins (webhooks, policies).
     admission: Admission,
+    /// Every served version of the kind, when it has several: managers that
+    /// wrote in another version own fields by its names.
+    versions: Option<Arc<Versions>>,
 }
 
 /// The body of a successful write and the warnings to send with it.
@@ -140,7 +145,24 @@ impl Registry {
             shape,
             namespace_admission: None,
             admission: Admission::default(),
+            versions: None,
         })
+    }
+
+    /// The kind's served versions: what a write changes is found for each
+    /// manager in the version it wrote in.
+    pub(crate) fn with_versions(mut self, versions: Arc<Versions>) -> Self {
+        self.versions = Some(versions);
+        self
+    }
+
+    /// The field-manager view of a kind's served versions `kinds`, converted by `convert`.
+    pub(crate) fn versions_of(kinds: &[Arc<dyn Kind>], convert: Arc<dyn Convert>) -> Arc<Versions> {
+        let shapes = kinds
+            .iter()
+            .map(|k| (k.names().api_version(), Shape::of_object(&with_object_fields(k.schema()))))
+            .collect();
+        Arc::new(Versions { shapes, convert: Box::new(move |obj, api_version| convert.convert(obj, api_version)) })
     }
 
     /// The kind's schema as it is served (see [`with_object_fields`]).

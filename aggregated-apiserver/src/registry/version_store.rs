@@ -16,8 +16,7 @@
 //! revision), so that reading it again, or sending one change to many
 //! watchers, converts it once: the cost of the other version is one
 //! conversion per change, and the memory of a second copy of what is read
-//! in it, within a bound: a large object's view is not kept, and past a
-//! total the kept views are let go.
+//! in it, within a bound: past a total, the kept views are let go.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -35,15 +34,27 @@ use crate::storage::{
 };
 
 /// The largest object whose view is kept, in bytes as stored.
-const MAX_KEPT_VIEW: usize = 256 << 10;
+const MAX_KEPT_VIEW: usize = 16 << 20;
 /// The most the kept views of one version may hold, in bytes as stored.
 const MAX_KEPT_VIEWS: usize = 64 << 20;
 
-/// The last view of each object read in a version, and their size.
+/// The last two views of each object read in a version (a change's object
+/// and the one before it, which a watch event carries too), and their size.
 #[derive(Default)]
 struct Views {
-    by_key: HashMap<Arc<ObjectKey>, StoredObject>,
+    by_key: HashMap<Arc<ObjectKey>, [Option<StoredObject>; 2]>,
     bytes: usize,
+}
+
+impl Views {
+    fn get(&self, o: &StoredObject) -> Option<StoredObject> {
+        let kept = self.by_key.get(&o.key)?;
+        kept.iter().flatten().find(|v| v.rv == o.rv).cloned()
+    }
+
+    fn size(kept: &[Option<StoredObject>; 2]) -> usize {
+        kept.iter().flatten().map(|v| v.bytes.len()).sum()
+    }
 }
 
 #[derive(Clone)]
@@ -89,36 +100,48 @@ impl VersionStore {
         if self.as_stored(o) {
             return Ok(o.clone());
         }
-        let kept = self.views.read().ok().and_then(|views| views.by_key.get(&o.key).filter(|v| v.rv == o.rv).cloned());
+        let kept = self.views.read().ok().and_then(|views| views.get(o));
         if let Some(kept) = kept {
             return Ok(kept);
         }
-        let obj = self.converted(o.value()?, &self.api_version)?;
-        let mut index = self.indexer.index(&obj);
-        let framed = frame(&obj, EventType::Added)?;
-        index.metadata = framed.metadata;
-        let view = StoredObject::new(o.key.clone(), o.rv, framed.object, index);
+        // A large object's conversion keeps no async worker (a read's, a
+        // watch's) from the others' requests.
+        let view = crate::heavy::run_in_place(o.bytes.len(), || {
+            let obj = self.converted(o.value()?, &self.api_version)?;
+            let mut index = self.indexer.index(&obj);
+            let framed = frame(&obj, EventType::Added)?;
+            index.metadata = framed.metadata;
+            Ok::<_, StoreError>(StoredObject::new(o.key.clone(), o.rv, framed.object, index))
+        })?;
         if o.bytes.len() <= MAX_KEPT_VIEW {
             self.keep(&view);
         }
         Ok(view)
     }
 
-    /// Keeps `view` as its key's last. Past twice the objects stored (and
-    /// some), the views of keys no longer stored go; past the bytes a
-    /// version may keep, all go.
+    /// Keeps `view` among its key's last two (the newest two revisions).
+    /// Past twice the objects stored (and some), the views of keys no
+    /// longer stored go; past the bytes a version may keep, all others go.
     fn keep(&self, view: &StoredObject) {
         let Ok(mut views) = self.views.write() else { return };
-        let size = view.bytes.len();
-        if let Some(last) = views.by_key.insert(view.key.clone(), view.clone()) {
-            views.bytes -= last.bytes.len();
+        let views = &mut *views;
+        let kept = views.by_key.entry(view.key.clone()).or_default();
+        let before = Views::size(kept);
+        let rv = |v: &Option<StoredObject>| v.as_ref().map(|v| v.rv);
+        if kept.iter().any(|v| rv(v) == Some(view.rv)) || rv(&kept[1]) > Some(view.rv) {
+            return;
         }
-        views.bytes += size;
+        // The newest first: the older of the two gives way.
+        kept[1] = Some(view.clone());
+        kept.sort_by_key(|v| std::cmp::Reverse(rv(v)));
+        let after = Views::size(kept);
+        views.bytes = views.bytes + after - before;
         if views.bytes > MAX_KEPT_VIEWS {
-            *views = Views::default();
+            views.by_key.retain(|key, _| *key == view.key);
+            views.bytes = views.by_key.values().map(Views::size).sum();
         } else if views.by_key.len() > 2 * self.inner.len() + 1024 {
             views.by_key.retain(|key, _| matches!(self.inner.get(&**key), Ok(Some(_))));
-            views.bytes = views.by_key.values().map(|v| v.bytes.len()).sum();
+            views.bytes = views.by_key.values().map(Views::size).sum();
         }
     }
 

@@ -21,6 +21,7 @@ use crate::admission::policy::validating::Policies;
 use crate::admission::webhook::authentication::WebhookAuthentication;
 use crate::admission::webhook::Webhooks;
 use crate::admission::{Admission, AdmissionPlugin};
+use crate::apimachinery::managed_fields::Versions;
 use crate::apimachinery::schema::validations::RuleErrors;
 use crate::auth::authz::{AccessReviewer, Authorizer, AuthzOptions, KubeAccessReviewer};
 use crate::registry::encode::KindIndexer;
@@ -172,7 +173,7 @@ impl Setup {
         // versions converted, the storage version as stored (and converted
         // where an earlier release stored another).
         let Some(others) = kind.other_versions() else {
-            return self.admitted_registry(kind, store);
+            return self.admitted_registry(kind, store, None);
         };
         let storage_version = kind.names().api_version();
         let seen_in = |version: &Arc<dyn Kind>| {
@@ -184,16 +185,26 @@ impl Setup {
                 KindIndexer(version.clone()),
             ))
         };
+        let all: Vec<Arc<dyn Kind>> = others.kinds.iter().cloned().chain([kind.clone()]).collect();
+        let versions = Registry::versions_of(&all, others.convert.clone());
         for version in &others.kinds {
-            self.admitted_registry(version.clone(), seen_in(version))?;
+            self.admitted_registry(version.clone(), seen_in(version), Some(versions.clone()))?;
         }
         let stored = seen_in(&kind);
-        self.admitted_registry(kind, stored)
+        self.admitted_registry(kind, stored, Some(versions))
     }
 
     /// Serves `kind` from `store`, with the cluster's admission.
-    fn admitted_registry(&mut self, kind: Arc<dyn Kind>, store: Arc<dyn Store>) -> Result<Arc<Registry>, RuleErrors> {
+    fn admitted_registry(
+        &mut self,
+        kind: Arc<dyn Kind>,
+        store: Arc<dyn Store>,
+        versions: Option<Arc<Versions>>,
+    ) -> Result<Arc<Registry>, RuleErrors> {
         let mut registry = Registry::with_rules(kind, store)?;
+        if let Some(versions) = versions {
+            registry = registry.with_versions(versions);
+        }
         if let Some(lifecycle) = self.namespace_lifecycle() {
             if self.admission_options.enabled(NAMESPACE_LIFECYCLE) {
                 registry = registry.with_namespace_admission(lifecycle);

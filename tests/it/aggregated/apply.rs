@@ -30,7 +30,7 @@ metadata:
 }
 
 fn get_json(cp: &cluster::ControlPlane, ns: &str, name: &str, show_managed: bool) -> Value {
-    let mut args = vec!["get", "llama.farm.example.com", name, "-n", ns, "-o", "json"];
+    let mut args = vec!["get", "llamas.v1alpha.farm.example.com", name, "-n", ns, "-o", "json"];
     if show_managed {
         args.push("--show-managed-fields");
     }
@@ -64,10 +64,18 @@ async fn kubectl_server_side_apply_conflicts_and_force() {
     assert!(out.contains("llama.farm.example.com/ssa serverside-applied"), "{out}");
 
     // managedFields are kept, hidden by default and shown on request.
-    let hidden = ok(cp.kubectl(&["get", "llama.farm.example.com", "ssa", "-n", &ns, "-o", "yaml"]));
+    let hidden = ok(cp.kubectl(&["get", "llamas.v1alpha.farm.example.com", "ssa", "-n", &ns, "-o", "yaml"]));
     assert!(!hidden.contains("managedFields"), "{hidden}");
-    let shown =
-        ok(cp.kubectl(&["get", "llama.farm.example.com", "ssa", "-n", &ns, "-o", "yaml", "--show-managed-fields"]));
+    let shown = ok(cp.kubectl(&[
+        "get",
+        "llamas.v1alpha.farm.example.com",
+        "ssa",
+        "-n",
+        &ns,
+        "-o",
+        "yaml",
+        "--show-managed-fields",
+    ]));
     assert!(shown.contains("managedFields:") && shown.contains("manager: kubectl"), "{shown}");
     let obj = get_json(cp, &ns, "ssa", true);
     assert_eq!(

@@ -121,10 +121,23 @@ async fn requests_through_the_aggregator_are_audited_with_its_audit_id() {
     assert_eq!(ev["requestObject"]["spec"], json!({"weight": 20, "height": 1.2}));
     assert!(ev["requestURI"].as_str().unwrap().contains("fieldManager=kubectl"), "{ev}");
     assert_eq!(ev["responseStatus"]["code"], 201);
-    ok(kubectl(kc, &["patch", "llama", "molly", "-n", &ns, "--type", "merge", "-p", r#"{"spec":{"weight":21}}"#]));
+    ok(kubectl(
+        kc,
+        &[
+            "patch",
+            "llamas.v1alpha.farm.example.com",
+            "molly",
+            "-n",
+            &ns,
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"weight":21}}"#,
+        ],
+    ));
     let ev = find(&log, "patch", "molly", |e| e["requestObject"] == json!({"spec": {"weight": 21}})).await;
     assert_eq!(ev["responseObject"]["spec"]["weight"], 21);
-    let current = ok(kubectl(kc, &["get", "llama", "molly", "-n", &ns, "-o", "json"]));
+    let current = ok(kubectl(kc, &["get", "llamas.v1alpha.farm.example.com", "molly", "-n", &ns, "-o", "json"]));
     let mut replaced: Value = serde_json::from_str(&current).unwrap();
     replaced["spec"]["height"] = json!(1.3);
     ok(kubectl_stdin(kc, &["replace", "-f", "-"], Some(&replaced.to_string())));
@@ -142,7 +155,7 @@ async fn requests_through_the_aggregator_are_audited_with_its_audit_id() {
     let ev = find(&log, "create", "dry", |_| true).await;
     assert!(ev["requestURI"].as_str().unwrap().contains("dryRun=All"), "{ev}");
     assert_eq!((ev["level"].as_str(), ev["responseStatus"]["code"].as_i64()), (Some("RequestResponse"), Some(201)));
-    ok(kubectl(kc, &["delete", "llama", "molly", "-n", &ns]));
+    ok(kubectl(kc, &["delete", "llamas.v1alpha.farm.example.com", "molly", "-n", &ns]));
     let ev = find(&log, "delete", "molly", |_| true).await;
     assert_eq!(ev["level"], "Request");
     assert!(ev.get("responseObject").is_none());

@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::manifests::{
     assert_hardened, assert_spread_over_nodes, b64, certificate_for, chart_app_version, controlplane_with_namespace,
@@ -187,8 +187,11 @@ fn default_profile_generates_a_ca_the_apiservice_trusts() {
     assert_common(&items);
     let secret = find(&items, "Secret", "farm-apiserver-tls");
     assert_eq!(secret["type"], "kubernetes.io/tls");
-    let api = find(&items, "APIService", "v1alpha.farm.example.com");
-    assert_eq!(api["spec"]["caBundle"], secret["data"]["ca.crt"], "the caBundle is the Secret's CA");
+    for (version, priority) in [("v1alpha", 15), ("v1beta1", 16)] {
+        let api = find(&items, "APIService", &format!("{version}.farm.example.com"));
+        assert_eq!(api["spec"]["caBundle"], secret["data"]["ca.crt"], "the caBundle is the Secret's CA");
+        assert_eq!((&api["spec"]["version"], &api["spec"]["versionPriority"]), (&json!(version), &json!(priority)));
+    }
     assert_certificate_for(
         &unb64(&secret["data"]["ca.crt"]),
         &unb64(&secret["data"]["tls.crt"]),
@@ -489,8 +492,10 @@ fn install_upgrade_keeps_the_generated_ca_and_uninstall_leaves_nothing() {
     let (ok, stdout, stderr) =
         helm(Some(kubeconfig), &["uninstall", release, "-n", namespace, "--wait", "--timeout", "60s"]);
     assert!(ok, "helm uninstall:\n{stdout}{stderr}");
-    let (ok, _, stderr) = cp.kubectl(&["get", "apiservice", "v1alpha.farm.example.com"]);
-    assert!(!ok && stderr.contains("NotFound"), "the APIService is gone: {stderr}");
+    for name in ["v1alpha.farm.example.com", "v1beta1.farm.example.com"] {
+        let (ok, _, stderr) = cp.kubectl(&["get", "apiservice", name]);
+        assert!(!ok && stderr.contains("NotFound"), "the APIService {name} is gone: {stderr}");
+    }
     assert_eq!(
         left(kubeconfig, None, "clusterroles,clusterrolebindings", &instance),
         Vec::<String>::new(),

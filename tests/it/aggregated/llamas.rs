@@ -69,8 +69,7 @@ async fn kubectl_through_the_aggregator() {
     let yaml = ok(cp.kubectl(&["get", "llama.farm.example.com", "dolly", "-n", &ns, "-o", "yaml"]));
     assert!(yaml.contains("weightKg: 31.4") && !yaml.contains("farm.example.com/pasture"), "{yaml}");
     // The deprecated version, named: the same llama in its words, and kube's warning.
-    let (done, old, warned) =
-        cp.kubectl(&["get", "llamas.v1alpha.farm.example.com", "dolly", "-n", &ns, "-o", "json"]);
+    let (done, old, warned) = cp.kubectl(&["get", "llamas.v1alpha.farm.example.com", "dolly", "-n", &ns, "-o", "json"]);
     assert!(done, "{warned}");
     let old: serde_json::Value = serde_json::from_str(&old).unwrap();
     assert_eq!(
@@ -197,7 +196,10 @@ async fn owner_references_to_llamas_are_garbage_collected() {
     let owner = llamas
         .create(
             &PostParams::default(),
-            &Llama::new("mother", LlamaSpec { weight_kg: 90.0, height_m: 1.8, max_weight_kg: None, ear_tag: None, pasture: None }),
+            &Llama::new(
+                "mother",
+                LlamaSpec { weight_kg: 90.0, height_m: 1.8, max_weight_kg: None, ear_tag: None, pasture: None },
+            ),
         )
         .await
         .unwrap();
@@ -271,7 +273,16 @@ async fn kube_rs_controller_reconciles_llamas() {
     for (i, name) in ["alpha", "beta", "gamma"].iter().enumerate() {
         api.create(
             &PostParams::default(),
-            &Llama::new(name, LlamaSpec { weight_kg: 10.0 + i as f64, height_m: 1.0, max_weight_kg: None, ear_tag: None, pasture: None }),
+            &Llama::new(
+                name,
+                LlamaSpec {
+                    weight_kg: 10.0 + i as f64,
+                    height_m: 1.0,
+                    max_weight_kg: None,
+                    ear_tag: None,
+                    pasture: None,
+                },
+            ),
         )
         .await
         .unwrap();

@@ -175,6 +175,7 @@ fn dev_overlay_passes_server_side_dry_run() {
         "deployment.apps/farm-apiserver",
         "service/farm-apiserver",
         "apiservice.apiregistration.k8s.io/v1alpha.farm.example.com",
+        "apiservice.apiregistration.k8s.io/v1beta1.farm.example.com",
         "secret/farm-apiserver-tls",
         "configmap/farm-apiserver-audit-policy",
     ] {
@@ -183,7 +184,7 @@ fn dev_overlay_passes_server_side_dry_run() {
             "{object} not in the server dry run:\n{stdout}"
         );
     }
-    assert_eq!(lines.len(), 14, "exactly the objects above:\n{stdout}");
+    assert_eq!(lines.len(), 15, "exactly the objects above:\n{stdout}");
 }
 
 #[test]
@@ -217,6 +218,11 @@ fn dev_overlay_carries_ca_bundle_hardened_pod_and_rbac() {
     assert_eq!(api["spec"]["service"]["namespace"], "farm-system");
     assert_eq!(api["spec"]["service"]["name"], "farm-apiserver");
     assert_eq!(api["spec"]["service"]["port"], 443);
+    // v1beta1, preferred: the same, one version priority above.
+    let beta = find(items, "APIService", "v1beta1.farm.example.com");
+    assert_eq!(beta["spec"]["caBundle"], ca_bundle.as_str(), "{beta:#}");
+    assert_eq!((&beta["spec"]["version"], &beta["spec"]["versionPriority"]), (&json!("v1beta1"), &json!(16)));
+    assert_eq!(beta["spec"]["service"], api["spec"]["service"]);
 
     // The Secret the Deployment mounts: the serving pair and the (public) CA.
     let secret = find(items, "Secret", "farm-apiserver-tls");
@@ -471,6 +477,7 @@ fn install_yaml_needs_cert_manager_and_holds_no_key() {
         accepted,
         [
             ("APIService", "v1alpha.farm.example.com"),
+            ("APIService", "v1beta1.farm.example.com"),
             ("ClusterRole", "farm-apiserver"),
             ("ClusterRole", "farm-apiserver:aggregate-to-admin"),
             ("ClusterRole", "farm-apiserver:aggregate-to-edit"),
@@ -690,6 +697,7 @@ fn ha_overlay_passes_server_side_dry_run() {
         accepted,
         [
             ("APIService", "v1alpha.farm.example.com"),
+            ("APIService", "v1beta1.farm.example.com"),
             ("ClusterRole", "farm-apiserver"),
             ("ClusterRole", "farm-apiserver:aggregate-to-admin"),
             ("ClusterRole", "farm-apiserver:aggregate-to-edit"),

@@ -11,4 +11,5 @@ mod cel;
 mod crd;
 pub mod mutating_policies;
 mod openapi;
+mod versions;
 mod webhook_tls;

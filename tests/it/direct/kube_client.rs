@@ -118,7 +118,13 @@ fn apply(ev: Event<Llama>, state: &mut BTreeMap<String, f64>, pending: &mut BTre
 }
 
 async fn server_state(api: &Api<Llama>) -> BTreeMap<String, f64> {
-    api.list(&ListParams::default()).await.unwrap().items.into_iter().map(|l| (l.name_any(), l.spec.weight_kg)).collect()
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|l| (l.name_any(), l.spec.weight_kg))
+        .collect()
 }
 
 async fn watcher_sees_everything(backend: Backend, streaming: bool) {

@@ -67,7 +67,15 @@ async fn kubectl_lifecycle(backend: Backend) {
     assert!(ok(kubectl(&kc, &["label", "llama", "dolly", "colour=brown"])).contains("labeled"));
     let out = ok(kubectl(
         &kc,
-        &["patch", "llama", "dolly", "--type", "json", "-p", r#"[{"op":"replace","path":"/spec/heightM","value":1.9}]"#],
+        &[
+            "patch",
+            "llama",
+            "dolly",
+            "--type",
+            "json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/heightM","value":1.9}]"#,
+        ],
     ));
     assert!(out.contains("patched"), "{out}");
     let smp = kubectl(&kc, &["patch", "llama", "dolly", "-p", r#"{"spec":{"heightM":2}}"#]);
@@ -124,10 +132,7 @@ async fn kubectl_explain_and_validation(backend: Backend) {
     let r = kubectl_stdin(&kc, &["create", "-f", "-"], Some(&DOLLY.replace("31.4", "-1")));
     assert!(!r.0 && r.2.contains("spec.weightKg"), "{r:?}");
     let r = kubectl_stdin(&kc, &["create", "-f", "-"], Some(&format!("{DOLLY}  pasture: North_Field\n")));
-    assert!(
-        !r.0 && r.2.contains("spec.pasture in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'"),
-        "{r:?}"
-    );
+    assert!(!r.0 && r.2.contains("spec.pasture in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'"), "{r:?}");
     // Each version explains its own fields.
     let out = ok(kubectl(&kc, &["explain", "llamas.spec", "--api-version=farm.example.com/v1alpha"]));
     assert!(out.contains("VERSION:    v1alpha") && out.contains("maxWeight") && !out.contains("weightKg"), "{out}");
@@ -153,7 +158,10 @@ async fn kubectl_and_cel_rules(backend: Backend) {
     let r = kubectl_stdin(&kc, &["apply", "-f", "-"], Some(&tagged.replace("AB-1", "AB-2")));
     assert!(!r.0 && r.2.contains("spec.earTag: Forbidden: earTag may not be changed or removed once set"), "{r:?}");
     let r = kubectl_stdin(&kc, &["apply", "-f", "-"], Some(&tagged.replace("31.4", "41")));
-    assert!(!r.0 && r.2.contains("spec.weightKg: Invalid value: \"object\": weightKg must not exceed maxWeightKg"), "{r:?}");
+    assert!(
+        !r.0 && r.2.contains("spec.weightKg: Invalid value: \"object\": weightKg must not exceed maxWeightKg"),
+        "{r:?}"
+    );
     let r = kubectl_stdin(
         &kc,
         &["create", "-f", "-"],

@@ -668,7 +668,8 @@ async fn objects_stored_in_an_older_version_are_read_and_migrated_by_any_write()
     create(&s, "default", &llama("old", 31.0, 1.7)).await;
     let mut client = etcd.client().await;
     let stored_object = |found: etcd_client::GetResponse| -> (Vec<u8>, Value) {
-        let kv = found.kvs().iter().find(|kv| kv.key_str().is_ok_and(|k| k.ends_with("/default/old"))).expect("in etcd");
+        let kv =
+            found.kvs().iter().find(|kv| kv.key_str().is_ok_and(|k| k.ends_with("/default/old"))).expect("in etcd");
         (kv.key().to_vec(), serde_json::from_slice(kv.value()).unwrap())
     };
     let all = || Some(etcd_client::GetOptions::new().with_prefix());

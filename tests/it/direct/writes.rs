@@ -681,7 +681,7 @@ async fn objects_stored_in_an_older_version_are_read_and_migrated_by_any_write()
     older["spec"] = json!({"weight": 32, "height": 1.7});
     older["metadata"]["annotations"] = json!({"farm.example.com/pasture": "east"});
     client.put(key.clone(), serde_json::to_vec(&older).unwrap(), None).await.unwrap();
-    let beta = s.url(&format!("/apis/farm.example.com/v1beta1/namespaces/default/llamas/old"));
+    let beta = s.url("/apis/farm.example.com/v1beta1/namespaces/default/llamas/old");
     let mut read = Value::Null;
     for _ in 0..100 {
         read = get(&s, &beta).await.1;

@@ -23,7 +23,10 @@
 //!   of any list's rate here. No authentication, no routing, no storage: the rate a
 //!   server on this stack cannot beat on this machine.
 //! * `kube-apiserver (CRD)`: the control plane's kube-apiserver serving the
-//!   Llama CRD (`bench.farm.example.com`, the same schema), on its etcd.
+//!   Llama CRD (`bench.farm.example.com`, the same two versions, v1beta1
+//!   stored), on its etcd; its v1alpha converted by the tests' conversion
+//!   webhook (`tests/common/crd.rs`: the same Rust conversions in this
+//!   process, over HTTPS).
 //! * `farm-apiserver direct`: release farm-apiserver, `--storage memory`,
 //!   `--authentication delegated` against the control plane.
 //! * `farm-apiserver via aggregator`: the same process, registered behind the
@@ -49,6 +52,10 @@
 //! serving process's CPU per request is the number to compare when the
 //! client is the bottleneck. Latency percentiles are of requests under that
 //! load (closed loop), not of one request alone.
+//!
+//! Every case reads and writes v1beta1, the stored version, but one: GET one
+//! Llama in v1alpha, the deprecated version, converted (by farm-apiserver
+//! once per change, by kube-apiserver through the webhook per read).
 //!
 //! Cases: GET one Llama (no resourceVersion: the latest state), GET with
 //! `resourceVersion=0` on the etcd store (the watch cache), LIST of 1,000
@@ -99,9 +106,10 @@ use load::{
 use rustls::pki_types::CertificateDer;
 use serde_json::Value;
 
-const FARM_GROUP_VERSION: &str = "farm.example.com/v1alpha";
+// The stored (and preferred) version; GET_OLD reads the deprecated one.
+const FARM_GROUP_VERSION: &str = "farm.example.com/v1beta1";
 const CRD_GROUP: &str = "bench.farm.example.com";
-const CRD_GROUP_VERSION: &str = "bench.farm.example.com/v1alpha";
+const CRD_GROUP_VERSION: &str = "bench.farm.example.com/v1beta1";
 const LIST_NS: &str = "speed-list";
 const CREATE_NS: &str = "speed-create";
 const MINIMAL_ENV: &str = "SPEED_MINIMAL_SERVER";
@@ -327,6 +335,7 @@ const AGGREGATED: &str = "farm-apiserver via aggregator (memory)";
 const ETCD: &str = "farm-apiserver direct (etcd)";
 const COMPARED: &str = "farm-apiserver direct (memory), compared (SPEED_COMPARE_*)";
 const GET: &str = "GET one Llama";
+const GET_OLD: &str = "GET one Llama in v1alpha (converted)";
 const GET_RV0: &str = "GET one Llama, resourceVersion=0";
 const LIST: &str = "LIST 1,000 Llamas";
 const CREATE: &str = "create (POST)";
@@ -450,6 +459,12 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
         .await?,
     );
     rows.extend(
+        case(&cfg.pace, GET_OLD, &beside(compared.as_ref(), &[&direct, &crd]), |t| {
+            Op::Get(one(t).replacen("/v1beta1/", "/v1alpha/", 1))
+        })
+        .await?,
+    );
+    rows.extend(
         case(&cfg.pace, GET_RV0, &beside(compared.as_ref(), &[&direct, &etcd]), |t| {
             Op::Get(format!("{}?resourceVersion=0", one(t)))
         })
@@ -565,6 +580,18 @@ fn report(
     line("GET one, direct / minimal TLS server", rate(GET, DIRECT) / rate(GET, MINIMAL), Some(0.9))?;
     line("GET one, direct / CRD", rate(GET, DIRECT) / rate(GET, CRD), Some(10.0))?;
     line("GET one, via aggregator / CRD", rate(GET, AGGREGATED) / rate(GET, CRD), None)?;
+    line(
+        "GET one in v1alpha, direct / CRD (its conversion webhook)",
+        rate(GET_OLD, DIRECT) / rate(GET_OLD, CRD),
+        None,
+    )?;
+    let cpu = |case: &str, target: &str| find(rows, case, target).map(Run::server_ms).unwrap_or(f64::NAN);
+    writeln!(
+        out,
+        "| GET one in v1alpha / in v1beta1, direct, server CPU per request | {:.2}x | <= 1.15x | {} |",
+        cpu(GET_OLD, DIRECT) / cpu(GET, DIRECT),
+        if cpu(GET_OLD, DIRECT) <= 1.15 * cpu(GET, DIRECT) { "yes" } else { "NO" }
+    )?;
     line("LIST 1,000, direct / CRD", rate(LIST, DIRECT) / rate(LIST, CRD), Some(50.0))?;
     line("LIST 1,000, direct / minimal TLS server", rate(LIST, DIRECT) / rate(LIST, MINIMAL), None)?;
     line(
@@ -582,7 +609,6 @@ fn report(
     line("watch event latency p50, CRD / etcd (x faster)", p50(WATCH, CRD) / p50(WATCH, ETCD), None)?;
     if cfg.compares() {
         let by = cfg.compared_by();
-        let cpu = |case: &str, target: &str| find(rows, case, target).map(Run::server_ms).unwrap_or(f64::NAN);
         for case in [GET, GET_RV0, LIST, CREATE] {
             line(&format!("{case}, {by} / direct (memory)"), rate(case, COMPARED) / rate(case, DIRECT), None)?;
             line(

@@ -103,12 +103,18 @@ pub enum Op {
     },
 }
 
+/// A Llama's body in `api_version` (v1beta1's field names, else v1alpha's).
 pub fn llama_body(api_version: &str, name: &str, i: u64) -> Bytes {
+    let weight = 10.0 + (i % 1000) as f64 * 0.25;
+    let spec = match api_version.ends_with("/v1beta1") {
+        true => json!({"weightKg": weight, "heightM": 1.5, "pasture": "north"}),
+        false => json!({"weight": weight, "height": 1.5}),
+    };
     let body = json!({
         "apiVersion": api_version,
         "kind": "Llama",
         "metadata": {"name": name, "labels": {"bench": "speed"}},
-        "spec": {"weight": 10.0 + (i % 1000) as f64 * 0.25, "height": 1.5},
+        "spec": spec,
     });
     Bytes::from(body.to_string())
 }

@@ -8,7 +8,8 @@ use serde_json::{json, Value};
 
 const APPLY: &str = "application/apply-patch+yaml";
 
-fn apply(path: &str, manager: &str, body: Value) -> Step {
+/// A server-side apply of `body` to `path` by `manager`.
+pub(super) fn apply(path: &str, manager: &str, body: Value) -> Step {
     let sep = if path.contains('?') { '&' } else { '?' };
     Step::patch(&format!("{path}{sep}fieldManager={manager}")).patch_body(APPLY, body)
 }

@@ -5,11 +5,11 @@
 //! and applied in the other, the deprecated version's warning, validation
 //! in each version's names, and managedFields across versions.
 
+use super::apply::apply;
 use crate::common::compare::{Comparison, Step};
 use serde_json::{json, Value};
 
 const MERGE: &str = "application/merge-patch+json";
-const APPLY: &str = "application/apply-patch+yaml";
 const TABLE: &str = "application/json;as=Table;g=meta.k8s.io;v=v1";
 
 fn v1beta1(name: &str, spec: Value) -> Value {
@@ -18,11 +18,6 @@ fn v1beta1(name: &str, spec: Value) -> Value {
 
 fn v1alpha(name: &str, spec: Value) -> Value {
     json!({"apiVersion": "{gv}", "kind": "Llama", "metadata": {"name": name}, "spec": spec})
-}
-
-fn apply(path: &str, manager: &str, body: Value) -> Step {
-    let sep = if path.contains('?') { '&' } else { '?' };
-    Step::patch(&format!("{path}{sep}fieldManager={manager}")).patch_body(APPLY, body)
 }
 
 #[tokio::test]

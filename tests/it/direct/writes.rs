@@ -701,6 +701,25 @@ async fn objects_stored_in_an_older_version_are_read_and_migrated_by_any_write()
         (&now["apiVersion"], &now["spec"]),
         (&json!("farm.example.com/v1beta1"), &json!({"weightKg": 32, "heightM": 1.7, "pasture": "east"}))
     );
+
+    // The offline path: scripts/migrate-storage patches every Llama so.
+    client.put(key.clone(), serde_json::to_vec(&older).unwrap(), None).await.unwrap();
+    for _ in 0..100 {
+        if get(&s, &beta).await.1["metadata"]["resourceVersion"] != patched["metadata"]["resourceVersion"] {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/migrate-storage");
+    let out = std::process::Command::new("bash").arg(script).env("KUBECONFIG", s.kubeconfig()).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("migrate-storage: 1 llamas.v1beta1.farm.example.com stored again"), "{said}");
+    let (_, migrated) = stored_object(client.get(prefix.as_str(), all()).await.unwrap());
+    assert_eq!(
+        (&migrated["apiVersion"], &migrated["spec"]["weightKg"]),
+        (&json!("farm.example.com/v1beta1"), &json!(32))
+    );
 }
 
 on_both_stores!(

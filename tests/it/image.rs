@@ -241,7 +241,7 @@ async fn two_containers_are_two_replicas_on_the_control_planes_etcd() {
     register(c, port_a).await;
     let listed = kubectl(c, &["get", "llamas.farm.example.com", "-n", &ns, "-o", "name"]);
     assert_eq!(listed.lines().collect::<Vec<_>>(), ["llama.farm.example.com/alpha", "llama.farm.example.com/beta"]);
-    let weight = kubectl(c, &["get", "llamas.farm.example.com", "beta", "-n", &ns, "-o", "jsonpath={.spec.weight}"]);
+    let weight = kubectl(c, &["get", "llamas.farm.example.com", "beta", "-n", &ns, "-o", "jsonpath={.spec.weightKg}"]);
     assert_eq!(weight, "110");
     assert_eq!(a.stop(40), 0, "replica a's exit code; log:\n{}", a.logs());
     assert!(a.remove() && b.remove(), "both containers are gone after podman rm");

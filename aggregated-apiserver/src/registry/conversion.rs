@@ -84,7 +84,7 @@ impl Convert for Hub {
 /// writes one, `1` for `1.0`, as a conversion webhook written in Go would.
 fn typed_conversion<S, T>(mut obj: Value) -> Result<Value, String>
 where
-    S: DeserializeOwned + Serialize,
+    S: DeserializeOwned,
     T: Serialize + TryFrom<S>,
     <T as TryFrom<S>>::Error: std::fmt::Display,
 {
@@ -92,11 +92,18 @@ where
     // them after a conversion webhook), and may be most of a large object:
     // they go around the typed conversion.
     let managed_fields = obj.get_mut("metadata").and_then(Value::as_object_mut).and_then(|m| m.remove("managedFields"));
-    let source = S::deserialize(&obj).map_err(|e| format!("the object does not read as its version: {e}"))?;
-    let before = serde_json::to_value(&source).map_err(|e| e.to_string())?;
+    // An integer field may hold an integral float (`1.0`, `-0`), which Go
+    // reads as the integer and serde does not: read again with Go's numbers.
+    let source = S::deserialize(&obj)
+        .or_else(|_| {
+            let mut go = obj.clone();
+            go_numbers(&mut go);
+            S::deserialize(&go)
+        })
+        .map_err(|e| format!("the object does not read as its version: {e}"))?;
     let target = T::try_from(source).map_err(|e| e.to_string())?;
     let mut out = serde_json::to_value(&target).map_err(|e| e.to_string())?;
-    restore(&mut out, &obj, &before);
+    restore(&mut out, &obj);
     if let (Some(managed_fields), Some(meta)) = (managed_fields, out.get_mut("metadata").and_then(Value::as_object_mut))
     {
         meta.insert("managedFields".into(), managed_fields);
@@ -105,31 +112,43 @@ where
 }
 
 /// Puts back into `out` (the converted object) the client's own `orig`
-/// wherever `out` holds what the source type made of it (`before`) at the
-/// same place; elsewhere writes integral floats as integers.
-fn restore(out: &mut Value, orig: &Value, before: &Value) {
-    if out == before {
-        *out = orig.clone();
-        return;
-    }
-    match (out, orig, before) {
-        (Value::Object(fields), _, _) => {
+/// wherever `out` holds the same value at the same place, as the types
+/// wrote it (a number of the same value, a time of the same instant);
+/// elsewhere writes integral floats as integers.
+fn restore(out: &mut Value, orig: &Value) {
+    match (out, orig) {
+        (Value::Object(fields), Value::Object(origs)) => {
             for (key, value) in fields.iter_mut() {
-                match (orig.get(key), before.get(key)) {
-                    (Some(orig), Some(before)) => restore(value, orig, before),
-                    _ => go_numbers(value),
+                match origs.get(key) {
+                    Some(orig) => restore(value, orig),
+                    None => go_numbers(value),
                 }
             }
         }
-        (Value::Array(items), Value::Array(origs), Value::Array(befores))
-            if items.len() == origs.len() && items.len() == befores.len() =>
-        {
-            for ((item, orig), before) in items.iter_mut().zip(origs).zip(befores) {
-                restore(item, orig, before);
+        (Value::Array(items), Value::Array(origs)) if items.len() == origs.len() => {
+            for (item, orig) in items.iter_mut().zip(origs) {
+                restore(item, orig);
             }
         }
-        (other, _, _) => go_numbers(other),
+        (out @ Value::Number(_), Value::Number(o)) if out.as_f64() == o.as_f64() => *out = orig.clone(),
+        (out @ Value::String(_), Value::String(o)) if out.as_str().is_some_and(|s| same_instant(s, o)) => {
+            *out = orig.clone()
+        }
+        (other, _) => go_numbers(other),
     }
+}
+
+/// Whether two different strings are times of the same instant (RFC 3339),
+/// as a type may write a time otherwise than the client did.
+fn same_instant(a: &str, b: &str) -> bool {
+    let looks_like_time = |s: &str| s.len() >= 20 && s.as_bytes().get(10) == Some(&b'T');
+    a != b
+        && looks_like_time(a)
+        && looks_like_time(b)
+        && matches!(
+            (chrono::DateTime::parse_from_rfc3339(a), chrono::DateTime::parse_from_rfc3339(b)),
+            (Ok(a), Ok(b)) if a == b
+        )
 }
 
 /// Integral floats as integers, as Go's encoding/json writes a float64.
@@ -159,16 +178,25 @@ mod tests {
     fn what_a_conversion_left_alone_is_kept_as_written_and_floats_read_as_go_writes_them() {
         // v1's `size` is v2's `width`; the rest is the same in both.
         let orig = json!({"metadata": {"creationTimestamp": "2026-01-01T00:00:00+00:00"},
-            "spec": {"size": 3, "tags": ["a", "b"]}, "status": {"at": "2026-01-01T00:00:00+00:00"}});
-        let before = json!({"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"size": 3.0, "tags": ["a", "b"]}, "status": {"at": "2026-01-01T00:00:00Z"}});
+            "spec": {"size": 3, "tags": ["a", "b"], "limit": 2.0, "unit": "kg"}, "status": {"at": "2026-01-01T00:00:00+00:00"}});
         let mut out = json!({"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"width": 3.0, "tags": ["a", "b"], "ratio": 0.5}, "status": {"at": "2026-01-01T00:00:00Z"}});
-        restore(&mut out, &orig, &before);
+            "spec": {"width": 3.0, "tags": ["a", "b"], "ratio": 0.5, "limit": 2.0, "unit": "g"},
+            "status": {"at": "2026-01-01T00:00:00Z"}});
+        restore(&mut out, &orig);
         assert_eq!(
             out,
             json!({"metadata": {"creationTimestamp": "2026-01-01T00:00:00+00:00"},
-                "spec": {"width": 3, "tags": ["a", "b"], "ratio": 0.5}, "status": {"at": "2026-01-01T00:00:00+00:00"}})
+                "spec": {"width": 3, "tags": ["a", "b"], "ratio": 0.5, "limit": 2.0, "unit": "g"},
+                "status": {"at": "2026-01-01T00:00:00+00:00"}})
         );
+        // An integral float reads as an integer field's value.
+        let old = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "generation": -0.0}});
+        let seen =
+            typed_conversion::<k8s_openapi::api::core::v1::ConfigMap, k8s_openapi::api::core::v1::ConfigMap>(old);
+        assert_eq!(seen.unwrap()["metadata"]["generation"], json!(-0.0));
+        // A value the conversion changed is the conversion's.
+        let mut changed = json!({"w": 2000.0, "at": "2026-01-02T00:00:00Z"});
+        restore(&mut changed, &json!({"w": 2, "at": "2026-01-01T00:00:00Z"}));
+        assert_eq!(changed, json!({"w": 2000, "at": "2026-01-02T00:00:00Z"}));
     }
 }

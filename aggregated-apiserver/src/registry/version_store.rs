@@ -120,8 +120,10 @@ impl VersionStore {
     }
 
     /// Keeps `view` among its key's last two (the newest two revisions).
-    /// Past twice the objects stored (and some), the views of keys no
-    /// longer stored go; past the bytes a version may keep, all others go.
+    /// Past the bytes a version may keep, the views before each key's last
+    /// go, then, if need be, all others (those of deleted objects among
+    /// them). It never asks the store: it runs where the store may hold its
+    /// own lock.
     fn keep(&self, view: &StoredObject) {
         let Ok(mut views) = self.views.write() else { return };
         let views = &mut *views;
@@ -137,12 +139,22 @@ impl VersionStore {
         let after = Views::size(kept);
         views.bytes = views.bytes + after - before;
         if views.bytes > MAX_KEPT_VIEWS {
-            views.by_key.retain(|key, _| *key == view.key);
+            // The views before the last go first, then the others' last.
+            views.by_key.values_mut().for_each(|kept| kept[1] = None);
+            views.by_key.retain(|_, kept| kept[0].is_some());
             views.bytes = views.by_key.values().map(Views::size).sum();
-        } else if views.by_key.len() > 2 * self.inner.len() + 1024 {
-            views.by_key.retain(|key, _| matches!(self.inner.get(&**key), Ok(Some(_))));
-            views.bytes = views.by_key.values().map(Views::size).sum();
+            if views.bytes > MAX_KEPT_VIEWS {
+                views.by_key.retain(|key, _| *key == view.key);
+                views.bytes = views.by_key.values().map(Views::size).sum();
+            }
         }
+    }
+
+    /// The bytes of `objects` whose view is not kept: what seeing them in
+    /// this version will convert.
+    fn to_convert<'o>(&self, objects: impl Iterator<Item = &'o StoredObject>) -> usize {
+        let Ok(views) = self.views.read() else { return 0 };
+        objects.filter(|o| !self.as_stored(o) && views.get(o).is_none()).map(|o| o.bytes.len()).sum()
     }
 
     fn view_event(&self, event: &Arc<Event>) -> Result<Arc<Event>, StoreError> {
@@ -206,14 +218,39 @@ impl Store for VersionStore {
     }
 
     async fn list(&self, req: ListRequest<'_>) -> Result<ListPage, StoreError> {
-        // A selector reads this version's fields: the candidates are seen in
-        // it (one that cannot be is left out here, and fails below if listed).
-        let filter = req.filter;
-        let seen = move |o: &StoredObject| filter.is_none_or(|f| self.view(o).is_ok_and(|v| f(&v)));
-        let req = ListRequest { filter: filter.map(|_| &seen as &(dyn Fn(&StoredObject) -> bool + Sync)), ..req };
-        let mut page = self.inner.list(req).await?;
-        page.items = page.items.iter().map(|o| self.view(o)).collect::<Result<_, _>>()?;
-        Ok(page)
+        // Objects are seen in this version outside the store's lock: a
+        // conversion may take long, and the store is not asked again under
+        // its own lock. Large conversions take turns with other heavy work.
+        let Some(filter) = req.filter else {
+            let mut page = self.inner.list(req).await?;
+            let work = self.to_convert(page.items.iter());
+            let seen = async { page.items.iter().map(|o| self.view(o)).collect::<Result<Vec<_>, _>>() };
+            page.items = crate::heavy::run_async(work, seen).await?;
+            return Ok(page);
+        };
+        // A selector reads this version's fields: the candidates are seen
+        // in it (one that cannot be is left out), then paged as the store
+        // pages a filtered list.
+        let limit = req.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        let candidates = self.inner.list(ListRequest { limit: None, filter: None, ..req }).await?;
+        let work = self.to_convert(candidates.items.iter());
+        crate::heavy::run_async(work, async {
+            let mut items = Vec::new();
+            let mut next_start_after = None;
+            for o in &candidates.items {
+                let Ok(seen) = self.view(o) else { continue };
+                if !filter(&seen) {
+                    continue;
+                }
+                if items.len() == limit {
+                    next_start_after = items.last().map(|o: &StoredObject| ObjectKey::clone(&o.key));
+                    break;
+                }
+                items.push(seen);
+            }
+            Ok(ListPage { rv: candidates.rv, items, next_start_after, remaining: None })
+        })
+        .await
     }
 
     async fn watch(&self, namespace: Option<&str>, after_rv: u64) -> Result<WatchStream, StoreError> {

@@ -329,7 +329,7 @@ async fn webhook_certificates_are_trusted_and_refused_as_by_kube_apiserver() {
         if exchange.crd.code != exchange.ours.code || crd != ours {
             report.push_str(&format!(
                 "{}: differs from kube-apiserver\n  crd:  {} {}\n  ours: {} {}\n",
-                case.name, exchange.crd.code, crd["message"], exchange.ours.code, ours["message"]
+                case.name, exchange.crd.code, crd, exchange.ours.code, ours
             ));
         }
     }

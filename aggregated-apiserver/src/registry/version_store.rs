@@ -228,9 +228,19 @@ impl Store for VersionStore {
             page.items = crate::heavy::run_async(work, seen).await?;
             return Ok(page);
         };
-        // A selector reads this version's fields: the candidates are seen
-        // in it (one that cannot be is left out), then paged as the store
-        // pages a filtered list.
+        // The storage version filters in the store, as a kind of one version
+        // does: its objects are seen as stored, and only one an earlier
+        // release stored in another version is converted there (never
+        // asking the store again, so under its lock).
+        if self.api_version == self.storage_api_version {
+            let seen = |o: &StoredObject| self.view(o).is_ok_and(|v| filter(&v));
+            let mut page = self.inner.list(ListRequest { filter: Some(&seen), ..req }).await?;
+            page.items = page.items.iter().map(|o| self.view(o)).collect::<Result<_, _>>()?;
+            return Ok(page);
+        }
+        // Another version's selector reads its own fields: the candidates
+        // are seen in it (one that cannot be is left out), then paged as
+        // the store pages a filtered list.
         let limit = req.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
         let candidates = self.inner.list(ListRequest { limit: None, filter: None, ..req }).await?;
         let work = self.to_convert(candidates.items.iter());

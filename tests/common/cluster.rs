@@ -65,13 +65,20 @@ impl ControlPlane {
     /// Builds (when needed) and starts a control plane of its own, and waits
     /// until it serves.
     pub fn start() -> ControlPlane {
-        start_controlplane(&[])
+        start_controlplane(&[], &[])
     }
 
     /// A control plane of its own whose kube-apiserver has extra flags
     /// (`--audit-policy-file=...`).
     pub fn start_with(apiserver_args: &[&str]) -> ControlPlane {
-        start_controlplane(apiserver_args)
+        start_controlplane(apiserver_args, &[])
+    }
+
+    /// A control plane of its own with extra flags for kube-apiserver and for
+    /// kube-controller-manager (`--controllers=...` adds to the controllers
+    /// it runs).
+    pub fn start_with_controllers(apiserver_args: &[&str], controller_manager_args: &[&str]) -> ControlPlane {
+        start_controlplane(apiserver_args, controller_manager_args)
     }
 }
 
@@ -94,7 +101,7 @@ impl Drop for ControlPlane {
     }
 }
 
-fn start_controlplane(apiserver_args: &[&str]) -> ControlPlane {
+fn start_controlplane(apiserver_args: &[&str], controller_manager_args: &[&str]) -> ControlPlane {
     let bin = build_controlplane();
     let dir = tempfile::Builder::new().prefix("farm-cp-").tempdir().expect("tempdir").keep();
     let log = std::fs::File::create(dir.join("controlplane.log")).expect("log file");
@@ -102,6 +109,7 @@ fn start_controlplane(apiserver_args: &[&str]) -> ControlPlane {
         .arg("--dir")
         .arg(dir.join("cp"))
         .args(apiserver_args.iter().map(|a| format!("--apiserver-arg={a}")))
+        .args(controller_manager_args.iter().map(|a| format!("--controller-manager-arg={a}")))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(log)
@@ -145,7 +153,7 @@ pub fn read_ready_line(child: &mut Child, timeout: Duration, log: &Path, what: &
 /// The control plane shared by the tests of this process.
 pub fn controlplane() -> &'static ControlPlane {
     static CP: OnceLock<ControlPlane> = OnceLock::new();
-    CP.get_or_init(|| start_controlplane(&[]))
+    CP.get_or_init(|| start_controlplane(&[], &[]))
 }
 
 impl ControlPlane {

@@ -11,6 +11,7 @@ mod farmpods;
 mod filters;
 mod llamas;
 mod manifests;
+mod migration;
 mod namespaces;
 mod registration;
 mod reviews;

@@ -10,6 +10,7 @@ use crate::common::compare::{Comparison, Step};
 use serde_json::{json, Value};
 
 const MERGE: &str = "application/merge-patch+json";
+const MIGRATOR: &str = "storage-version-migrator-controller";
 const TABLE: &str = "application/json;as=Table;g=meta.k8s.io;v=v1";
 
 fn v1beta1(name: &str, spec: Value) -> Value {
@@ -70,6 +71,16 @@ async fn managed_fields_across_versions_are_the_crds() {
             .expect(200),
         apply("{llamas}/herd", "alpha", v1alpha("herd", json!({"weight": 35, "height": 1.5}))).expect(409),
         Step::get("{llamas}/herd").expect(200),
+        // kube-controller-manager's storage version migrator applies only the
+        // type, the uid and the resourceVersion it saw: a stale one conflicts,
+        // and an apply that owns nothing leaves no manager behind.
+        apply(
+            "{v1beta1}/herd",
+            MIGRATOR,
+            json!({"apiVersion": "{gv1beta1}", "kind": "Llama", "metadata": {"resourceVersion": "1"}}),
+        )
+        .expect(409),
+        apply("{v1beta1}/herd", MIGRATOR, json!({"apiVersion": "{gv1beta1}", "kind": "Llama"})).expect(200),
     ])
     .await
     .assert_identical();

@@ -45,7 +45,7 @@ use tower::Service;
 use x509_parser::certificate::X509Certificate;
 
 use crate::auth::authn::peer::Peer;
-use crate::server::connection::{ConnectionLimits, HasPeer, IdleConnections};
+use crate::server::connection::{ConnectionLimits, DrainUnreadBody, HasPeer, IdleConnections, TrackedBody};
 
 pub(crate) fn ring_provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -483,8 +483,8 @@ pub async fn serve_tls<S>(
     cap: Option<Arc<IdleConnections>>,
 ) -> anyhow::Result<()>
 where
-    S: Service<Request<hyper::body::Incoming>, Response = Response, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send,
+    S: Service<Request<TrackedBody>, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
 {
     let mut acceptor = PeerCertAcceptor::new(config);
     if let Some(timeout) = limits.handshake_timeout() {
@@ -494,7 +494,7 @@ where
     let mut server = axum_server::bind(addr).acceptor(acceptor).handle(handle);
     limits.configure_http(&mut server);
     server
-        .serve(axum::ServiceExt::<Request<hyper::body::Incoming>>::into_make_service(app))
+        .serve(axum::ServiceExt::<Request<hyper::body::Incoming>>::into_make_service(DrainUnreadBody::new(app)))
         .await
         .with_context(|| format!("serving HTTPS on {addr}"))
 }

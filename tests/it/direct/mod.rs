@@ -6,6 +6,7 @@
 //! served by kube-apiserver, and compare the answers live.
 
 mod audit;
+mod keep_alive;
 mod kube_client;
 mod kubectl;
 mod kubectl_versions;

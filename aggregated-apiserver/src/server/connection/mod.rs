@@ -42,11 +42,13 @@ mod clock;
 mod limits;
 mod timed_io;
 mod track_requests;
+mod unread_body;
 
 pub use clock::{ConnectionClock, Exempt, IdleConnections};
 pub use limits::ConnectionLimits;
 pub use timed_io::TimedIo;
 pub use track_requests::TrackRequests;
+pub use unread_body::{DrainUnreadBody, TrackedBody};
 
 use std::future::Future;
 use std::io;

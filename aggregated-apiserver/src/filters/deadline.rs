@@ -1,7 +1,10 @@
 //! The deadline of non-long-running requests (k8s.io/apiserver
 //! `WithRequestDeadline` and `WithTimeoutForNonLongRunningRequests`): every
 //! request but a watch answers 504 Timeout once `--request-timeout` has passed,
-//! or sooner when the client asks with `?timeout=<Go duration>`.
+//! or sooner when the client asks with `?timeout=<Go duration>`. When the
+//! server is shutting down and its grace is over, what is still running is
+//! answered 429 with Retry-After (kube's words for a server shutting down),
+//! not cut off with its connection.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,6 +14,7 @@ use std::time::{Duration, Instant};
 use super::{answered, passed, Next, Request};
 use axum::response::{IntoResponse, Response};
 use futures::FutureExt;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::apimachinery::errors::ApiError;
 use crate::apimachinery::gofmt::go_parse_duration;
@@ -18,10 +22,23 @@ use crate::apimachinery::options::params::Query;
 use crate::apimachinery::request_info::RequestInfo;
 
 /// The deadline filter's options.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Deadline {
     /// `--request-timeout`: the longest any non-long-running request may take.
     pub maximum: Duration,
+    /// Cancelled when the shutdown grace is over.
+    pub grace_over: CancellationToken,
+}
+
+/// kube-apiserver's answer while it shuts down (`WithRetryAfter`): an
+/// HTTP/1.1 connection closes after it.
+fn shutting_down(version: http::Version) -> Response {
+    let mut resp =
+        ApiError::too_many_requests("The apiserver is shutting down, please try again later.", 5).into_response();
+    if version <= http::Version::HTTP_11 {
+        resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+    }
+    resp
 }
 
 pub fn enforce<'a, N: Next + 'a>(
@@ -41,38 +58,55 @@ pub fn enforce<'a, N: Next + 'a>(
         },
     };
     // The rest of the chain under the deadline, if the request has one.
+    let version = req.version();
     let handling = crate::heavy::with_deadline(limit, next.run(req));
-    passed(Within { handling, timer: limit.map(|at| tokio::time::sleep_until(at.into())) }.map(move |answer| {
-        match answer {
-            Some(_) if limit.is_some_and(|at| Instant::now() > at) => ApiError::deadline_exceeded().into_response(),
-            Some(response) => response,
-            None => ApiError::deadline_exceeded().into_response(),
+    let grace = (!long_running).then(|| deadline.grace_over.clone().cancelled_owned());
+    let timer = limit.map(|at| tokio::time::sleep_until(at.into()));
+    passed(Within { handling, timer, grace }.map(move |answer| match answer {
+        Ended::Answered(_) if limit.is_some_and(|at| Instant::now() > at) => {
+            ApiError::deadline_exceeded().into_response()
         }
+        Ended::Answered(response) => response,
+        Ended::TimedOut => ApiError::deadline_exceeded().into_response(),
+        Ended::GraceOver => shutting_down(version),
     }))
 }
 
+/// How a request's handling ended.
+enum Ended {
+    Answered(Response),
+    TimedOut,
+    GraceOver,
+}
+
 pin_project_lite::pin_project! {
-    /// A request's handling, given up (None) when its timer fires first.
+    /// A request's handling, given up when its timer fires first or the
+    /// shutdown grace ends.
     struct Within<F> {
         #[pin]
         handling: F,
         #[pin]
         timer: Option<tokio::time::Sleep>,
+        #[pin]
+        grace: Option<WaitForCancellationFutureOwned>,
     }
 }
 
 impl<F: Future<Output = Response>> Future for Within<F> {
-    type Output = Option<Response>;
+    type Output = Ended;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Response>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Ended> {
         let this = self.project();
         if let Poll::Ready(response) = this.handling.poll(cx) {
-            return Poll::Ready(Some(response));
+            return Poll::Ready(Ended::Answered(response));
         }
-        match this.timer.as_pin_mut() {
-            Some(timer) => timer.poll(cx).map(|()| None),
-            None => Poll::Pending,
+        if let Some(Poll::Ready(())) = this.timer.as_pin_mut().map(|timer| timer.poll(cx)) {
+            return Poll::Ready(Ended::TimedOut);
         }
+        if let Some(Poll::Ready(())) = this.grace.as_pin_mut().map(|grace| grace.poll(cx)) {
+            return Poll::Ready(Ended::GraceOver);
+        }
+        Poll::Pending
     }
 }
 

@@ -134,6 +134,7 @@ impl Filters {
         resources: Arc<ServedKinds>,
         requests: Arc<request_metrics::RequestMetrics>,
         auditor: Option<Arc<crate::audit::Auditor>>,
+        grace_over: tokio_util::sync::CancellationToken,
     ) -> Self {
         let limits = options.limits;
         let always_allow =
@@ -141,7 +142,7 @@ impl Filters {
         Self {
             audit: auditor,
             observe: Arc::new(observe::Observe { requests, resources: resources.clone() }),
-            deadline: Arc::new(deadline::Deadline { maximum: limits.request_timeout }),
+            deadline: Arc::new(deadline::Deadline { maximum: limits.request_timeout, grace_over }),
             authentication: guard.map(|guard| {
                 Arc::new(authentication::Authentication {
                     authenticator: guard.authn.clone(),

@@ -74,7 +74,7 @@ impl App {
     pub async fn new(
         options: &ServerOptions,
         identity: Identity,
-        shutdown: CancellationToken,
+        lifecycle: &Lifecycle,
         serve: impl AsyncFnOnce(&mut Setup) -> crate::error::Result<()>,
     ) -> anyhow::Result<Arc<Self>> {
         // Flags kube would refuse stop the server before it starts anything.
@@ -116,9 +116,9 @@ impl App {
         let settings: ApiSettings = options.api.clone();
         let discovery = Discovery::new(&registries);
         let openapi = OpenApi::new(&registries, identity.name, identity.version);
-        let draining = shutdown.clone();
+        let stopping = lifecycle.stopping.clone();
         let mut ready: Vec<Arc<dyn crate::server::health::Check>> = vec![Arc::new(FnCheck("shutdown", move || {
-            if draining.is_cancelled() {
+            if stopping.is_cancelled() {
                 Err("server is shutting down".into())
             } else {
                 Ok(())
@@ -137,14 +137,21 @@ impl App {
             "compiler": "rustc",
             "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
         });
+        let shutdown = lifecycle.shutdown.clone();
         let resources = Arc::new(ServedKinds { registries, settings, shutdown, watches: metrics.clone() });
         let filter_options = FilterOptions {
             limits: &options.limits,
             authentication: &options.authentication,
             authorization: &options.authorization,
         };
-        let filters =
-            Filters::new(filter_options, guard.as_ref(), resources.clone(), metrics.requests(), auditor.clone());
+        let filters = Filters::new(
+            filter_options,
+            guard.as_ref(),
+            resources.clone(),
+            metrics.requests(),
+            auditor.clone(),
+            lifecycle.grace_over.clone(),
+        );
         Ok(Arc::new(Self {
             guard,
             resources,
@@ -302,8 +309,8 @@ async fn serve_until_stopped(
     let _reloader = reloading.spawn_reloader(args.cert_reload_interval);
     let tls_config = tls::server_config(reloading)?;
 
-    let shutdown = CancellationToken::new();
-    let app = App::new(&options, identity, shutdown.clone(), serve).await?;
+    let lifecycle = Lifecycle::default();
+    let app = App::new(&options, identity, &lifecycle, serve).await?;
     if app.first_ready.is_pending() {
         // What the application asked to run when the server is first ready
         // runs at the first ready answer to a probe (see route), or here for
@@ -320,16 +327,7 @@ async fn serve_until_stopped(
         });
     }
     let handle = axum_server::Handle::new();
-    {
-        let handle = handle.clone();
-        let grace = args.shutdown_grace;
-        tokio::spawn(async move {
-            wait_for_signal().await;
-            tracing::info!(?grace, "shutting down: draining in-flight requests and ending watches");
-            shutdown.cancel();
-            handle.graceful_shutdown(Some(grace));
-        });
-    }
+    tokio::spawn(lifecycle.run(handle.clone(), args.shutdown_delay_duration, args.shutdown_grace));
     {
         // The address actually bound: with `--bind 127.0.0.1:0` the port is
         // chosen by the system, and this line is where a person finds it.
@@ -377,6 +375,52 @@ async fn serve_until_stopped(
         }
     }
     served
+}
+
+/// The server's way from SIGTERM to exit, as kube-apiserver's (its
+/// lifecycle signals): `/readyz` fails at once while everything is still
+/// served, so load balancers and EndpointSlices stop sending new requests;
+/// after `--shutdown-delay-duration` the listener closes, HTTP/2 connections
+/// are told to go away, idle ones close and watches end (their clients
+/// resume elsewhere from their last resourceVersion); requests still in
+/// flight after `--shutdown-grace` are answered 429 with Retry-After, and the
+/// connections close.
+#[derive(Default)]
+pub struct Lifecycle {
+    /// SIGTERM (or Ctrl-C) received: not ready.
+    stopping: CancellationToken,
+    /// The shutdown delay is over: no new connections, watches end.
+    shutdown: CancellationToken,
+    /// The grace is over: what is still in flight is answered.
+    grace_over: CancellationToken,
+}
+
+/// Time for the answers given when the grace is over to be written before
+/// the connections close.
+const LAST_ANSWERS: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Lifecycle {
+    fn run(
+        &self,
+        handle: axum_server::Handle<std::net::SocketAddr>,
+        delay: std::time::Duration,
+        grace: std::time::Duration,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let (stopping, shutdown, grace_over) = (self.stopping.clone(), self.shutdown.clone(), self.grace_over.clone());
+        async move {
+            wait_for_signal().await;
+            stopping.cancel();
+            if !delay.is_zero() {
+                tracing::info!(?delay, "stopping: /readyz fails; serving on for the shutdown delay");
+                tokio::time::sleep(delay).await;
+            }
+            tracing::info!(?grace, "shutting down: no new connections, watches end, in-flight requests drain");
+            shutdown.cancel();
+            handle.graceful_shutdown(Some(grace + LAST_ANSWERS));
+            tokio::time::sleep(grace).await;
+            grace_over.cancel();
+        }
+    }
 }
 
 async fn wait_for_signal() {

@@ -54,7 +54,14 @@ pub struct ServingOptions {
     #[arg(long, default_value = "10", value_parser = parse_seconds)]
     pub cert_reload_interval: Duration,
 
-    /// On SIGTERM, how long in-flight requests may take to finish.
+    /// On SIGTERM, how long the server goes on serving with /readyz failing,
+    /// before it stops accepting connections: the time load balancers and
+    /// EndpointSlices take to stop sending it requests (kube-apiserver's flag).
+    #[arg(long, default_value = "0", value_parser = parse_seconds)]
+    pub shutdown_delay_duration: Duration,
+
+    /// After the shutdown delay, how long in-flight requests may take to
+    /// finish; those still running then are answered 429 with Retry-After.
     #[arg(long, default_value = "30", value_parser = parse_seconds)]
     pub shutdown_grace: Duration,
 }

@@ -130,6 +130,77 @@ async fn sigterm_ends_watches_and_exits_cleanly() {
     assert!(s.log().contains("shutting down"), "{}", s.log());
 }
 
+/// kube-apiserver's shutdown sequence: on SIGTERM /readyz fails at once
+/// while requests, new connections and watches are still served for
+/// --shutdown-delay-duration; then new connections are refused and watches
+/// end; a request still in flight when --shutdown-grace is over is answered
+/// 429 with Retry-After instead of losing its connection.
+#[tokio::test]
+async fn sigterm_fails_readyz_serves_through_the_delay_then_answers_what_is_left() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut s = Server::start(&["--shutdown-delay-duration", "5s", "--shutdown-grace", "2"]).await;
+    let watch = s.client.get(format!("{}?watch=true", s.llamas("default", ""))).send().await.unwrap();
+    assert_eq!(watch.status(), 200);
+    let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let watching = tokio::spawn(async move {
+        let mut watch = watch;
+        loop {
+            match watch.chunk().await {
+                Ok(Some(chunk)) => {
+                    let _ = events_tx.send(String::from_utf8_lossy(&chunk).to_string());
+                }
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    });
+    // A create whose body is still arriving when the grace ends.
+    let mut slow = common::connect(&s, &common::connector(&s.ca_file, &[b"http/1.1"])).await.unwrap();
+    let body = serde_json::to_vec(&llama("slow", 1.0, 1.0)).unwrap();
+    let head = format!(
+        "POST {GROUP_PATH}/namespaces/default/llamas HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    slow.write_all(head.as_bytes()).await.unwrap();
+    slow.write_all(&body[..10]).await.unwrap();
+    slow.flush().await.unwrap();
+
+    let pid = s.pid().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let mut readyz = 0;
+    for _ in 0..100 {
+        readyz = s.client.get(s.url("/readyz")).send().await.unwrap().status().as_u16();
+        if readyz != 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(readyz, 500, "/readyz fails once SIGTERM is received");
+    // Still served in the delay, on a new connection too, and watched.
+    let fresh = client_trusting(&s.ca_file).unwrap();
+    let r = fresh.post(s.llamas("default", "")).json(&llama("late", 1.0, 1.0)).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    let seen = tokio::time::timeout(Duration::from_secs(5), events.recv()).await.expect("the watch sees the create");
+    assert!(seen.unwrap().contains("\"late\""));
+    // The delay ends: the watch ends cleanly, and nothing new is accepted.
+    let ended = tokio::time::timeout(Duration::from_secs(30), watching).await.expect("the watch ended").unwrap();
+    assert_eq!(ended, Ok(()), "the watch ended cleanly");
+    assert!(
+        client_trusting(&s.ca_file).unwrap().get(s.url("/livez")).send().await.is_err(),
+        "new connections are refused"
+    );
+    // The grace ends: the slow create is answered, not cut.
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), slow.read_to_end(&mut answer)).await.expect("answered");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(read.is_ok() || !answer.is_empty(), "{read:?}\n{}", s.log());
+    assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("retry-after: 5"), "{answer}");
+    assert!(answer.contains("The apiserver is shutting down, please try again later."), "{answer}");
+    let status = s.terminate().await;
+    assert!(status.success(), "exit status {status}\n{}", s.log());
+}
+
 #[tokio::test]
 async fn port_zero_binds_a_free_port_and_logs_it() {
     let dir = tempfile::tempdir().unwrap();

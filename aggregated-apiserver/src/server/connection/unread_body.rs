@@ -29,7 +29,7 @@ pub const MAX_DRAINED_BYTES: u64 = 256 << 10;
 
 /// How long the rest of a body may take to arrive before the connection is
 /// closed instead.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A request body that, when dropped before its end, hands what remains to
 /// [`DrainUnreadBody`].
@@ -108,9 +108,11 @@ where
         let answer = self.inner.call(req.map(|inner| TrackedBody { inner: Some(inner), unread: Some(unread) }));
         Either::Right(Box::pin(async move {
             let mut resp = answer.await?;
-            // Dropped unread: drain it. (Read to its end, or still held by a
-            // streaming answer: nothing to do.)
-            if let Ok(body) = rest.try_recv() {
+            // Dropped unread: drain it, unless the connection closes anyway.
+            // (Read to its end, or still held by a streaming answer: nothing
+            // to do.)
+            let closing = resp.headers().get(CONNECTION).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
+            if let (false, Ok(body)) = (closing, rest.try_recv()) {
                 if !drain(body).await {
                     resp.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
                 }

@@ -56,6 +56,18 @@ app.kubernetes.io/part-of: farm-apiserver
 {{- end }}
 {{- end }}
 
+{{/* Seconds the server serves on after SIGTERM (--shutdown-delay-duration):
+     server.shutdownDelaySeconds, else 10 with etcd and 0 with memory. */}}
+{{- define "farm-apiserver.shutdownDelay" -}}
+{{- if not (kindIs "invalid" .Values.server.shutdownDelaySeconds) }}
+{{- .Values.server.shutdownDelaySeconds | int64 }}
+{{- else if eq .Values.storage.type "etcd" }}
+{{- 10 }}
+{{- else }}
+{{- 0 }}
+{{- end }}
+{{- end }}
+
 {{/* The Secret holding the serving pair the Deployment mounts. */}}
 {{- define "farm-apiserver.tlsSecretName" -}}
 {{- if eq .Values.tls.type "existing-secret" }}

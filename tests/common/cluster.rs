@@ -241,17 +241,22 @@ pub async fn proxied_discovery(cp: &ControlPlane) -> Result<String, String> {
     Ok(body)
 }
 
-/// [`proxied_discovery`] of one version.
-async fn proxied_version_discovery(cp: &ControlPlane, version: &str) -> Result<String, String> {
-    let req =
-        http::Request::get(format!("/apis/farm.example.com/{version}")).body(Vec::new()).map_err(|e| e.to_string())?;
-    // Without kube-rs's default retries of 5xx answers: the failure is the answer.
-    let kc = kube::config::Kubeconfig::read_from(&cp.kubeconfig).map_err(|e| e.to_string())?;
+/// A kube-rs client without its default retries of 5xx answers: the
+/// failure is the answer.
+pub async fn client_without_retries(kubeconfig: &Path) -> Result<kube::Client, String> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| e.to_string())?;
     let mut cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
         .await
         .map_err(|e| e.to_string())?;
     cfg.default_retry = false;
-    let client = kube::Client::try_from(cfg).map_err(|e| e.to_string())?;
+    kube::Client::try_from(cfg).map_err(|e| e.to_string())
+}
+
+/// [`proxied_discovery`] of one version.
+async fn proxied_version_discovery(cp: &ControlPlane, version: &str) -> Result<String, String> {
+    let req =
+        http::Request::get(format!("/apis/farm.example.com/{version}")).body(Vec::new()).map_err(|e| e.to_string())?;
+    let client = client_without_retries(&cp.kubeconfig).await?;
     match client.request_text(req).await {
         Ok(body) => Ok(body),
         Err(kube::Error::Api(status)) => Err(format!("{} {}: {}", status.code, status.reason, status.message)),

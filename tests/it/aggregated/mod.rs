@@ -15,4 +15,5 @@ mod migration;
 mod namespaces;
 mod registration;
 mod reviews;
+mod rollout;
 mod security;

@@ -29,6 +29,7 @@ use crate::registry::kind::Kind;
 use crate::registry::version_store::VersionStore;
 use crate::registry::Registry;
 use crate::server::health::{Check, FnCheck};
+use crate::storage::encryption::EncryptionConfig;
 use crate::storage::etcd::{EtcdStore, KeyCodec};
 use crate::storage::memory::MemoryStore;
 use crate::storage::options::{StorageBackend, StorageOptions};
@@ -47,7 +48,7 @@ pub struct Gauge {
 /// Where the kinds this server owns keep their objects.
 enum Storage {
     Memory,
-    Etcd { client: Box<etcd_client::Client>, prefix: String },
+    Etcd { client: Box<etcd_client::Client>, prefix: String, encryption: EncryptionConfig },
 }
 
 /// What the application's serving function is given, and fills.
@@ -83,13 +84,25 @@ impl Setup {
         authorizer: Option<Arc<Authorizer>>,
     ) -> anyhow::Result<Self> {
         let storage = match options.storage {
-            StorageBackend::Memory => Storage::Memory,
+            StorageBackend::Memory => {
+                if let Some(path) = &options.encryption_provider_config {
+                    anyhow::bail!(
+                        "--encryption-provider-config {} encrypts what is stored in etcd: it needs --storage etcd",
+                        path.display()
+                    );
+                }
+                Storage::Memory
+            }
             StorageBackend::Etcd => {
+                let encryption = match &options.encryption_provider_config {
+                    Some(path) => EncryptionConfig::load(path)?,
+                    None => EncryptionConfig::default(),
+                };
                 let options = options.etcd_options();
                 let prefix = options.checked_prefix()?;
                 let client = options.connect().await?;
                 tracing::info!(servers = ?options.servers, prefix, "storing in etcd");
-                Storage::Etcd { client: Box::new(client), prefix }
+                Storage::Etcd { client: Box::new(client), prefix, encryption }
             }
         };
         // Without authorization of its own (`--authentication none`),
@@ -156,8 +169,13 @@ impl Setup {
     fn stored_registry(&mut self, kind: Arc<dyn Kind>) -> Result<Arc<Registry>, RuleErrors> {
         let store: Arc<dyn Store> = match &self.storage {
             Storage::Memory => self.memory_store(&kind),
-            Storage::Etcd { client, prefix } => {
-                let codec = KeyCodec::new(prefix, kind.names().plural, kind.namespaced());
+            Storage::Etcd { client, prefix, encryption } => {
+                let names = kind.names();
+                let values = encryption.transformer(names.group, names.plural);
+                if !values.is_plain() {
+                    tracing::info!(resource = %format!("{}.{}", names.plural, names.group), ?values, "encrypting at rest");
+                }
+                let codec = KeyCodec::new(prefix, names.plural, kind.namespaced()).with_values(values);
                 let store = EtcdStore::start(
                     (**client).clone(),
                     codec,

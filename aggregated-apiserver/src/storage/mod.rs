@@ -6,6 +6,7 @@
 //! selectors, tables and metadata views need, so list and watch write stored
 //! bytes instead of re-serializing.
 
+pub(crate) mod encryption;
 pub(crate) mod etcd;
 pub(crate) mod framed;
 pub(crate) mod index;

@@ -46,6 +46,12 @@ pub struct StorageOptions {
     #[arg(long, default_value = "/registry")]
     pub etcd_prefix: String,
 
+    /// kube's EncryptionConfiguration (apiserver.config.k8s.io/v1): how the
+    /// values of each resource are encrypted in etcd (aesgcm, aescbc,
+    /// secretbox, identity). For --storage etcd.
+    #[arg(long)]
+    pub encryption_provider_config: Option<PathBuf>,
+
     /// How long one etcd request may take; a write etcd does not answer in
     /// time fails with 504 (reads keep being served from the watch cache).
     #[arg(long, default_value = "10", value_parser = parse_seconds)]

@@ -2,4 +2,5 @@
 //! replicas sharing one real etcd (directly and behind the aggregator).
 
 mod contract;
+mod encryption;
 mod replicas;

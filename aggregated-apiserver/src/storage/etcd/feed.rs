@@ -229,7 +229,10 @@ async fn follow(client: &Client, codec: &KeyCodec, cache: &MemoryStore, state: &
                             Some((_, obj)) => Some(obj),
                             None => continue,
                         },
-                        EventType::Delete => None,
+                        EventType::Delete => {
+                            codec.forget(&key);
+                            None
+                        }
                     };
                     if let Err(e) = cache.apply(&key, obj, rev) {
                         tracing::error!(error = %e, key = ?key, "applying an etcd event to the cache");

@@ -10,7 +10,9 @@ pub(crate) mod client;
 mod feed;
 mod revision;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
@@ -19,6 +21,7 @@ use serde_json::Value;
 pub(crate) use client::EtcdOptions;
 pub(crate) use feed::FeedState;
 
+use super::encryption::Transformer;
 use super::memory::MemoryStore;
 use super::{
     KeyParts, ListPage, ListRequest, Mutation, ObjectKey, Store, StoreError, StoredObject, Updated, WatchStream,
@@ -27,19 +30,83 @@ use super::{
 /// How often a read waiting for the cache asks etcd for progress again.
 const PROGRESS_RETRY: Duration = Duration::from_millis(100);
 
-/// How a kind's objects map to etcd keys: `<prefix>/<resource>/<namespace>/<name>`
-/// (`<prefix>/<resource>/<name>` for cluster-scoped kinds), as kube-apiserver lays them out.
+/// How a kind's objects map to etcd keys and values: keys are
+/// `<prefix>/<resource>/<namespace>/<name>` (`<prefix>/<resource>/<name>`
+/// for cluster-scoped kinds), as kube-apiserver lays them out; values are the
+/// object's JSON, through the resource's encryption providers.
 #[derive(Debug, Clone)]
 pub struct KeyCodec {
     /// `<prefix>/<resource>/`
     prefix: String,
     namespaced: bool,
+    values: Transformer,
+    /// The objects whose stored values cannot be read (a missing key), and why.
+    unreadable: Arc<Unreadable>,
+}
+
+/// The objects whose latest stored values cannot be read, and why.
+#[derive(Debug, Default)]
+struct Unreadable {
+    /// Whether there is any: the common case costs reads one atomic load.
+    any: AtomicBool,
+    keys: Mutex<HashMap<ObjectKey, String>>,
+}
+
+impl Unreadable {
+    fn set(&self, key: ObjectKey, why: Option<String>) {
+        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        match why {
+            Some(why) => {
+                keys.insert(key, why);
+            }
+            None if self.any.load(Ordering::Acquire) => {
+                keys.remove(&key);
+            }
+            None => {}
+        }
+        self.any.store(!keys.is_empty(), Ordering::Release);
+    }
+
+    fn get(&self, key: &dyn KeyParts) -> Option<String> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        let keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        keys.get(&ObjectKey::new(key.namespace(), key.name())).cloned()
+    }
 }
 
 impl KeyCodec {
-    /// The layout of `resource`'s keys under `prefix`.
+    /// The layout of `resource`'s keys under `prefix`, its values plain JSON.
     pub fn new(prefix: &str, resource: &str, namespaced: bool) -> Self {
-        Self { prefix: format!("{}/{resource}/", prefix.trim_end_matches('/')), namespaced }
+        Self {
+            prefix: format!("{}/{resource}/", prefix.trim_end_matches('/')),
+            namespaced,
+            values: Transformer::default(),
+            unreadable: Arc::default(),
+        }
+    }
+
+    /// Values written and read through `values` (encryption at rest).
+    pub fn with_values(mut self, values: Transformer) -> Self {
+        self.values = values;
+        self
+    }
+
+    /// What is written to etcd for `bytes` (the object's JSON) at `raw_key`.
+    pub(crate) fn encode_value(&self, bytes: Vec<u8>, raw_key: &[u8]) -> Result<Vec<u8>, StoreError> {
+        self.values.seal(bytes, raw_key).map_err(StoreError::Internal)
+    }
+
+    /// Why the object at `key` cannot be read, if its latest stored value
+    /// could not be.
+    pub(crate) fn unreadable(&self, key: &dyn KeyParts) -> Option<String> {
+        self.unreadable.get(key)
+    }
+
+    /// The key was deleted: whatever could not be read of it is gone.
+    pub(crate) fn forget(&self, key: &ObjectKey) {
+        self.unreadable.set(key.clone(), None);
     }
 
     /// `<prefix>/<resource>/`: every key of the kind starts with it.
@@ -81,18 +148,32 @@ impl KeyCodec {
         Some(key)
     }
 
-    /// A stored key and value as an object; `None` (logged) for what is not ours.
+    /// A stored key and value as an object; `None` (logged, and remembered
+    /// for reads of that object) for what cannot be read or is not ours.
     pub(crate) fn decode(&self, raw_key: &[u8], value: &[u8]) -> Option<(ObjectKey, Value)> {
-        let key = self.decode_key(raw_key)?;
-        match serde_json::from_slice::<Value>(value) {
-            Ok(obj) if obj.get("metadata").is_some_and(Value::is_object) => Some((key, obj)),
-            Ok(_) => {
-                tracing::warn!(key = ?key, "ignoring an etcd value without metadata");
-                None
+        self.decode_stale(raw_key, value).map(|(key, obj, _)| (key, obj)).ok()
+    }
+
+    /// [`Self::decode`], with whether the value was written with other than
+    /// the first encryption provider and key (a write stores it again), or
+    /// why it cannot be read.
+    pub(crate) fn decode_stale(&self, raw_key: &[u8], value: &[u8]) -> Result<(ObjectKey, Value, bool), String> {
+        let key = self.decode_key(raw_key).ok_or("an etcd key that names no object of this kind")?;
+        let decoded =
+            self.values.open(value, raw_key).and_then(|(json, stale)| match serde_json::from_slice::<Value>(&json) {
+                Ok(obj) if obj.get("metadata").is_some_and(Value::is_object) => Ok((obj, stale)),
+                Ok(_) => Err("the stored value has no metadata".to_string()),
+                Err(e) => Err(format!("the stored value is not JSON: {e}")),
+            });
+        match decoded {
+            Ok((obj, stale)) => {
+                self.unreadable.set(key.clone(), None);
+                Ok((key, obj, stale))
             }
-            Err(e) => {
-                tracing::warn!(key = ?key, error = %e, "ignoring an etcd value that is not JSON");
-                None
+            Err(why) => {
+                tracing::error!(key = %String::from_utf8_lossy(raw_key), error = %why, "cannot read an object stored in etcd");
+                self.unreadable.set(key, Some(why.clone()));
+                Err(why)
             }
         }
     }
@@ -184,8 +265,9 @@ impl EtcdStore {
         }
     }
 
-    /// The object as etcd has it now (a linearizable read).
-    async fn read_fresh(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
+    /// The object as etcd has it now (a linearizable read), and whether it
+    /// is stored with other than the first encryption provider and key.
+    async fn read_fresh(&self, key: &ObjectKey) -> Result<Option<(StoredObject, bool)>, StoreError> {
         let mut kv = self.client.kv_client().max_decoding_message_size(client::MAX_MESSAGE_BYTES);
         let resp = match tokio::time::timeout(self.timeout, kv.get(self.codec.key(key), None)).await {
             Ok(Ok(resp)) => resp,
@@ -197,12 +279,12 @@ impl EtcdStore {
         resp.kvs().first().map(|item| self.decode_stored(item)).transpose()
     }
 
-    fn decode_stored(&self, item: &etcd_client::KeyValue) -> Result<StoredObject, StoreError> {
-        let (key, obj) = self
+    fn decode_stored(&self, item: &etcd_client::KeyValue) -> Result<(StoredObject, bool), StoreError> {
+        let (key, obj, stale) = self
             .codec
-            .decode(item.key(), item.value())
-            .ok_or_else(|| StoreError::Internal("etcd holds a value that is not an object of this kind".into()))?;
-        self.cache.encode(&key, obj, item.mod_revision() as u64)
+            .decode_stale(item.key(), item.value())
+            .map_err(|why| StoreError::Internal(format!("reading {}: {why}", String::from_utf8_lossy(item.key()))))?;
+        Ok((self.cache.encode(&key, obj, item.mod_revision() as u64)?, stale))
     }
 
     /// Writes `obj` (or deletes, with `None`) if the key is still at
@@ -217,7 +299,7 @@ impl EtcdStore {
         let (op, written) = match obj {
             Some(obj) => {
                 let (bytes, obj) = stored_bytes(obj, self.cache.max_object_bytes())?;
-                (TxnOp::put(raw.clone(), bytes, None), Some(obj))
+                (TxnOp::put(raw.clone(), self.codec.encode_value(bytes, &raw)?, None), Some(obj))
             }
             None => (TxnOp::delete(raw.clone(), None), None),
         };
@@ -238,7 +320,7 @@ impl EtcdStore {
             _ => None,
         });
         match current.as_ref().and_then(|get| get.kvs().first()) {
-            Some(item) => Ok(Err(Some(self.decode_stored(item)?))),
+            Some(item) => Ok(Err(Some(self.decode_stored(item)?.0))),
             None => Ok(Err(None)),
         }
     }
@@ -301,6 +383,11 @@ impl Store for EtcdStore {
     }
 
     fn get(&self, key: &dyn KeyParts) -> Result<Option<StoredObject>, StoreError> {
+        // An object whose latest stored value cannot be read is an error, not
+        // absent, nor its last readable state.
+        if let Some(why) = self.codec.unreadable(key) {
+            return Err(StoreError::Internal(why));
+        }
         self.cache.get(key)
     }
 
@@ -315,9 +402,10 @@ impl Store for EtcdStore {
     async fn create(&self, key: &ObjectKey, obj: Value) -> Result<StoredObject, StoreError> {
         let raw = self.codec.key(key);
         let (bytes, obj) = stored_bytes(obj, self.cache.max_object_bytes())?;
+        let value = self.codec.encode_value(bytes, &raw)?;
         let txn = Txn::new()
             .when([Compare::create_revision(raw.clone(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(raw, bytes, None)]);
+            .and_then([TxnOp::put(raw, value, None)]);
         let resp = self.txn("creating in etcd", txn).await?;
         if !resp.succeeded() {
             return Err(StoreError::AlreadyExists);
@@ -335,7 +423,7 @@ impl Store for EtcdStore {
         // writes nothing is confirmed against etcd, as kube's GuaranteedUpdate does.
         let mut current = match self.cache.current(key) {
             Ok(cached) => cached,
-            Err(StoreError::NotFound) => self.read_fresh(key).await?.ok_or(StoreError::NotFound)?,
+            Err(StoreError::NotFound) => self.read_fresh(key).await?.ok_or(StoreError::NotFound)?.0,
             Err(e) => return Err(e),
         };
         let mut confirmed = false;
@@ -346,21 +434,25 @@ impl Store for EtcdStore {
         while tokio::time::Instant::now() < deadline {
             let obj = match try_update(&current) {
                 decision @ (Mutation::Abort | Mutation::Keep) => {
+                    let mut stale = false;
                     if !confirmed {
                         confirmed = true;
                         match self.read_fresh(key).await? {
-                            Some(fresh) if fresh.rv != current.rv => {
+                            Some((fresh, _)) if fresh.rv != current.rv => {
                                 current = fresh;
                                 continue;
                             }
-                            Some(_) => {}
+                            Some((_, was_stale)) => stale = was_stale,
                             None => return Err(StoreError::NotFound),
                         }
                     }
-                    return Ok(match decision {
-                        Mutation::Keep => Updated::Kept(current),
-                        _ => Updated::Aborted,
-                    });
+                    match decision {
+                        // Stored with an older encryption key: written again
+                        // with the first, as kube's storage does.
+                        Mutation::Keep if stale => Some(current.value()?),
+                        Mutation::Keep => return Ok(Updated::Kept(current)),
+                        _ => return Ok(Updated::Aborted),
+                    }
                 }
                 Mutation::Put(obj) => Some(obj),
                 Mutation::Delete => None,

@@ -333,6 +333,7 @@ const CRD: &str = "kube-apiserver (CRD)";
 const DIRECT: &str = "farm-apiserver direct (memory)";
 const AGGREGATED: &str = "farm-apiserver via aggregator (memory)";
 const ETCD: &str = "farm-apiserver direct (etcd)";
+const ETCD_ENCRYPTED: &str = "farm-apiserver direct (etcd, aesgcm at rest)";
 const COMPARED: &str = "farm-apiserver direct (memory), compared (SPEED_COMPARE_*)";
 const GET: &str = "GET one Llama";
 const GET_OLD: &str = "GET one Llama in v1alpha (converted)";
@@ -361,6 +362,22 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
     let prefix = format!("/farm-speed/{}", uuid::Uuid::new_v4().simple());
     let etcd_args = ["--storage", "etcd", "--etcd-servers", &etcd_endpoint, "--etcd-prefix", &prefix];
     let on_etcd = farm(cp, None, &cfg.server_env, &etcd_args.map(String::from)).await?;
+    // The same, its Llamas encrypted in etcd (aesgcm, a 32-byte key).
+    let encryption_config = std::env::temp_dir().join(format!("farm-speed-encryption-{}.yaml", std::process::id()));
+    let key = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, rand::random::<[u8; 32]>());
+    std::fs::write(
+        &encryption_config,
+        format!(
+            "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: ['*.*']\n  providers:\n  - aesgcm: {{keys: [{{name: k1, secret: {key}}}]}}\n"
+        ),
+    )?;
+    let encrypted_prefix = format!("{prefix}-encrypted");
+    let mut encrypted_args: Vec<String> =
+        ["--storage", "etcd", "--etcd-servers", &etcd_endpoint, "--etcd-prefix", &encrypted_prefix]
+            .map(String::from)
+            .to_vec();
+    encrypted_args.extend(["--encryption-provider-config".into(), encryption_config.display().to_string()]);
+    let on_etcd_encrypted = farm(cp, None, &cfg.server_env, &encrypted_args).await?;
     let compared_server = match cfg.compares() {
         true => {
             let env = cfg.compare_env.as_deref().unwrap_or(&cfg.server_env);
@@ -400,6 +417,14 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
         pid: on_etcd.pid(),
         ..direct.clone()
     };
+    let etcd_encrypted = Target {
+        key: "etcd-enc",
+        name: ETCD_ENCRYPTED,
+        addr: SocketAddr::from(([127, 0, 0, 1], on_etcd_encrypted.port)),
+        tls: client_tls(&std::fs::read(&on_etcd_encrypted.ca_file)?)?,
+        pid: on_etcd_encrypted.pid(),
+        ..direct.clone()
+    };
     let compared = match &compared_server {
         Some(s) => Some(Target {
             key: "compared",
@@ -415,7 +440,7 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
     wait_serving(&aggregated, LIST_NS).await?;
 
     eprintln!("{} seeding {} Llamas on each store", stamp(), cfg.llamas);
-    for t in [&direct, &etcd, &crd].into_iter().chain(compared.as_ref()) {
+    for t in [&direct, &etcd, &etcd_encrypted, &crd].into_iter().chain(compared.as_ref()) {
         let op = Op::Create { collection: t.collection(LIST_NS), prefix: "llama".into() };
         load(t, &op, 8, Stop::Count(cfg.llamas as u64)).await?;
     }
@@ -453,9 +478,12 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
     eprintln!("{} measuring (load average {load_before})", stamp());
     let mut rows = Vec::new();
     rows.extend(
-        case(&cfg.pace, GET, &beside(compared.as_ref(), &[&minimal, &direct, &aggregated, &etcd, &crd]), |t| {
-            Op::Get(one(t))
-        })
+        case(
+            &cfg.pace,
+            GET,
+            &beside(compared.as_ref(), &[&minimal, &direct, &aggregated, &etcd, &etcd_encrypted, &crd]),
+            |t| Op::Get(one(t)),
+        )
         .await?,
     );
     rows.extend(
@@ -477,10 +505,15 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
         .await?,
     );
     rows.extend(
-        case(&cfg.pace, CREATE, &beside(compared.as_ref(), &[&direct, &aggregated, &etcd, &crd]), |t| Op::Create {
-            collection: t.collection(CREATE_NS),
-            prefix: format!("c-{}-{}", t.key, uuid::Uuid::new_v4().simple()),
-        })
+        case(
+            &cfg.pace,
+            CREATE,
+            &beside(compared.as_ref(), &[&direct, &aggregated, &etcd, &etcd_encrypted, &crd]),
+            |t| Op::Create {
+                collection: t.collection(CREATE_NS),
+                prefix: format!("c-{}-{}", t.key, uuid::Uuid::new_v4().simple()),
+            },
+        )
         .await?,
     );
     eprintln!("  {WATCH}");
@@ -604,6 +637,12 @@ fn report(
     line("GET one, etcd / memory (resourceVersion=0)", rate(GET_RV0, ETCD) / rate(GET_RV0, DIRECT), Some(0.9))?;
     line("LIST 1,000, etcd / memory (latest)", rate(LIST, ETCD) / rate(LIST, DIRECT), Some(0.9))?;
     line("creates, etcd / CRD (same etcd)", rate(CREATE, ETCD) / rate(CREATE, CRD), Some(1.0))?;
+    line(
+        "creates, etcd with aesgcm at rest / plain etcd (goal: at least 0.9)",
+        rate(CREATE, ETCD_ENCRYPTED) / rate(CREATE, ETCD),
+        Some(0.9),
+    )?;
+    line("GET one, etcd with aesgcm at rest / plain etcd", rate(GET, ETCD_ENCRYPTED) / rate(GET, ETCD), Some(0.9))?;
     line("creates, direct memory / CRD", rate(CREATE, DIRECT) / rate(CREATE, CRD), None)?;
     line("watch event latency p50, CRD / direct (x faster)", p50(WATCH, CRD) / p50(WATCH, DIRECT), None)?;
     line("watch event latency p50, CRD / etcd (x faster)", p50(WATCH, CRD) / p50(WATCH, ETCD), None)?;

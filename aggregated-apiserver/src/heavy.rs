@@ -12,10 +12,11 @@
 //! async workers").
 //!
 //! [`tokio::task::block_in_place`] first hands the worker's queue, LIFO slot
-//! included, to another thread, and the kernel then shares the cores among
-//! the computation and everything else. It costs some microseconds a call,
-//! so work estimated below [`HEAVY_BYTES`] (which finishes in about that
-//! time or less) runs in place.
+//! included, to another thread; the computation then runs on a thread of
+//! its own at a lower scheduling priority, so that under a flood of large
+//! computations the kernel still gives a light request's worker a core at
+//! once. It costs some tens of microseconds a call, so work estimated below
+//! [`HEAVY_BYTES`] (which finishes in about that time or less) runs in place.
 //!
 //! # Turns are shared fairly, and end at the request's deadline
 //!
@@ -123,16 +124,23 @@ static TURNS: LazyLock<Arc<Turns>> =
 /// I/O (a store write), which the runtime's drivers still serve. The turn is
 /// waited for asynchronously, so a request waiting costs no thread and its
 /// deadline still applies.
-pub async fn run_async<F: Future>(input_bytes: usize, work: F) -> F::Output {
+pub async fn run_async<F>(input_bytes: usize, work: F) -> F::Output
+where
+    F: Future + Send,
+    F::Output: Send,
+{
     if !off_the_workers(input_bytes) {
         return work.await;
     }
     let flow = FLOW.try_with(Clone::clone).ok().flatten();
     let deadline = DEADLINE.try_with(|deadline| *deadline).ok().flatten();
     let _turn = TURNS.take(flow).await;
+    let handle = Handle::current();
     tokio::task::block_in_place(|| {
-        let _in_turn = InTurn::enter(deadline);
-        Handle::current().block_on(work)
+        on_a_background_thread(|| {
+            let _in_turn = InTurn::enter(deadline);
+            handle.block_on(work)
+        })
     })
 }
 
@@ -140,11 +148,55 @@ pub async fn run_async<F: Future>(input_bytes: usize, work: F) -> F::Output {
 /// workers when it is large ([`tokio::task::block_in_place`]), but without a
 /// turn: for computations a synchronous step cannot wait a turn for (a
 /// stored object converted to the version a reader asked for).
-pub fn run_in_place<T>(input_bytes: usize, work: impl FnOnce() -> T) -> T {
+pub fn run_in_place<T: Send>(input_bytes: usize, work: impl FnOnce() -> T + Send) -> T {
     if off_the_workers(input_bytes) {
-        tokio::task::block_in_place(work)
+        tokio::task::block_in_place(|| on_a_background_thread(work))
     } else {
         work()
+    }
+}
+
+/// How much lower than the async workers a computation's thread is
+/// scheduled (a nice value): under a flood of large computations, the
+/// kernel still gives a light request's worker the core at once.
+const BACKGROUND_NICENESS: libc::c_int = 10;
+
+/// Runs `work` on a thread of its own whose scheduling priority is lowered
+/// ([`BACKGROUND_NICENESS`]), and waits for it (a panic in it goes on in
+/// the caller). A thread per computation: a lowered priority cannot be
+/// raised again without privileges, so these threads never become async
+/// workers, and a computation large enough to be moved costs a thousand
+/// times the thread's start.
+fn on_a_background_thread<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    let work = Mutex::new(Some(work));
+    let take = || work.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+    std::thread::scope(|scope| {
+        let computing = std::thread::Builder::new().name("heavy".into()).spawn_scoped(scope, || {
+            lower_priority();
+            take().map(|work| work())
+        });
+        let computed = match computing {
+            Ok(thread) => thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Err(e) => {
+                tracing::warn!(error = %e, "no thread for a large computation: it runs on an async worker");
+                None
+            }
+        };
+        // Not started: computed here, at the workers' priority.
+        computed.unwrap_or_else(|| match take() {
+            Some(work) => work(),
+            None => unreachable!("a thread that took the computation returns its result"),
+        })
+    })
+}
+
+/// Lowers this thread's scheduling priority (Linux nice values are per thread).
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority on the calling thread's id only changes its nice value.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, BACKGROUND_NICENESS);
     }
 }
 

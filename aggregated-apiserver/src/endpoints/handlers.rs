@@ -198,7 +198,11 @@ fn apart<F: std::future::Future>(work: F) -> std::pin::Pin<Box<F>> {
 /// else as it is, the registry taking turns around its computing steps
 /// only. A turn held while a webhook answers would make every other user's
 /// large computation wait on that webhook.
-async fn write_in_turns<F: std::future::Future>(admitted: bool, work: usize, write: F) -> F::Output {
+async fn write_in_turns<F>(admitted: bool, work: usize, write: F) -> F::Output
+where
+    F: std::future::Future + Send,
+    F::Output: Send,
+{
     match admitted {
         true => write.await,
         false => heavy::run_async(work, write).await,

@@ -100,7 +100,8 @@ impl Provider {
 
     /// `data` as stored under `key` with the first key.
     pub fn encrypt(&self, data: Vec<u8>, key: &[u8]) -> Result<Vec<u8>, String> {
-        let (name, sealed) = match self {
+        // The nonce (or IV) the value is sealed with, and the sealed data.
+        let (name, nonce, sealed): (&str, Vec<u8>, Vec<u8>) = match self {
             Self::Identity => return Ok(data),
             Self::AesGcm(keys) => {
                 let k = &keys[0];
@@ -110,14 +111,14 @@ impl Provider {
                     .key
                     .seal(&nonce, Payload { msg: &data, aad: key })
                     .map_err(|_| "encrypting with aesgcm failed".to_string())?;
-                (&k.name, [&nonce[..], &sealed].concat())
+                (&k.name, nonce.to_vec(), sealed)
             }
             Self::AesCbc(keys) => {
                 let k = &keys[0];
                 let mut iv = [0u8; CBC_IV];
                 rand::rng().fill_bytes(&mut iv);
                 let sealed = Aes256CbcEnc::new(&k.key.0.into(), &iv.into()).encrypt_padded_vec_mut::<Pkcs7>(&data);
-                (&k.name, [&iv[..], &sealed].concat())
+                (&k.name, iv.to_vec(), sealed)
             }
             Self::Secretbox(keys) => {
                 let k = &keys[0];
@@ -127,16 +128,11 @@ impl Provider {
                     .0
                     .encrypt(&nonce, data.as_slice())
                     .map_err(|_| "encrypting with secretbox failed".to_string())?;
-                (&k.name, [&nonce[..], &sealed].concat())
+                (&k.name, nonce.to_vec(), sealed)
             }
         };
         let prefix = self.prefix().unwrap_or_default();
-        let mut out = Vec::with_capacity(prefix.len() + name.len() + 1 + sealed.len());
-        out.extend_from_slice(prefix.as_bytes());
-        out.extend_from_slice(name.as_bytes());
-        out.push(b':');
-        out.extend_from_slice(&sealed);
-        Ok(out)
+        Ok([prefix.as_bytes(), name.as_bytes(), b":", &nonce, &sealed].concat())
     }
 
     /// What `stored` under `key` holds, if it carries this provider's

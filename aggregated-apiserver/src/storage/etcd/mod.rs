@@ -53,17 +53,20 @@ struct Unreadable {
 }
 
 impl Unreadable {
-    fn set(&self, key: ObjectKey, why: Option<String>) {
+    fn mark(&self, key: ObjectKey, why: String) {
         let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        match why {
-            Some(why) => {
-                keys.insert(key, why);
-            }
-            None if self.any.load(Ordering::Acquire) => {
-                keys.remove(&key);
-            }
-            None => {}
+        keys.insert(key, why);
+        self.any.store(true, Ordering::Release);
+    }
+
+    /// The object at `key` reads again (or is gone): the common case, with
+    /// nothing unreadable, is one atomic load.
+    fn clear(&self, key: &ObjectKey) {
+        if !self.any.load(Ordering::Acquire) {
+            return;
         }
+        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        keys.remove(key);
         self.any.store(!keys.is_empty(), Ordering::Release);
     }
 
@@ -106,7 +109,7 @@ impl KeyCodec {
 
     /// The key was deleted: whatever could not be read of it is gone.
     pub(crate) fn forget(&self, key: &ObjectKey) {
-        self.unreadable.set(key.clone(), None);
+        self.unreadable.clear(key);
     }
 
     /// `<prefix>/<resource>/`: every key of the kind starts with it.
@@ -167,12 +170,12 @@ impl KeyCodec {
             });
         match decoded {
             Ok((obj, stale)) => {
-                self.unreadable.set(key.clone(), None);
+                self.unreadable.clear(&key);
                 Ok((key, obj, stale))
             }
             Err(why) => {
                 tracing::error!(key = %String::from_utf8_lossy(raw_key), error = %why, "cannot read an object stored in etcd");
-                self.unreadable.set(key, Some(why.clone()));
+                self.unreadable.mark(key, why.clone());
                 Err(why)
             }
         }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::{answered, passed, Next, Request};
 use axum::response::{IntoResponse, Response};
 use futures::FutureExt;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::apimachinery::errors::ApiError;
 use crate::apimachinery::gofmt::go_parse_duration;
@@ -42,7 +42,7 @@ fn shutting_down(version: http::Version) -> Response {
 }
 
 pub fn enforce<'a, N: Next + 'a>(
-    deadline: &Deadline,
+    deadline: &'a Deadline,
     req: Request,
     next: N,
 ) -> impl Future<Output = Response> + Send + 'a {
@@ -60,7 +60,8 @@ pub fn enforce<'a, N: Next + 'a>(
     // The rest of the chain under the deadline, if the request has one.
     let version = req.version();
     let handling = crate::heavy::with_deadline(limit, next.run(req));
-    let grace = (!long_running).then(|| deadline.grace_over.clone().cancelled_owned());
+    // Borrowed, not cloned: no shared count is touched per request.
+    let grace = (!long_running).then(|| deadline.grace_over.cancelled());
     let timer = limit.map(|at| tokio::time::sleep_until(at.into()));
     passed(Within { handling, timer, grace }.map(move |answer| match answer {
         Ended::Answered(_) if limit.is_some_and(|at| Instant::now() > at) => {
@@ -82,17 +83,17 @@ enum Ended {
 pin_project_lite::pin_project! {
     /// A request's handling, given up when its timer fires first or the
     /// shutdown grace ends.
-    struct Within<F> {
+    struct Within<'a, F> {
         #[pin]
         handling: F,
         #[pin]
         timer: Option<tokio::time::Sleep>,
         #[pin]
-        grace: Option<WaitForCancellationFutureOwned>,
+        grace: Option<WaitForCancellationFuture<'a>>,
     }
 }
 
-impl<F: Future<Output = Response>> Future for Within<F> {
+impl<F: Future<Output = Response>> Future for Within<'_, F> {
     type Output = Ended;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Ended> {

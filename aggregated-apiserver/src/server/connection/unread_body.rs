@@ -113,8 +113,9 @@ where
             // to do.)
             let closing = resp.headers().get(CONNECTION).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
             if let (false, Ok(body)) = (closing, rest.try_recv()) {
-                if !drain(body).await {
+                if let Some(body) = drain(body).await {
                     resp.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+                    tokio::spawn(linger(body));
                 }
             }
             Ok(resp)
@@ -123,23 +124,44 @@ where
 }
 
 /// Reads and drops `body` to its end, if that is at most
-/// [`MAX_DRAINED_BYTES`] arriving within [`DRAIN_TIMEOUT`]; whether it did.
-async fn drain(mut body: Incoming) -> bool {
+/// [`MAX_DRAINED_BYTES`] arriving within [`DRAIN_TIMEOUT`]; what is left of
+/// it when not.
+async fn drain(mut body: Incoming) -> Option<Incoming> {
     if body.size_hint().lower() > MAX_DRAINED_BYTES {
-        return false;
+        return Some(body);
     }
+    let drained = tokio::time::timeout(DRAIN_TIMEOUT, discard(&mut body, MAX_DRAINED_BYTES)).await;
+    match drained {
+        Ok(Some(true)) => None,
+        _ => Some(body),
+    }
+}
+
+/// How long, and how much more, the rest of a body too large to drain is
+/// still read after the answer that closes its connection: the client is
+/// then still sending, and a connection closed with unread bytes is reset,
+/// which can take the answer with it before the client reads it (Go's
+/// server waits likewise before it closes).
+const LINGER: Duration = Duration::from_secs(1);
+const LINGER_BYTES: u64 = 8 << 20;
+
+/// Reads and drops the rest of `body` for a while, so the connection closes
+/// after the client has read the answer rather than under it.
+async fn linger(mut body: Incoming) {
+    let _ = tokio::time::timeout(LINGER, discard(&mut body, LINGER_BYTES)).await;
+}
+
+/// Reads and drops `body` to its end (Some(true)), unless it holds more than
+/// `limit` bytes (Some(false)) or breaks (None).
+async fn discard(body: &mut Incoming, limit: u64) -> Option<bool> {
     let mut read = 0u64;
-    let reading = async {
-        while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
-            let Ok(frame) = frame else { return false };
-            if let Some(data) = frame.data_ref() {
-                read += data.len() as u64;
-                if read > MAX_DRAINED_BYTES {
-                    return false;
-                }
+    while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await {
+        if let Some(data) = frame.ok()?.data_ref() {
+            read += data.len() as u64;
+            if read > limit {
+                return Some(false);
             }
         }
-        true
-    };
-    tokio::time::timeout(DRAIN_TIMEOUT, reading).await.unwrap_or(false)
+    }
+    Some(true)
 }

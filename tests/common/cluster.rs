@@ -336,6 +336,23 @@ pub fn namespace(cp: &ControlPlane, name: &str) -> String {
     name.to_string()
 }
 
+/// Waits until kube-apiserver's authorizer has seen a new grant: `kubectl
+/// auth can-i <args>` answers yes. RBAC is read from an informer's cache, so
+/// a binding just created may still be unknown to the first request after it.
+pub async fn wait_until_allowed(cp: &ControlPlane, args: &[&str]) {
+    let mut command = vec!["auth", "can-i"];
+    command.extend_from_slice(args);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = cp.kubectl(&command);
+        if out.1.trim() == "yes" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never allowed within 30 s: kubectl {command:?}: {out:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Polls `f` until it returns true.
 pub async fn eventually(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;

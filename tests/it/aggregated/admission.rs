@@ -82,6 +82,10 @@ async fn webhooks_are_told_who_asked_and_what_as_kube_tells_them() {
         cp.kubectl(&["create", "rolebinding", "alice-admin", "--clusterrole=cluster-admin", "--user=alice", "-n", &ns]);
     assert!(out.0, "{out:?}");
     for group in [CRD_GROUP, OUR_GROUP] {
+        let resource = format!("llamas.{group}");
+        cluster::wait_until_allowed(&cp, &["create", &resource, "--as=alice", "--as-group=farmers", "-n", &ns]).await;
+    }
+    for group in [CRD_GROUP, OUR_GROUP] {
         let llamas = format!("{}/apis/{group}/{VERSION}/namespaces/{ns}/llamas", cp.server);
         let as_alice =
             |r: reqwest::RequestBuilder| r.header("Impersonate-User", "alice").header("Impersonate-Group", "farmers");

@@ -23,7 +23,7 @@ async fn secured() -> &'static Registered<'static> {
 }
 
 /// RBAC for farm-user: read llamas in one namespace only.
-fn grant_read(cp: &ControlPlane, ns: &str) {
+async fn grant_read(cp: &ControlPlane, ns: &str) {
     cp.apply(&format!(
         "apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -41,6 +41,7 @@ subjects:
 - {{apiGroup: rbac.authorization.k8s.io, kind: User, name: farm-user}}
 "
     ));
+    cluster::wait_until_allowed(cp, &["list", "llamas.farm.example.com", "--as=farm-user", "-n", ns]).await;
 }
 
 const LLAMA: &str = r#"{"apiVersion":"farm.example.com/v1alpha","kind":"Llama","metadata":{"name":"dolly"},"spec":{"weight":31.4,"height":1.7}}"#;
@@ -51,7 +52,7 @@ async fn rbac_through_the_aggregator_and_kubectl_auth_can_i() {
     let cp = reg.cp;
     let ns = namespace(cp, "sec-rbac");
     let other = namespace(cp, "sec-other");
-    grant_read(cp, &ns);
+    grant_read(cp, &ns).await;
     cp.apply(&LLAMA.replace("\"dolly\"}", &format!("\"dolly\",\"namespace\":\"{ns}\"}}")));
     let user = &cp.user_kubeconfig;
     let out = common::kubectl(user, &["get", "llamas", "-n", &ns]);
@@ -82,7 +83,7 @@ async fn farm_apiserver_authorizes_the_aggregators_requests_itself() {
     let reg = secured().await;
     let cp = reg.cp;
     let ns = namespace(cp, "sec-direct");
-    grant_read(cp, &ns);
+    grant_read(cp, &ns).await;
     // What the aggregator sends: its front-proxy client certificate plus the user in headers.
     let (cert, key) = files(cp, "frontProxyClientCertFile", "frontProxyClientKeyFile");
     let proxy = client_with_identity(&reg.server, &cert, &key);

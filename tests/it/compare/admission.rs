@@ -117,7 +117,7 @@ pub async fn install_on(
     probe_labels: Value,
 ) {
     cp.apply(yaml);
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         for group in [CRD_GROUP, OUR_GROUP] {
             let probe = json!({
@@ -133,7 +133,7 @@ pub async fn install_on(
         if called(CRD_GROUP) && called(OUR_GROUP) {
             return;
         }
-        assert!(Instant::now() < deadline, "neither server called {path} within 30 s after installing\n{yaml}");
+        assert!(Instant::now() < deadline, "neither server called {path} within 60 s after installing\n{yaml}");
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }

@@ -190,6 +190,8 @@ async fn a_rolling_update_drops_no_request_and_no_watch_event() {
             }
         })
     };
+    // Where the watch starts: before the first write, which it must see.
+    let start_rv = llamas.list(&ListParams::default().limit(1)).await.unwrap().metadata.resource_version.unwrap();
     // Writes: a create and a patch each round; the resourceVersion of each.
     let written = Arc::new(Mutex::new(Vec::<String>::new()));
     let writes = {
@@ -216,7 +218,6 @@ async fn a_rolling_update_drops_no_request_and_no_watch_event() {
     };
     // A watch from the current resourceVersion, resumed from the last one
     // seen whenever it ends (as when its replica goes).
-    let start_rv = llamas.list(&ListParams::default().limit(1)).await.unwrap().metadata.resource_version.unwrap();
     let seen = Arc::new(Mutex::new(Vec::<String>::new()));
     let watch_ends = Arc::new(AtomicUsize::new(0));
     let watching = {

@@ -114,3 +114,13 @@ that say what to change. Rendered (as nothing) by the Deployment.
 {{- fail "tls.existingSecret.name: the Secret with tls.crt and tls.key is required with tls.type existing-secret" }}
 {{- end }}
 {{- end }}
+
+{{/*
+kube's TracingConfiguration, from the tracing values.
+*/}}
+{{- define "farm-apiserver.tracingConfig" -}}
+apiVersion: apiserver.config.k8s.io/v1
+kind: TracingConfiguration
+endpoint: {{ .Values.tracing.endpoint | quote }}
+samplingRatePerMillion: {{ .Values.tracing.samplingRatePerMillion | int64 }}
+{{- end }}

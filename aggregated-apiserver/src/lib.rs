@@ -53,6 +53,7 @@ pub(crate) mod server;
 pub mod storage;
 #[cfg(test)]
 mod test_pki;
+pub(crate) mod trace;
 pub(crate) mod transport;
 
 pub use apimachinery::field_error::{FieldError, FieldErrorKind};

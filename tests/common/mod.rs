@@ -13,6 +13,7 @@ pub mod etcd;
 pub mod fuzz;
 pub mod helm;
 pub mod identity;
+pub mod otlp;
 pub mod podman;
 pub mod relay;
 pub mod webhook;
@@ -327,6 +328,21 @@ pub fn client_trusting(ca: &Path) -> anyhow::Result<reqwest::Client> {
         .add_root_certificate(reqwest::Certificate::from_pem(&pem)?)
         .timeout(Duration::from_secs(30))
         .build()?)
+}
+
+/// Runs the server with `args` expecting it to refuse to start; its stderr.
+pub fn refuses_to_start(args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_farm-apiserver"))
+        .args(["--bind", "127.0.0.1:0", "--cert-dir"])
+        .arg(dir.path())
+        .args(args)
+        .env("KUBECONFIG", dir.path().join("none"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "started with {args:?}:\n{stderr}");
+    stderr
 }
 
 pub fn llama(name: &str, weight: f64, height: f64) -> Value {

@@ -21,6 +21,7 @@
 //! | `/http-error` | HTTP 500 with a text body |
 //! | `/convert` | a CRD conversion webhook for Llamas in any group: the ConversionReview's objects converted by farm-apiserver's own conversions |
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -50,6 +51,8 @@ pub struct WebhookServer {
     pub ca_pem: String,
     /// Every review received: (path, AdmissionReview).
     pub reviews: Arc<Mutex<Vec<(String, Value)>>>,
+    /// The `traceparent` each review came with, by the review's request UID.
+    pub traceparents: Arc<Mutex<BTreeMap<String, String>>>,
     /// Set once `/hold` may answer for the objects it holds.
     released: tokio::sync::watch::Sender<bool>,
 }
@@ -111,10 +114,18 @@ impl WebhookServer {
         let port = listener.local_addr().unwrap().port();
         let reviews: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
         let recorded = reviews.clone();
+        let traceparents: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
+        let traced = traceparents.clone();
         let (released, release) = tokio::sync::watch::channel(false);
         let app = axum::Router::new()
-            .fallback(move |uri: Uri, body: Bytes| {
+            .fallback(move |uri: Uri, headers: http::HeaderMap, body: Bytes| {
                 let (recorded, mut release) = (recorded.clone(), release.clone());
+                if let Some(parent) = headers.get("traceparent").and_then(|v| v.to_str().ok()) {
+                    let uid = serde_json::from_slice::<Value>(&body)
+                        .ok()
+                        .and_then(|r| r["request"]["uid"].as_str().map(String::from));
+                    traced.lock().unwrap().insert(uid.unwrap_or_default(), parent.to_string());
+                }
                 async move { answer(uri.path(), &body, &recorded, &mut release).await }
             })
             // A conversion review carries a whole list's objects.
@@ -127,7 +138,7 @@ impl WebhookServer {
                 axum_server::from_tcp_rustls(listener, tls).unwrap().serve(app.into_make_service()).await.unwrap();
             });
         });
-        WebhookServer { port, ca_pem, reviews, released }
+        WebhookServer { port, ca_pem, reviews, traceparents, released }
     }
 
     /// Lets `/hold` answer for the objects it holds, now and from now on.

@@ -9,6 +9,7 @@
 //! observe         request metrics and the request log (sees every answer, 401s and 429s too)
 //! deadline        504 for non-long-running requests after --request-timeout (or ?timeout=)
 //! authentication  front-proxy, client certificate, bearer token, else anonymous
+//! trace           with a tracing configuration, the request's span (trace.rs)
 //! audit policy    the policy evaluated for the authenticated user; RequestReceived
 //! impersonation   Impersonate-* headers, each checked with a SubjectAccessReview
 //! in-flight       --max-requests-inflight / --max-mutating-requests-inflight, watch caps
@@ -37,6 +38,7 @@ pub mod options;
 pub mod recovery;
 pub mod request_metrics;
 pub mod status_encoding;
+pub mod trace;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -120,6 +122,8 @@ pub struct Filters {
     deadline: Arc<deadline::Deadline>,
     /// With delegated authentication only, as are impersonation and authorization.
     authentication: Option<Arc<authentication::Authentication>>,
+    /// With `--tracing-config-file` only.
+    tracing: Option<Arc<crate::trace::Tracing>>,
     impersonation: Option<Arc<crate::auth::authz::Authorizer>>,
     inflight: Arc<inflight::InFlight>,
     authorization: Option<Arc<authorization::Authorization>>,
@@ -134,6 +138,7 @@ impl Filters {
         resources: Arc<ServedKinds>,
         requests: Arc<request_metrics::RequestMetrics>,
         auditor: Option<Arc<crate::audit::Auditor>>,
+        tracing: Option<Arc<crate::trace::Tracing>>,
         grace_over: tokio_util::sync::CancellationToken,
     ) -> Self {
         let limits = options.limits;
@@ -150,6 +155,7 @@ impl Filters {
                     anonymous_paths: always_allow.clone(),
                 })
             }),
+            tracing,
             impersonation: guard.map(|guard| guard.authz.clone()),
             inflight: Arc::new(inflight::InFlight::new(inflight::Limits {
                 max_read: limits.max_requests_inflight,
@@ -248,9 +254,17 @@ where
 
     fn authenticated(&self, req: Request) -> impl Future<Output = Response> + Send + '_ {
         match &self.filters.authentication {
-            Some(authn) => {
-                Either::Left(authentication::authenticate(authn, req, move |req| self.policy_evaluated(req)))
-            }
+            Some(authn) => Either::Left(authentication::authenticate(authn, req, move |req| self.traced(req))),
+            None => Either::Right(self.traced(req)),
+        }
+    }
+
+    fn traced(&self, req: Request) -> impl Future<Output = Response> + Send + '_ {
+        match &self.filters.tracing {
+            // Boxed: a traced request carries its span's context anyway, and
+            // the tracing filter's state would otherwise be carried by every
+            // request's future.
+            Some(tracing) => Either::Left(trace::trace(tracing, req, move |req| self.policy_evaluated(req)).boxed()),
             None => Either::Right(self.policy_evaluated(req)),
         }
     }

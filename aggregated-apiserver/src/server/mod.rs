@@ -62,6 +62,8 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// With an audit policy and a backend only.
     pub auditor: Option<Arc<crate::audit::Auditor>>,
+    /// With `--tracing-config-file` only.
+    tracing: Option<Arc<crate::trace::Tracing>>,
     filters: Arc<Filters>,
     version: bytes::Bytes,
     /// What the application asked to run once the server is first ready.
@@ -83,6 +85,10 @@ impl App {
         // it connects to anything.
         let metrics = Arc::new(Metrics::new(identity.name));
         let auditor = crate::audit::Auditor::start(&options.audit, metrics.audit().clone()).await?;
+        let tracing = match &options.tracing.tracing_config_file {
+            Some(path) => Some(crate::trace::Tracing::start(&crate::trace::TracingConfig::load(path)?, identity.name)?),
+            None => None,
+        };
         // One client for everything that talks to the cluster: the
         // application's watches, the authentication ConfigMap, TokenReviews
         // and SubjectAccessReviews.
@@ -150,6 +156,7 @@ impl App {
             resources.clone(),
             metrics.requests(),
             auditor.clone(),
+            tracing.clone(),
             lifecycle.grace_over.clone(),
         );
         Ok(Arc::new(Self {
@@ -160,6 +167,7 @@ impl App {
             health,
             metrics,
             auditor,
+            tracing,
             filters: Arc::new(filters),
             version: bytes::Bytes::from(serde_json::to_vec(&version).unwrap_or_default()),
             first_ready,
@@ -373,6 +381,10 @@ async fn serve_until_stopped(
         if tokio::time::timeout(AUDIT_FLUSH_TIMEOUT, auditor.shutdown()).await.is_err() {
             tracing::warn!(timeout = ?AUDIT_FLUSH_TIMEOUT, "audit events still buffered at exit were not all written");
         }
+    }
+    if let Some(tracing) = app.tracing.clone() {
+        // The exporter's flush blocks its caller until the batch is sent.
+        let _ = tokio::task::spawn_blocking(move || tracing.shutdown()).await;
     }
     served
 }

@@ -157,6 +157,9 @@ pub struct ServerOptions {
     /// Auditing.
     #[command(flatten)]
     pub audit: AuditOptions,
+    /// OpenTelemetry tracing.
+    #[command(flatten)]
+    pub tracing: crate::trace::TracingOptions,
 }
 
 /// Gives every flag of `command` (and of its subcommands) that has none an

@@ -327,6 +327,8 @@ fn values_reach_the_server_and_the_service_monitor_verifies_tls() {
         "rbac.admissionParamKinds[0].apiGroups={},rbac.admissionParamKinds[0].resources={configmaps}",
         "--set",
         "serviceMonitor.enabled=true,image.tag=v9.9.9",
+        "--set",
+        "tracing.endpoint=otel-collector.observability:4317,tracing.samplingRatePerMillion=100",
         // Names, or objects as metrics-server's chart takes them.
         "--set-json",
         r#"imagePullSecrets=["regcred",{"name":"other"}]"#,
@@ -346,6 +348,7 @@ fn values_reach_the_server_and_the_service_monitor_verifies_tls() {
         ("--disable-admission-plugins", "ValidatingAdmissionWebhook"),
         ("--pod-namespaces", "a,b"),
         ("--admission-control-config-file", "/etc/farm-apiserver/admission/admission-config.yaml"),
+        ("--tracing-config-file", "/etc/farm-apiserver/tracing/tracing.yaml"),
     ] {
         assert_eq!(flag(&args, name), Some(value), "{name} in {args:?}");
     }
@@ -363,6 +366,21 @@ fn values_reach_the_server_and_the_service_monitor_verifies_tls() {
         "no audit log volume for standard output"
     );
     assert_eq!(container["env"][0]["name"], "FARM_LOG");
+    // The tracing configuration is a ConfigMap mounted where the flag points.
+    let mounted = |path: &str| {
+        container["volumeMounts"].as_array().expect("mounts").iter().find(|m| m["mountPath"] == path).cloned()
+    };
+    let mount = mounted("/etc/farm-apiserver/tracing").expect("the tracing configuration is mounted");
+    let volume =
+        pod["volumes"].as_array().expect("volumes").iter().find(|v| v["name"] == mount["name"]).expect("volume");
+    let tracing = find(&items, "ConfigMap", volume["configMap"]["name"].as_str().expect("a ConfigMap"));
+    let config: Value =
+        serde_norway::from_str(tracing["data"]["tracing.yaml"].as_str().expect("tracing.yaml")).expect("YAML");
+    assert_eq!(
+        config,
+        serde_json::json!({"apiVersion": "apiserver.config.k8s.io/v1", "kind": "TracingConfiguration",
+            "endpoint": "otel-collector.observability:4317", "samplingRatePerMillion": 100})
+    );
     let role = find(&items, "ClusterRole", "farm-apiserver");
     let last = role["rules"].as_array().and_then(|r| r.last()).expect("rules");
     assert_eq!(
@@ -398,6 +416,7 @@ fn bad_values_are_refused_naming_the_value() {
         ("apiService:\n  insecureSkipTLSVerify: \"yes\"\n", &["/apiService/insecureSkipTLSVerify"][..]),
         ("replicaCount: 3\n", &["replicaCount: 3 replicas need storage.type etcd"][..]),
         ("storage:\n  type: etcd\n", &["storage.etcd.endpoints"][..]),
+        ("tracing:\n  samplingRatePerMillion: 2000000\n", &["/tracing/samplingRatePerMillion"][..]),
     ] {
         let file = dir.path().join("values.yaml");
         std::fs::write(&file, values).expect("write values");

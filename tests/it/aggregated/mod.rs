@@ -17,3 +17,4 @@ mod registration;
 mod reviews;
 mod rollout;
 mod security;
+mod tracing;

@@ -252,6 +252,21 @@ fn refuses_authentication_none_off_loopback() {
     assert!(err.contains("only allowed on a loopback address"), "{err}");
 }
 
+#[test]
+fn a_tracing_configuration_kube_would_refuse_stops_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tracing.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: TracingConfiguration\nsamplingRatePerMillion: 2000000\n",
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let err = common::refuses_to_start(&["--authentication", "none", "--tracing-config-file", &config]);
+    assert!(err.contains(&format!("--tracing-config-file {config}")), "{err}");
+    assert!(err.contains("sampling rate per million must be less than or equal to one million"), "{err}");
+}
+
 /// `--version` is one line, `farm-apiserver 0.1.0 (rev 92fa3f0, 2026-11-26)`:
 /// the revision `FARM_SOURCE_REVISION` gave the build, else git's HEAD when
 /// built from a checkout; `/version` carries the same revision as gitCommit.

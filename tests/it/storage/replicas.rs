@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::common::cluster::{self, namespace, ControlPlane};
 use crate::common::etcd::{self, Etcd};
 use crate::common::relay::Relay;
-use crate::common::{create, kubectl_stdin, llama, ok, rv, send, KubectlStream, Options, Server};
+use crate::common::{create, kubectl_stdin, llama, ok, refuses_to_start, rv, send, KubectlStream, Options, Server};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -347,21 +347,6 @@ async fn wait_etcd_not_ready(s: &Server) -> String {
         assert!(Instant::now() < deadline, "readyz never named etcd:\n{text}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-/// Runs the server with `args` expecting it to refuse to start; its stderr.
-fn refuses_to_start(args: &[&str]) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_farm-apiserver"))
-        .args(["--bind", "127.0.0.1:0", "--cert-dir"])
-        .arg(dir.path())
-        .args(args)
-        .env("KUBECONFIG", dir.path().join("none"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "started with {args:?}:\n{stderr}");
-    stderr
 }
 
 #[tokio::test]

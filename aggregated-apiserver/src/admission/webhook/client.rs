@@ -89,7 +89,9 @@ impl Caller {
         let users = if hook.mutating { &self.authentication.mutating } else { &self.authentication.validating };
         let credentials = users.for_target(&endpoint.target.0, endpoint.target.1);
         let client = self.client(&hook.client_config, endpoint.resolved.clone(), credentials.identity)?;
-        let mut request = client.post(endpoint.url.clone());
+        // The trace context of the request being admitted, when it is traced.
+        let mut request =
+            client.post(endpoint.url.clone()).headers(crate::trace::headers_for(&opentelemetry::Context::current()));
         if let Some(token) = &credentials.bearer_token {
             request = request.bearer_auth(token);
         }

@@ -180,8 +180,32 @@ impl Webhooks {
         let uid = crate::apimachinery::uid::new_uid().to_string();
         let body = review::encode_request(version, &uid, attributes)
             .map_err(|e| Failure::Calling { reason: format!("could not create admission objects: {e}"), code: 0 })?;
-        let answer =
-            self.caller.call(hook, body).await.map_err(|e| Failure::Calling { reason: e.reason, code: e.code })?;
+        // kube's span for the call, which the webhook's own spans continue.
+        let names = attributes.names;
+        let span = crate::trace::child(
+            if hook.mutating { "Call mutating webhook" } else { "Call validating webhook" },
+            opentelemetry::trace::SpanKind::Client,
+            || {
+                vec![
+                    opentelemetry::KeyValue::new(
+                        "configuration",
+                        hook.id.split('/').next().unwrap_or_default().to_string(),
+                    ),
+                    opentelemetry::KeyValue::new("webhook", hook.name.clone()),
+                    // Go's GroupVersionResource as a string, as kube writes it.
+                    opentelemetry::KeyValue::new(
+                        "resource",
+                        format!("{}/{}, Resource={}", names.group, names.version, names.plural),
+                    ),
+                    opentelemetry::KeyValue::new("subresource", attributes.subresource.to_string()),
+                    opentelemetry::KeyValue::new("operation", attributes.operation.as_str()),
+                    opentelemetry::KeyValue::new("UID", uid.clone()),
+                ]
+            },
+        );
+        let called = crate::trace::run_in(&span, self.caller.call(hook, body)).await;
+        crate::trace::end(span, called.as_ref().err().map(|e| e.reason.as_str()));
+        let answer = called.map_err(|e| Failure::Calling { reason: e.reason, code: e.code })?;
         review::decode_answer(version, &uid, hook.mutating, &answer)
             .map_err(|why| Failure::Calling { reason: format!("received invalid webhook response: {why}"), code: 200 })
     }

@@ -239,6 +239,84 @@ fn stored_bytes(mut obj: Value, max_bytes: usize) -> Result<(Vec<u8>, Value), St
 }
 
 impl EtcdStore {
+    /// A span for a write to etcd within a traced request (kube's names).
+    fn span(&self, name: &'static str, key: &ObjectKey) -> Option<opentelemetry::Context> {
+        crate::trace::child(name, opentelemetry::trace::SpanKind::Internal, || {
+            vec![opentelemetry::KeyValue::new("key", String::from_utf8_lossy(&self.codec.key(key)).into_owned())]
+        })
+    }
+
+    async fn create_in_etcd(&self, key: &ObjectKey, obj: Value) -> Result<StoredObject, StoreError> {
+        let raw = self.codec.key(key);
+        let (bytes, obj) = stored_bytes(obj, self.cache.max_object_bytes())?;
+        let value = self.codec.encode_value(bytes, &raw)?;
+        let txn = Txn::new()
+            .when([Compare::create_revision(raw.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(raw, value, None)]);
+        let resp = self.txn("creating in etcd", txn).await?;
+        if !resp.succeeded() {
+            return Err(StoreError::AlreadyExists);
+        }
+        let revision = resp.header().map(|h| h.revision() as u64).unwrap_or_default();
+        self.cache.encode(key, obj, revision)
+    }
+
+    async fn update_in_etcd(
+        &self,
+        key: &ObjectKey,
+        try_update: &mut (dyn for<'o> FnMut(&'o StoredObject) -> Mutation + Send),
+    ) -> Result<Updated, StoreError> {
+        // The cache's copy first (usually current); a decision taken on it that
+        // writes nothing is confirmed against etcd, as kube's GuaranteedUpdate does.
+        let mut current = match self.cache.current(key) {
+            Ok(cached) => cached,
+            Err(StoreError::NotFound) => self.read_fresh(key).await?.ok_or(StoreError::NotFound)?.0,
+            Err(e) => return Err(e),
+        };
+        let mut confirmed = false;
+        // Like kube's GuaranteedUpdate, a lost race is retried on the newer
+        // state for as long as the request may take, not a fixed number of
+        // times: under load one writer can lose many races in a row.
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        while tokio::time::Instant::now() < deadline {
+            let obj = match try_update(&current) {
+                decision @ (Mutation::Abort | Mutation::Keep) => {
+                    let mut stale = false;
+                    if !confirmed {
+                        confirmed = true;
+                        match self.read_fresh(key).await? {
+                            Some((fresh, _)) if fresh.rv != current.rv => {
+                                current = fresh;
+                                continue;
+                            }
+                            Some((_, was_stale)) => stale = was_stale,
+                            None => return Err(StoreError::NotFound),
+                        }
+                    }
+                    match decision {
+                        // Stored with an older encryption key: written again
+                        // with the first, as kube's storage does.
+                        Mutation::Keep if stale => Some(current.value()?),
+                        Mutation::Keep => return Ok(Updated::Kept(current)),
+                        _ => return Ok(Updated::Aborted),
+                    }
+                }
+                Mutation::Put(obj) => Some(obj),
+                Mutation::Delete => None,
+            };
+            match self.compare_and_swap(key, &current, obj).await? {
+                Ok(done) => return Ok(done),
+                Err(Some(newer)) => {
+                    current = newer;
+                    confirmed = true;
+                    tokio::task::yield_now().await;
+                }
+                Err(None) => return Err(StoreError::NotFound),
+            }
+        }
+        Err(StoreError::Conflict)
+    }
+
     /// Starts the kind's watch cache; `cache` is where reads are served from.
     pub fn start(client: Client, codec: KeyCodec, cache: Arc<MemoryStore>, timeout: Duration) -> Self {
         let feed = Arc::new(FeedState::default());
@@ -403,18 +481,10 @@ impl Store for EtcdStore {
     }
 
     async fn create(&self, key: &ObjectKey, obj: Value) -> Result<StoredObject, StoreError> {
-        let raw = self.codec.key(key);
-        let (bytes, obj) = stored_bytes(obj, self.cache.max_object_bytes())?;
-        let value = self.codec.encode_value(bytes, &raw)?;
-        let txn = Txn::new()
-            .when([Compare::create_revision(raw.clone(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(raw, value, None)]);
-        let resp = self.txn("creating in etcd", txn).await?;
-        if !resp.succeeded() {
-            return Err(StoreError::AlreadyExists);
-        }
-        let revision = resp.header().map(|h| h.revision() as u64).unwrap_or_default();
-        self.cache.encode(key, obj, revision)
+        let span = self.span("Create etcd3", key);
+        let created = crate::trace::run_in(&span, self.create_in_etcd(key, obj)).await;
+        crate::trace::end(span, created.as_ref().err().map(|e| e.to_string()).as_deref());
+        created
     }
 
     async fn guaranteed_update(
@@ -422,54 +492,9 @@ impl Store for EtcdStore {
         key: &ObjectKey,
         try_update: &mut (dyn for<'o> FnMut(&'o StoredObject) -> Mutation + Send),
     ) -> Result<Updated, StoreError> {
-        // The cache's copy first (usually current); a decision taken on it that
-        // writes nothing is confirmed against etcd, as kube's GuaranteedUpdate does.
-        let mut current = match self.cache.current(key) {
-            Ok(cached) => cached,
-            Err(StoreError::NotFound) => self.read_fresh(key).await?.ok_or(StoreError::NotFound)?.0,
-            Err(e) => return Err(e),
-        };
-        let mut confirmed = false;
-        // Like kube's GuaranteedUpdate, a lost race is retried on the newer
-        // state for as long as the request may take, not a fixed number of
-        // times: under load one writer can lose many races in a row.
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        while tokio::time::Instant::now() < deadline {
-            let obj = match try_update(&current) {
-                decision @ (Mutation::Abort | Mutation::Keep) => {
-                    let mut stale = false;
-                    if !confirmed {
-                        confirmed = true;
-                        match self.read_fresh(key).await? {
-                            Some((fresh, _)) if fresh.rv != current.rv => {
-                                current = fresh;
-                                continue;
-                            }
-                            Some((_, was_stale)) => stale = was_stale,
-                            None => return Err(StoreError::NotFound),
-                        }
-                    }
-                    match decision {
-                        // Stored with an older encryption key: written again
-                        // with the first, as kube's storage does.
-                        Mutation::Keep if stale => Some(current.value()?),
-                        Mutation::Keep => return Ok(Updated::Kept(current)),
-                        _ => return Ok(Updated::Aborted),
-                    }
-                }
-                Mutation::Put(obj) => Some(obj),
-                Mutation::Delete => None,
-            };
-            match self.compare_and_swap(key, &current, obj).await? {
-                Ok(done) => return Ok(done),
-                Err(Some(newer)) => {
-                    current = newer;
-                    confirmed = true;
-                    tokio::task::yield_now().await;
-                }
-                Err(None) => return Err(StoreError::NotFound),
-            }
-        }
-        Err(StoreError::Conflict)
+        let span = self.span("GuaranteedUpdate etcd3", key);
+        let updated = crate::trace::run_in(&span, self.update_in_etcd(key, try_update)).await;
+        crate::trace::end(span, updated.as_ref().err().map(|e| e.to_string()).as_deref());
+        updated
     }
 }

@@ -19,7 +19,6 @@ pub mod namespace_lifecycle;
 pub mod options;
 pub mod policy;
 pub mod reinvocation;
-pub mod watch;
 pub mod webhook;
 
 use std::sync::Arc;

@@ -11,11 +11,16 @@
 //! flow from starving the others with API Priority and Fairness; without its
 //! queues, this share is what leaves room for everyone else when one user
 //! floods the server (the user it floods with gets 429 beyond its share).
+//!
+//! With API Priority and Fairness in force ([`crate::flowcontrol`]), the
+//! cluster's FlowSchemas and PriorityLevelConfigurations decide instead, for
+//! every request but a watch: the request runs, waits in its flow's queue,
+//! or is answered 429.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{answered, passed, Next, Request};
+use super::{answered, passed, waiting, Next, Request};
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -30,6 +35,7 @@ use crate::apimachinery::request_info::RequestInfo;
 use crate::auth::authn::request_user;
 use crate::auth::authz::SYSTEM_MASTERS;
 use crate::auth::cache::KeyHasher;
+use crate::flowcontrol::{Classification, Decision, FlowControl, Ticket};
 
 /// kube's wording (and its one-second `Retry-After`).
 const TOO_MANY: &str = "Too many requests, please try again later.";
@@ -64,6 +70,8 @@ pub struct InFlight {
     read: Option<Class>,
     mutating: Option<Class>,
     watches: Arc<WatchSlots>,
+    /// With API Priority and Fairness on.
+    flow_control: Option<Arc<FlowControl>>,
 }
 
 /// The slots of read-only or of mutating requests, and who holds them.
@@ -152,9 +160,10 @@ struct Slot {
 }
 
 impl InFlight {
-    pub fn new(limits: Limits) -> Self {
+    pub fn new(limits: Limits, flow_control: Option<Arc<FlowControl>>) -> Self {
         let class = |n: usize| (n > 0).then(|| Class::new(n));
         Self {
+            flow_control,
             read: class(limits.max_read),
             mutating: class(limits.max_mutating),
             watches: Arc::new(WatchSlots {
@@ -223,8 +232,12 @@ impl Drop for WatchSlot {
     }
 }
 
-fn too_many() -> Response {
-    ApiError::too_many_requests(TOO_MANY, RETRY_AFTER_SECONDS).into_response()
+fn too_many(classification: Option<&Classification>) -> Response {
+    let mut response = ApiError::too_many_requests(TOO_MANY, RETRY_AFTER_SECONDS).into_response();
+    if let Some(classification) = classification {
+        classification.write(response.headers_mut());
+    }
+    response
 }
 
 /// kube's read-only verbs; everything else counts against the mutating limit.
@@ -237,58 +250,109 @@ pub fn limit<'a, N: Next + 'a>(
     req: Request,
     next: N,
 ) -> impl Future<Output = Response> + Send + 'a {
-    let Some(Admitted { held, flow }) = admit(inflight, &req) else { return answered(too_many()) };
-    passed(crate::heavy::with_flow(flow, next.run(req)).map(move |response| match held {
-        Held::Nothing => response,
-        Held::Request(slot) => held_until_sent(response, slot),
-        // The slot lives as long as the watch stream.
-        Held::Watch(slot) => held_until_sent(response, slot),
-    }))
+    match admit(inflight, &req) {
+        Admit::Now(admitted) => passed(run(admitted, req, next)),
+        Admit::Wait(waiting_for, longest, admitted) => waiting(async move {
+            match waiting_for.seat(longest).await {
+                Some(ticket) => run(Admitted { held: Held::Ticket(ticket), ..admitted }, req, next).await,
+                None => too_many(admitted.classification.as_ref()),
+            }
+        }),
+        Admit::Refused(classification) => answered(too_many(classification.as_ref())),
+    }
 }
 
-/// What an admitted request holds until its answer is sent, and the name
-/// its large computations take turns under (crate::heavy).
+/// The rest of the chain for an admitted request, which holds what it was
+/// given until its answer is sent.
+fn run<N: Next>(admitted: Admitted, req: Request, next: N) -> impl Future<Output = Response> + Send {
+    let Admitted { held, flow, classification } = admitted;
+    crate::heavy::with_flow(flow, next.run(req)).map(move |mut response| {
+        if let Some(classification) = &classification {
+            classification.write(response.headers_mut());
+        }
+        match held {
+            Held::Nothing => response,
+            Held::Request(slot) => held_until_sent(response, slot),
+            Held::Ticket(ticket) => held_until_sent(response, ticket),
+            // The slot lives as long as the watch stream.
+            Held::Watch(slot) => held_until_sent(response, slot),
+        }
+    })
+}
+
+/// What an admitted request holds until its answer is sent, the name its
+/// large computations take turns under (crate::heavy), and, under API
+/// Priority and Fairness, what classified it.
 struct Admitted {
     held: Held,
     flow: Option<Arc<str>>,
+    classification: Option<Classification>,
 }
 
 enum Held {
-    /// Probes, privileged users over the limit, and classes without a limit.
+    /// Probes, privileged users over the limit, exempt levels, and classes without a limit.
     Nothing,
     Request(Slot),
+    Ticket(Ticket),
     Watch(WatchSlot),
 }
 
-/// Admits the request; None when it is over its limit.
-fn admit(inflight: &InFlight, req: &Request) -> Option<Admitted> {
-    let nothing = Admitted { held: Held::Nothing, flow: None };
-    let Some(info) = req.extensions().get::<RequestInfo>() else { return Some(nothing) };
+/// What the filter decided.
+enum Admit {
+    Now(Admitted),
+    /// Queued at its priority level, for at most the duration.
+    Wait(crate::flowcontrol::Waiting, std::time::Duration, Admitted),
+    Refused(Option<Classification>),
+}
+
+/// Admits the request, queues it, or refuses it.
+fn admit(inflight: &InFlight, req: &Request) -> Admit {
+    let nothing = || Admitted { held: Held::Nothing, flow: None, classification: None };
+    let Some(info) = req.extensions().get::<RequestInfo>() else { return Admit::Now(nothing()) };
     if crate::apimachinery::request_info::is_probe_path(info.path()) && !info.is_resource_request {
-        return Some(nothing);
+        return Admit::Now(nothing());
     }
     let user = request_user(req.extensions());
     let privileged = user.is_some_and(|u| u.groups.iter().any(|g| g == SYSTEM_MASTERS));
     if super::is_long_running(info) {
         if privileged {
-            return Some(nothing);
+            return Admit::Now(nothing());
         }
         // Without authentication (`--authentication none`) there is no user to count by.
-        let slot = inflight.watches.acquire(user.map(|u| u.name.as_str()))?;
-        return Some(Admitted { held: Held::Watch(slot), flow: None });
+        return match inflight.watches.acquire(user.map(|u| u.name.as_str())) {
+            Some(slot) => Admit::Now(Admitted { held: Held::Watch(slot), ..nothing() }),
+            None => Admit::Refused(None),
+        };
+    }
+    let flow = || user.map(|u| Arc::from(u.name.as_str()));
+    if let Some(flow_control) = inflight.flow_control.as_ref().filter(|fc| fc.in_force()) {
+        let anonymous = crate::auth::authn::UserInfo::default();
+        match flow_control.decide(user.unwrap_or(&anonymous), info) {
+            Some(Decision::Run(ticket, classification)) => {
+                let held = ticket.map_or(Held::Nothing, Held::Ticket);
+                return Admit::Now(Admitted { held, flow: flow(), classification: Some(classification) });
+            }
+            Some(Decision::Wait(waiting_for, longest, classification)) => {
+                let admitted = Admitted { held: Held::Nothing, flow: flow(), classification: Some(classification) };
+                return Admit::Wait(waiting_for, longest, admitted);
+            }
+            Some(Decision::Reject(classification)) => return Admit::Refused(Some(classification)),
+            // No schema matched: the in-flight limits below.
+            None => {}
+        }
     }
     let class = if is_mutating(info.verb.as_str()) { &inflight.mutating } else { &inflight.read };
     let slot = match class.as_ref().map(|class| class.acquire(user.map(|u| u.name.as_str()))) {
-        Some(None) if !privileged => return None,
+        Some(None) if !privileged => return Admit::Refused(None),
         Some(slot) => slot,
         None => None,
     };
     // The name the slot already holds, when it holds one.
     let flow = match slot.as_ref().and_then(|slot| slot.user.as_ref()) {
         Some(held) => Some(held.user.clone()),
-        None => user.map(|u| Arc::from(u.name.as_str())),
+        None => flow(),
     };
-    Some(Admitted { held: slot.map_or(Held::Nothing, Held::Request), flow })
+    Admit::Now(Admitted { held: slot.map_or(Held::Nothing, Held::Request), flow, classification: None })
 }
 
 /// Keeps `guard` until the response body has been sent (or dropped), as kube
@@ -392,7 +456,7 @@ mod tests {
 
     #[test]
     fn watch_slots_count_per_server_and_per_user_and_free_on_drop() {
-        let inflight = InFlight::new(Limits { max_watches: 3, max_watches_per_user: 2, ..Default::default() });
+        let inflight = InFlight::new(Limits { max_watches: 3, max_watches_per_user: 2, ..Default::default() }, None);
         let slots = &inflight.watches;
         let a1 = slots.acquire(Some("alice"));
         let a2 = slots.acquire(Some("alice"));

@@ -12,7 +12,8 @@
 //! trace           with a tracing configuration, the request's span (trace.rs)
 //! audit policy    the policy evaluated for the authenticated user; RequestReceived
 //! impersonation   Impersonate-* headers, each checked with a SubjectAccessReview
-//! in-flight       --max-requests-inflight / --max-mutating-requests-inflight, watch caps
+//! in-flight       API Priority and Fairness, else --max-requests-inflight /
+//!                 --max-mutating-requests-inflight; watch caps
 //! authorization   SubjectAccessReview (cached), the always-allowed probe paths
 //! compression     gzip for answers over 128 KiB when the client accepts it
 //! ```
@@ -114,6 +115,20 @@ pub struct FilterOptions<'a> {
     pub authorization: &'a AuthorizationOptions,
 }
 
+/// What the filters share with the rest of the server.
+pub struct Shared {
+    pub resources: Arc<ServedKinds>,
+    pub requests: Arc<request_metrics::RequestMetrics>,
+    /// With an audit policy and a backend only.
+    pub auditor: Option<Arc<crate::audit::Auditor>>,
+    /// With `--tracing-config-file` only.
+    pub tracing: Option<Arc<crate::trace::Tracing>>,
+    /// With API Priority and Fairness on and a cluster to read it from.
+    pub flow_control: Option<Arc<crate::flowcontrol::FlowControl>>,
+    /// The shutdown grace is over: what is still in flight is answered.
+    pub grace_over: tokio_util::sync::CancellationToken,
+}
+
 /// The state of each filter of the request path, each from its own options.
 pub struct Filters {
     /// With an audit policy and a backend only.
@@ -132,15 +147,8 @@ pub struct Filters {
 impl Filters {
     /// `guard` is None with `--authentication none`: then nobody is
     /// authenticated, impersonation is not offered, and nothing is authorized.
-    pub fn new(
-        options: FilterOptions<'_>,
-        guard: Option<&Guard>,
-        resources: Arc<ServedKinds>,
-        requests: Arc<request_metrics::RequestMetrics>,
-        auditor: Option<Arc<crate::audit::Auditor>>,
-        tracing: Option<Arc<crate::trace::Tracing>>,
-        grace_over: tokio_util::sync::CancellationToken,
-    ) -> Self {
+    pub fn new(options: FilterOptions<'_>, guard: Option<&Guard>, shared: Shared) -> Self {
+        let Shared { resources, requests, auditor, tracing, flow_control, grace_over } = shared;
         let limits = options.limits;
         let always_allow =
             authorization::AlwaysAllowPaths::new(&options.authorization.authorization_always_allow_paths);
@@ -157,12 +165,15 @@ impl Filters {
             }),
             tracing,
             impersonation: guard.map(|guard| guard.authz.clone()),
-            inflight: Arc::new(inflight::InFlight::new(inflight::Limits {
-                max_read: limits.max_requests_inflight,
-                max_mutating: limits.max_mutating_requests_inflight,
-                max_watches: limits.max_watches,
-                max_watches_per_user: limits.max_watches_per_user,
-            })),
+            inflight: Arc::new(inflight::InFlight::new(
+                inflight::Limits {
+                    max_read: limits.max_requests_inflight,
+                    max_mutating: limits.max_mutating_requests_inflight,
+                    max_watches: limits.max_watches,
+                    max_watches_per_user: limits.max_watches_per_user,
+                },
+                flow_control,
+            )),
             authorization: guard.map(|guard| {
                 Arc::new(authorization::Authorization { authorizer: guard.authz.clone(), always_allow, resources })
             }),

@@ -30,4 +30,11 @@ pub struct RequestLimits {
     /// Watches one user may have open at once; beyond it 429 with Retry-After. 0: no limit.
     #[arg(long, default_value_t = 1000)]
     pub max_watches_per_user: usize,
+
+    /// API Priority and Fairness: requests are classified by the cluster's
+    /// FlowSchemas and limited by their PriorityLevelConfigurations, sharing
+    /// the two in-flight limits' sum as seats. Off (or before the
+    /// configuration is read): the in-flight limits apply.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub enable_priority_and_fairness: bool,
 }

@@ -111,6 +111,17 @@ impl App {
             }
         };
         let authorizer = guard.as_ref().map(|g| g.authz.clone());
+        // API Priority and Fairness, from the cluster's configuration; the
+        // in-flight limits' sum is kube's server concurrency limit.
+        let limits = &options.limits;
+        let flow_control = match &cluster {
+            Ok(client) if limits.enable_priority_and_fairness => Some(crate::flowcontrol::FlowControl::start(
+                client.clone(),
+                (limits.max_requests_inflight + limits.max_mutating_requests_inflight).max(1),
+                limits.request_timeout / 4,
+            )),
+            _ => None,
+        };
         let mut served =
             Setup::new(&options.storage, &options.admission, metrics.admission(), cluster, authorizer).await?;
         serve(&mut served).await?;
@@ -150,15 +161,15 @@ impl App {
             authentication: &options.authentication,
             authorization: &options.authorization,
         };
-        let filters = Filters::new(
-            filter_options,
-            guard.as_ref(),
-            resources.clone(),
-            metrics.requests(),
-            auditor.clone(),
-            tracing.clone(),
-            lifecycle.grace_over.clone(),
-        );
+        let shared = crate::filters::Shared {
+            resources: resources.clone(),
+            requests: metrics.requests(),
+            auditor: auditor.clone(),
+            tracing: tracing.clone(),
+            flow_control,
+            grace_over: lifecycle.grace_over.clone(),
+        };
+        let filters = Filters::new(filter_options, guard.as_ref(), shared);
         Ok(Arc::new(Self {
             guard,
             resources,

@@ -424,12 +424,17 @@ async fn watches_are_capped_per_user() {
     .await;
 }
 
-/// One user holds at most a quarter of the read slots: beyond, that user gets
-/// 429 while another user's requests are still served.
+/// Without API Priority and Fairness, one user holds at most a quarter of
+/// the read slots: beyond, that user gets 429 while another user's requests
+/// are still served.
 #[tokio::test]
 async fn one_user_cannot_take_every_read_slot() {
     let cp = cluster::controlplane();
-    let s = delegated(cp, &["--max-requests-inflight", "8", "--request-timeout", "30"]).await;
+    let s = delegated(
+        cp,
+        &["--max-requests-inflight", "8", "--request-timeout", "30", "--enable-priority-and-fairness=false"],
+    )
+    .await;
     let (cert, key) = files(cp, "userCertFile", "userKeyFile");
     let me = whoami(&cert);
     let ns = namespace(cp, "read-share");

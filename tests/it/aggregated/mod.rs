@@ -9,6 +9,7 @@ mod audit;
 mod chart;
 mod farmpods;
 mod filters;
+mod flowcontrol;
 mod llamas;
 mod manifests;
 mod migration;

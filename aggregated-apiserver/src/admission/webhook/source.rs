@@ -19,9 +19,9 @@ use super::review::SUPPORTED_VERSIONS;
 use crate::admission::expressions;
 use crate::admission::match_conditions::MatchConditions;
 use crate::admission::matching::{selector, Request, Rule};
-use crate::admission::watch::{by_name, follow_both, Synced};
 use crate::apimachinery::cel::Env;
 use crate::apimachinery::labels::LabelSelector;
+use crate::config_watch::{by_name, follow_both, Synced};
 
 /// kube's default and largest `timeoutSeconds`.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -25,8 +25,8 @@ use crate::admission::expressions::{self, compile};
 use crate::admission::match_conditions::MatchConditions;
 use crate::admission::policy::match_resources::Match;
 use crate::admission::policy::params::ParamSources;
-use crate::admission::watch::{by_name, follow_both, Synced};
 use crate::apimachinery::cel::{Env, Expression};
+use crate::config_watch::{by_name, follow_both, Synced};
 
 /// The group version the policies are read from.
 const GROUP_VERSION: &str = "admissionregistration.k8s.io/v1beta1";

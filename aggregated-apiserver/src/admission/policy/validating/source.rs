@@ -18,8 +18,8 @@ use crate::admission::expressions::{self, compile};
 use crate::admission::match_conditions::MatchConditions;
 use crate::admission::policy::match_resources::Match;
 use crate::admission::policy::params::ParamSources;
-use crate::admission::watch::{by_name, follow_both, Synced};
 use crate::apimachinery::cel::{Env, Expression};
+use crate::config_watch::{by_name, follow_both, Synced};
 
 /// One validation of a policy.
 #[derive(Debug)]

@@ -1,5 +1,6 @@
-//! How admission follows the cluster's configuration objects (webhook
-//! configurations, policies, bindings): one shared watch per kind, each
+//! How the server follows the cluster's configuration objects (admission's
+//! webhook configurations, policies and bindings; flow control's FlowSchemas
+//! and PriorityLevelConfigurations): one shared watch per kind, each
 //! change handed to a rebuild once the first full list is in, and a
 //! readiness that says which lists are not read yet and why.
 
@@ -14,7 +15,7 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
-/// What one plugin's pair of watched kinds needs to be (cluster-wide kinds
+/// What a pair of watched kinds needs to be (cluster-wide kinds
 /// kube-rs can list, watch and keep in a store).
 pub trait Watched: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static {}
 impl<K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static> Watched for K {}
@@ -27,7 +28,7 @@ pub fn by_name<K: Watched>(store: &Store<K>) -> Vec<Arc<K>> {
     objects
 }
 
-/// Follows the two kinds one plugin is configured by (webhook
+/// Follows the two kinds one concern is configured by (webhook
 /// configurations, or policies and their bindings), lists 0 and 1 of
 /// `synced`, each from one shared watch into a store: `rebuild` reads both
 /// stores after the first full lists and after every change. Runs as long as
@@ -48,7 +49,7 @@ pub async fn follow_both<A: Watched, B: Watched>(
     futures::join!(synced.follow(0, first_events, &changed), synced.follow(1, second_events, &changed));
 }
 
-/// Whether the watches of one plugin have read their first full lists.
+/// Whether the watches of one concern have read their first full lists.
 pub struct Synced {
     /// What the lists are, for readiness (`webhook configurations`).
     what: &'static str,
@@ -109,7 +110,7 @@ impl Synced {
                 Ok(Event::Init | Event::InitApply(_)) => {}
                 Ok(Event::Apply(_) | Event::Delete(_)) => changed(),
                 Err(e) => {
-                    tracing::warn!(what = self.what, error = %e, "admission configuration watch failed; reconnecting");
+                    tracing::warn!(what = self.what, error = %e, "configuration watch failed; reconnecting");
                     if let Ok(mut last) = self.last_error.lock() {
                         *last = Some(e.to_string());
                     }

@@ -1,0 +1,130 @@
+//! API Priority and Fairness, as k8s.io/apiserver gives it to aggregated
+//! servers: every request but a watch is classified by the cluster's
+//! FlowSchemas into a PriorityLevelConfiguration, and runs when its level has
+//! a free seat, waits in its flow's queue, or is answered 429. The server's
+//! seats (`--max-requests-inflight` plus `--max-mutating-requests-inflight`,
+//! kube's server concurrency limit) are shared among the limited levels by
+//! their nominal concurrency shares; exempt levels are never limited. The
+//! answer names the schema and level by UID (`X-Kubernetes-PF-FlowSchema-UID`,
+//! `X-Kubernetes-PF-PriorityLevel-UID`), as kube's does.
+//!
+//! What kube has and this does not: seats borrowed between levels
+//! (`lendablePercent`, `borrowingLimitPercent`), a request's width in seats
+//! from its estimated work (every request takes one seat), and the status
+//! conditions kube-apiserver writes on the objects (they are its to write).
+//! Until the configuration is read, and in a cluster that does not serve
+//! `flowcontrol.apiserver.k8s.io/v1`, the in-flight limits apply instead.
+
+mod classify;
+mod level;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use http::HeaderValue;
+use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
+use kube::runtime::reflector::Store;
+use kube::Client;
+
+pub use level::{Ticket, Waiting};
+
+use crate::apimachinery::request_info::RequestInfo;
+use crate::auth::authn::UserInfo;
+use crate::config_watch::{follow_both, Synced};
+use classify::Classifier;
+
+/// kube's response headers naming what classified a request.
+pub const FLOW_SCHEMA_UID: &str = "x-kubernetes-pf-flowschema-uid";
+pub const PRIORITY_LEVEL_UID: &str = "x-kubernetes-pf-prioritylevel-uid";
+
+/// The cluster's flow control configuration, followed, and the levels' seats.
+pub struct FlowControl {
+    seats: usize,
+    /// The longest a request waits in a queue (kube: a quarter of the request timeout).
+    longest_wait: Duration,
+    classifier: ArcSwap<Classifier>,
+    synced: Synced,
+}
+
+/// What classified a request: the UIDs its answer carries.
+#[derive(Clone)]
+pub struct Classification {
+    pub flow_schema_uid: HeaderValue,
+    pub priority_level_uid: HeaderValue,
+}
+
+/// What became of a request.
+pub enum Decision {
+    /// It runs now, holding `ticket` (None: an exempt level) until answered.
+    Run(Option<Ticket>, Classification),
+    /// It waits for a seat, at most `longest`.
+    Wait(Waiting, Duration, Classification),
+    Reject(Classification),
+}
+
+impl FlowControl {
+    /// Follows the cluster's FlowSchemas and PriorityLevelConfigurations,
+    /// sharing `seats` among the levels.
+    pub fn start(client: Client, seats: usize, longest_wait: Duration) -> Arc<Self> {
+        let flow_control = Arc::new(Self {
+            seats,
+            longest_wait,
+            classifier: ArcSwap::from_pointee(Classifier::default()),
+            synced: Synced::new("flow control configuration", 2),
+        });
+        let following = flow_control.clone();
+        tokio::spawn(async move {
+            follow_both(client, &following.synced, |schemas, levels| following.rebuild(schemas, levels)).await
+        });
+        flow_control
+    }
+
+    fn rebuild(&self, schemas: &Store<FlowSchema>, levels: &Store<PriorityLevelConfiguration>) {
+        if !self.synced.all() {
+            return;
+        }
+        let classifier = Classifier::new(&schemas.state(), &levels.state(), self.seats, &self.classifier.load());
+        self.classifier.store(Arc::new(classifier));
+        tracing::debug!(
+            schemas = schemas.state().len(),
+            levels = levels.state().len(),
+            "flow control configuration changed"
+        );
+    }
+
+    /// Whether the configuration has been read: until then, the in-flight
+    /// limits apply.
+    pub fn in_force(&self) -> bool {
+        self.synced.all()
+    }
+
+    /// Classifies the request and decides it; None when no schema matches
+    /// (a cluster without kube's mandatory catch-all): the in-flight limits
+    /// apply to it.
+    pub fn decide(&self, user: &UserInfo, info: &RequestInfo) -> Option<Decision> {
+        let classifier = self.classifier.load();
+        let classified = classifier.classify(user, info)?;
+        let header = |uid: &str| HeaderValue::from_str(uid).unwrap_or(HeaderValue::from_static(""));
+        let classification = Classification {
+            flow_schema_uid: header(&classified.schema.uid),
+            priority_level_uid: header(&classified.schema.level.uid),
+        };
+        let Some(level) = &classified.schema.level.limited else {
+            return Some(Decision::Run(None, classification));
+        };
+        Some(match level.admit(&(classified.schema.name.as_str(), classified.distinguisher)) {
+            level::Admission::Now(ticket) => Decision::Run(Some(ticket), classification),
+            level::Admission::Queued(waiting) => Decision::Wait(waiting, self.longest_wait, classification),
+            level::Admission::Rejected => Decision::Reject(classification),
+        })
+    }
+}
+
+impl Classification {
+    /// Names the schema and level in `headers`.
+    pub fn write(&self, headers: &mut http::HeaderMap) {
+        headers.insert(FLOW_SCHEMA_UID, self.flow_schema_uid.clone());
+        headers.insert(PRIORITY_LEVEL_UID, self.priority_level_uid.clone());
+    }
+}

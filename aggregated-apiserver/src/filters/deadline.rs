@@ -4,10 +4,14 @@
 //! or sooner when the client asks with `?timeout=<Go duration>`. When the
 //! server is shutting down and its grace is over, what is still running is
 //! answered 429 with Retry-After (kube's words for a server shutting down),
-//! not cut off with its connection.
+//! not cut off with its connection. With `--shutdown-send-retry-after`, new
+//! requests get that answer as soon as the shutdown delay is over, while the
+//! ones in flight drain (kube's `WithRetryAfter`).
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -28,6 +32,59 @@ pub struct Deadline {
     pub maximum: Duration,
     /// Cancelled when the shutdown grace is over.
     pub grace_over: CancellationToken,
+    /// With `--shutdown-send-retry-after` only.
+    pub retry_after: Option<Arc<RetryAfter>>,
+}
+
+/// `--shutdown-send-retry-after`: once `refusing` is cancelled, new requests
+/// are answered 429 while the non-long-running ones in flight are counted
+/// down to none.
+#[derive(Debug, Default)]
+pub struct RetryAfter {
+    pub refusing: CancellationToken,
+    in_flight: AtomicUsize,
+    drained: tokio::sync::Notify,
+}
+
+impl RetryAfter {
+    /// Returns once no non-long-running request is in flight.
+    pub async fn drained(&self) {
+        loop {
+            let notified = self.drained.notified();
+            if self.in_flight.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    fn count(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight(self.clone())
+    }
+}
+
+/// One request counted in flight until it is answered.
+struct InFlight(Arc<RetryAfter>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.drained.notify_waiters();
+        }
+    }
+}
+
+/// Requests answered even while the server refuses new ones (kube's
+/// `isRequestExemptFromRetryAfter`): probes, metrics, and kube-apiserver's own.
+fn exempt_from_retry_after(req: &Request) -> bool {
+    let path = req.uri().path();
+    ["/readyz", "/livez", "/healthz", "/metrics"].iter().any(|prefix| path.starts_with(prefix))
+        || req
+            .headers()
+            .get(http::header::USER_AGENT)
+            .and_then(|agent| agent.to_str().ok())
+            .is_some_and(|agent| agent.starts_with("kube-apiserver/"))
 }
 
 /// kube-apiserver's answer while it shuts down (`WithRetryAfter`): an
@@ -47,6 +104,13 @@ pub fn enforce<'a, N: Next + 'a>(
     next: N,
 ) -> impl Future<Output = Response> + Send + 'a {
     let long_running = req.extensions().get::<RequestInfo>().is_none_or(super::is_long_running);
+    let counted = match &deadline.retry_after {
+        Some(retry_after) if retry_after.refusing.is_cancelled() && !exempt_from_retry_after(&req) => {
+            return answered(shutting_down(req.version()));
+        }
+        Some(retry_after) if !long_running => Some(retry_after.count()),
+        _ => None,
+    };
     let limit = match long_running || deadline.maximum.is_zero() {
         true => None,
         false => match requested_timeout(req.uri().query()) {
@@ -63,13 +127,16 @@ pub fn enforce<'a, N: Next + 'a>(
     // Borrowed, not cloned: no shared count is touched per request.
     let grace = (!long_running).then(|| deadline.grace_over.cancelled());
     let timer = limit.map(|at| tokio::time::sleep_until(at.into()));
-    passed(Within { handling, timer, grace }.map(move |answer| match answer {
-        Ended::Answered(_) if limit.is_some_and(|at| Instant::now() > at) => {
-            ApiError::deadline_exceeded().into_response()
+    passed(Within { handling, timer, grace }.map(move |answer| {
+        drop(counted);
+        match answer {
+            Ended::Answered(_) if limit.is_some_and(|at| Instant::now() > at) => {
+                ApiError::deadline_exceeded().into_response()
+            }
+            Ended::Answered(response) => response,
+            Ended::TimedOut => ApiError::deadline_exceeded().into_response(),
+            Ended::GraceOver => shutting_down(version),
         }
-        Ended::Answered(response) => response,
-        Ended::TimedOut => ApiError::deadline_exceeded().into_response(),
-        Ended::GraceOver => shutting_down(version),
     }))
 }
 

@@ -127,6 +127,8 @@ pub struct Shared {
     pub flow_control: Option<Arc<crate::flowcontrol::FlowControl>>,
     /// The shutdown grace is over: what is still in flight is answered.
     pub grace_over: tokio_util::sync::CancellationToken,
+    /// With `--shutdown-send-retry-after`: new requests refused after the shutdown delay.
+    pub retry_after: Option<Arc<deadline::RetryAfter>>,
 }
 
 /// The state of each filter of the request path, each from its own options.
@@ -148,14 +150,14 @@ impl Filters {
     /// `guard` is None with `--authentication none`: then nobody is
     /// authenticated, impersonation is not offered, and nothing is authorized.
     pub fn new(options: FilterOptions<'_>, guard: Option<&Guard>, shared: Shared) -> Self {
-        let Shared { resources, requests, auditor, tracing, flow_control, grace_over } = shared;
+        let Shared { resources, requests, auditor, tracing, flow_control, grace_over, retry_after } = shared;
         let limits = options.limits;
         let always_allow =
             authorization::AlwaysAllowPaths::new(&options.authorization.authorization_always_allow_paths);
         Self {
             audit: auditor,
             observe: Arc::new(observe::Observe { requests, resources: resources.clone() }),
-            deadline: Arc::new(deadline::Deadline { maximum: limits.request_timeout, grace_over }),
+            deadline: Arc::new(deadline::Deadline { maximum: limits.request_timeout, grace_over, retry_after }),
             authentication: guard.map(|guard| {
                 Arc::new(authentication::Authentication {
                     authenticator: guard.authn.clone(),

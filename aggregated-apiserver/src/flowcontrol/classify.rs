@@ -25,7 +25,8 @@ pub struct Classified<'a> {
 /// A FlowSchema, ready to match.
 pub struct Schema {
     pub name: String,
-    pub uid: String,
+    /// The UID, as the answer's header carries it.
+    pub uid: http::HeaderValue,
     pub level: Arc<PriorityLevel>,
     rules: Vec<k8s_openapi::api::flowcontrol::v1::PolicyRulesWithSubjects>,
     distinguisher: Distinguisher,
@@ -41,7 +42,8 @@ enum Distinguisher {
 /// A PriorityLevelConfiguration: exempt (never limited) or limited to its seats.
 pub struct PriorityLevel {
     pub name: String,
-    pub uid: String,
+    /// The UID, as the answer's header carries it.
+    pub uid: http::HeaderValue,
     /// None for an exempt level.
     pub limited: Option<Arc<Level>>,
 }
@@ -85,7 +87,7 @@ impl Classifier {
         let mut by_name: HashMap<String, Arc<PriorityLevel>> = HashMap::new();
         for plc in levels {
             let name = plc.metadata.name.clone().unwrap_or_default();
-            let uid = plc.metadata.uid.clone().unwrap_or_default();
+            let uid = header(plc.metadata.uid.as_deref());
             let spec = plc.spec.as_ref();
             let limited = match spec.map(|s| s.type_.as_str()) {
                 Some("Limited") => {
@@ -136,7 +138,7 @@ impl Classifier {
                 };
                 Some(Schema {
                     name: fs.metadata.name.clone().unwrap_or_default(),
-                    uid: fs.metadata.uid.clone().unwrap_or_default(),
+                    uid: header(fs.metadata.uid.as_deref()),
                     level,
                     rules: spec.rules.clone().unwrap_or_default(),
                     distinguisher,
@@ -226,6 +228,11 @@ fn matches_non_resource(rule: &NonResourcePolicyRule, info: &RequestInfo) -> boo
             path.starts_with(prefix) && path[prefix.len()..].starts_with('/')
         }
     })
+}
+
+/// A UID as a header value (a UID that cannot be one is sent empty).
+fn header(uid: Option<&str>) -> http::HeaderValue {
+    uid.and_then(|uid| http::HeaderValue::from_str(uid).ok()).unwrap_or(http::HeaderValue::from_static(""))
 }
 
 /// kube's `containsString`: `value` is listed, or the list is the wildcard alone.

@@ -105,10 +105,9 @@ impl FlowControl {
     pub fn decide(&self, user: &UserInfo, info: &RequestInfo) -> Option<Decision> {
         let classifier = self.classifier.load();
         let classified = classifier.classify(user, info)?;
-        let header = |uid: &str| HeaderValue::from_str(uid).unwrap_or(HeaderValue::from_static(""));
         let classification = Classification {
-            flow_schema_uid: header(&classified.schema.uid),
-            priority_level_uid: header(&classified.schema.level.uid),
+            flow_schema_uid: classified.schema.uid.clone(),
+            priority_level_uid: classified.schema.level.uid.clone(),
         };
         let Some(level) = &classified.schema.level.limited else {
             return Some(Decision::Run(None, classification));

@@ -168,6 +168,7 @@ impl App {
             tracing: tracing.clone(),
             flow_control,
             grace_over: lifecycle.grace_over.clone(),
+            retry_after: lifecycle.retry_after.clone(),
         };
         let filters = Filters::new(filter_options, guard.as_ref(), shared);
         Ok(Arc::new(Self {
@@ -328,7 +329,7 @@ async fn serve_until_stopped(
     let _reloader = reloading.spawn_reloader(args.cert_reload_interval);
     let tls_config = tls::server_config(reloading)?;
 
-    let lifecycle = Lifecycle::default();
+    let lifecycle = Lifecycle::new(args.shutdown_send_retry_after);
     let app = App::new(&options, identity, &lifecycle, serve).await?;
     if app.first_ready.is_pending() {
         // What the application asked to run when the server is first ready
@@ -408,7 +409,6 @@ async fn serve_until_stopped(
 /// resume elsewhere from their last resourceVersion); requests still in
 /// flight after `--shutdown-grace` are answered 429 with Retry-After, and the
 /// connections close.
-#[derive(Default)]
 pub struct Lifecycle {
     /// SIGTERM (or Ctrl-C) received: not ready.
     stopping: CancellationToken,
@@ -416,6 +416,10 @@ pub struct Lifecycle {
     shutdown: CancellationToken,
     /// The grace is over: what is still in flight is answered.
     grace_over: CancellationToken,
+    /// With `--shutdown-send-retry-after`: after the delay the listener stays
+    /// open, new requests are answered 429, and the listener closes once the
+    /// ones in flight have drained.
+    retry_after: Option<Arc<crate::filters::deadline::RetryAfter>>,
 }
 
 /// Time for the answers given when the grace is over to be written before
@@ -423,6 +427,15 @@ pub struct Lifecycle {
 const LAST_ANSWERS: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Lifecycle {
+    fn new(send_retry_after: bool) -> Self {
+        Self {
+            stopping: CancellationToken::new(),
+            shutdown: CancellationToken::new(),
+            grace_over: CancellationToken::new(),
+            retry_after: send_retry_after.then(Default::default),
+        }
+    }
+
     fn run(
         &self,
         handle: axum_server::Handle<std::net::SocketAddr>,
@@ -430,6 +443,7 @@ impl Lifecycle {
         grace: std::time::Duration,
     ) -> impl Future<Output = ()> + Send + 'static {
         let (stopping, shutdown, grace_over) = (self.stopping.clone(), self.shutdown.clone(), self.grace_over.clone());
+        let retry_after = self.retry_after.clone();
         async move {
             wait_for_signal().await;
             stopping.cancel();
@@ -437,10 +451,22 @@ impl Lifecycle {
                 tracing::info!(?delay, "stopping: /readyz fails; serving on for the shutdown delay");
                 tokio::time::sleep(delay).await;
             }
-            tracing::info!(?grace, "shutting down: no new connections, watches end, in-flight requests drain");
+            let grace_ends = tokio::time::Instant::now() + grace;
             shutdown.cancel();
-            handle.graceful_shutdown(Some(grace + LAST_ANSWERS));
-            tokio::time::sleep(grace).await;
+            if let Some(retry_after) = retry_after {
+                tracing::info!(
+                    ?grace,
+                    "shutting down: new requests are answered 429, watches end, in-flight requests drain"
+                );
+                retry_after.refusing.cancel();
+                let _ = tokio::time::timeout_at(grace_ends, retry_after.drained()).await;
+                tracing::info!("in-flight requests drained: no new connections");
+            } else {
+                tracing::info!(?grace, "shutting down: no new connections, watches end, in-flight requests drain");
+            }
+            let left = grace_ends.saturating_duration_since(tokio::time::Instant::now());
+            handle.graceful_shutdown(Some(left + LAST_ANSWERS));
+            tokio::time::sleep_until(grace_ends).await;
             grace_over.cancel();
         }
     }

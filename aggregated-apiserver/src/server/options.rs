@@ -64,6 +64,13 @@ pub struct ServingOptions {
     /// finish; those still running then are answered 429 with Retry-After.
     #[arg(long, default_value = "30", value_parser = parse_seconds)]
     pub shutdown_grace: Duration,
+
+    /// After the shutdown delay, keep listening while in-flight requests
+    /// drain, answering every new request (probes and /metrics excepted) 429
+    /// with Retry-After and `Connection: close` (kube-apiserver's flag).
+    /// Without it the listener closes and HTTP/2 clients are sent GOAWAY.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub shutdown_send_retry_after: bool,
 }
 
 /// The cluster this server belongs to: its reviews, its watches, and the

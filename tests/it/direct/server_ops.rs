@@ -201,6 +201,72 @@ async fn sigterm_fails_readyz_serves_through_the_delay_then_answers_what_is_left
     assert!(status.success(), "exit status {status}\n{}", s.log());
 }
 
+/// With --shutdown-send-retry-after, kube-apiserver's other way to stop:
+/// after the delay the server keeps listening, answers new requests 429
+/// with Retry-After and `Connection: close` (probes excepted), lets the
+/// request in flight finish, and exits once it has, well before the grace.
+#[tokio::test]
+async fn with_send_retry_after_new_requests_are_told_to_retry_while_in_flight_ones_finish() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut s = Server::start(&[
+        "--shutdown-delay-duration",
+        "1",
+        "--shutdown-grace",
+        "20",
+        "--shutdown-send-retry-after=true",
+    ])
+    .await;
+    // A create whose body is still arriving after the delay.
+    let mut slow = common::connect(&s, &common::connector(&s.ca_file, &[b"http/1.1"])).await.unwrap();
+    let body = serde_json::to_vec(&llama("slow", 1.0, 1.0)).unwrap();
+    let head = format!(
+        "POST {GROUP_PATH}/namespaces/default/llamas HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    slow.write_all(head.as_bytes()).await.unwrap();
+    slow.write_all(&body[..10]).await.unwrap();
+    slow.flush().await.unwrap();
+
+    let pid = s.pid().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    // HTTP/1.1, where the answer can say that the connection closes.
+    let pem = std::fs::read(&s.ca_file).unwrap();
+    let fresh = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap())
+        .http1_only()
+        .build()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        let r = fresh.get(s.llamas("default", "")).send().await.unwrap();
+        if r.status() == 429 {
+            break r;
+        }
+        assert_eq!(r.status(), 200, "served through the delay");
+        assert!(std::time::Instant::now() < deadline, "never answered 429");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(refused.headers()["retry-after"], "5");
+    assert_eq!(refused.headers()["connection"], "close");
+    let v: Value = refused.json().await.unwrap();
+    assert_eq!(v["message"], "The apiserver is shutting down, please try again later.");
+    // Probes are still answered, on a new connection too.
+    let readyz = client_trusting(&s.ca_file).unwrap().get(s.url("/readyz")).send().await.unwrap();
+    assert_eq!(readyz.status(), 500, "/readyz answers, failing");
+    // The request in flight finishes, and the server exits without waiting out the grace.
+    slow.write_all(&body[10..]).await.unwrap();
+    slow.flush().await.unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), slow.read(&mut answer)).await.expect("answered").unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    drop(slow);
+    let started = std::time::Instant::now();
+    let status = s.terminate().await;
+    assert!(status.success(), "exit status {status}\n{}", s.log());
+    assert!(started.elapsed() < Duration::from_secs(15), "exited {:?} after the last request", started.elapsed());
+}
+
 #[tokio::test]
 async fn port_zero_binds_a_free_port_and_logs_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::flowcontrol::v1::{
-    FlowSchema, NonResourcePolicyRule, PriorityLevelConfiguration, ResourcePolicyRule, Subject,
+    FlowSchema, FlowSchemaSpec, LimitResponse, LimitedPriorityLevelConfiguration, NonResourcePolicyRule,
+    PriorityLevelConfiguration, PriorityLevelConfigurationSpec, ResourcePolicyRule, Subject,
 };
 
 use super::level::{Level, Queuing};
@@ -73,7 +74,7 @@ impl Classifier {
         previous: &Classifier,
     ) -> Self {
         let shares = |plc: &PriorityLevelConfiguration| -> i32 {
-            let spec = plc.spec.as_ref();
+            let spec = level_spec(plc);
             match spec.map(|s| s.type_.as_str()) {
                 Some("Limited") => spec
                     .and_then(|s| s.limited.as_ref())
@@ -88,11 +89,11 @@ impl Classifier {
         for plc in levels {
             let name = plc.metadata.name.clone().unwrap_or_default();
             let uid = header(plc.metadata.uid.as_deref());
-            let spec = plc.spec.as_ref();
+            let spec = level_spec(plc);
             let limited = match spec.map(|s| s.type_.as_str()) {
                 Some("Limited") => {
                     let limit = ((seats as u64 * shares(plc) as u64).div_ceil(total)).max(1) as usize;
-                    let response = spec.and_then(|s| s.limited.as_ref()).and_then(|l| l.limit_response.as_ref());
+                    let response = spec.and_then(|s| s.limited.as_ref()).and_then(limit_response);
                     let queuing = match response {
                         Some(r) if r.type_ == "Queue" => {
                             let q = r.queuing.as_ref();
@@ -122,13 +123,13 @@ impl Classifier {
         }
         let mut sorted: Vec<&Arc<FlowSchema>> = schemas.iter().collect();
         sorted.sort_by(|a, b| {
-            let precedence = |s: &FlowSchema| s.spec.as_ref().and_then(|s| s.matching_precedence).unwrap_or(1000);
+            let precedence = |s: &FlowSchema| schema_spec(s).and_then(|s| s.matching_precedence).unwrap_or(1000);
             precedence(a).cmp(&precedence(b)).then_with(|| a.metadata.name.cmp(&b.metadata.name))
         });
         let schemas = sorted
             .into_iter()
             .filter_map(|fs| {
-                let spec = fs.spec.as_ref()?;
+                let spec = schema_spec(fs)?;
                 // A schema naming a level that does not exist matches nothing, as in kube.
                 let level = by_name.get(&spec.priority_level_configuration.name)?.clone();
                 let distinguisher = match spec.distinguisher_method.as_ref().map(|d| d.type_.as_str()) {
@@ -161,6 +162,34 @@ impl Classifier {
             Distinguisher::ByNamespace => info.namespace(),
         };
         Some(Classified { schema, distinguisher })
+    }
+}
+
+// Kubernetes 1.37 makes these fields required.
+k8s_openapi::k8s_if_le_1_36! {
+    fn schema_spec(schema: &FlowSchema) -> Option<&FlowSchemaSpec> {
+        schema.spec.as_ref()
+    }
+
+    fn level_spec(level: &PriorityLevelConfiguration) -> Option<&PriorityLevelConfigurationSpec> {
+        level.spec.as_ref()
+    }
+
+    fn limit_response(limited: &LimitedPriorityLevelConfiguration) -> Option<&LimitResponse> {
+        limited.limit_response.as_ref()
+    }
+}
+k8s_openapi::k8s_if_ge_1_37! {
+    fn schema_spec(schema: &FlowSchema) -> Option<&FlowSchemaSpec> {
+        Some(&schema.spec)
+    }
+
+    fn level_spec(level: &PriorityLevelConfiguration) -> Option<&PriorityLevelConfigurationSpec> {
+        Some(&level.spec)
+    }
+
+    fn limit_response(limited: &LimitedPriorityLevelConfiguration) -> Option<&LimitResponse> {
+        Some(&limited.limit_response)
     }
 }
 

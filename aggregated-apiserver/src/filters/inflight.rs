@@ -35,7 +35,7 @@ use crate::apimachinery::request_info::RequestInfo;
 use crate::auth::authn::request_user;
 use crate::auth::authz::SYSTEM_MASTERS;
 use crate::auth::cache::KeyHasher;
-use crate::flowcontrol::{Classification, Decision, FlowControl, Ticket};
+use crate::flowcontrol::{Classification, Decision, FlowControl, Queued, Seat};
 
 /// kube's wording (and its one-second `Retry-After`).
 const TOO_MANY: &str = "Too many requests, please try again later.";
@@ -252,9 +252,9 @@ pub fn limit<'a, N: Next + 'a>(
 ) -> impl Future<Output = Response> + Send + 'a {
     match admit(inflight, &req) {
         Admit::Now(admitted) => passed(run(admitted, req, next)),
-        Admit::Wait(waiting_for, longest, admitted) => waiting(async move {
-            match waiting_for.seat(longest).await {
-                Some(ticket) => run(Admitted { held: Held::Ticket(ticket), ..admitted }, req, next).await,
+        Admit::Wait(queued, admitted) => waiting(async move {
+            match queued.seat().await {
+                Some(seat) => run(Admitted { held: Held::Seat(seat), ..admitted }, req, next).await,
                 None => too_many(admitted.classification.as_ref()),
             }
         }),
@@ -273,7 +273,7 @@ fn run<N: Next>(admitted: Admitted, req: Request, next: N) -> impl Future<Output
         match held {
             Held::Nothing => response,
             Held::Request(slot) => held_until_sent(response, slot),
-            Held::Ticket(ticket) => held_until_sent(response, ticket),
+            Held::Seat(seat) => held_until_sent(response, seat),
             // The slot lives as long as the watch stream.
             Held::Watch(slot) => held_until_sent(response, slot),
         }
@@ -290,18 +290,18 @@ struct Admitted {
 }
 
 enum Held {
-    /// Probes, privileged users over the limit, exempt levels, and classes without a limit.
+    /// Probes, privileged users over the limit, and classes without a limit.
     Nothing,
     Request(Slot),
-    Ticket(Ticket),
+    Seat(Seat),
     Watch(WatchSlot),
 }
 
 /// What the filter decided.
 enum Admit {
     Now(Admitted),
-    /// Queued at its priority level, for at most the duration.
-    Wait(crate::flowcontrol::Waiting, std::time::Duration, Admitted),
+    /// Queued at its priority level.
+    Wait(Queued, Admitted),
     Refused(Option<Classification>),
 }
 
@@ -328,13 +328,13 @@ fn admit(inflight: &InFlight, req: &Request) -> Admit {
     if let Some(flow_control) = inflight.flow_control.as_ref().filter(|fc| fc.in_force()) {
         let anonymous = crate::auth::authn::UserInfo::default();
         match flow_control.decide(user.unwrap_or(&anonymous), info) {
-            Some(Decision::Run(ticket, classification)) => {
-                let held = ticket.map_or(Held::Nothing, Held::Ticket);
+            Some(Decision::Run(seat, classification)) => {
+                let held = Held::Seat(seat);
                 return Admit::Now(Admitted { held, flow: flow(), classification: Some(classification) });
             }
-            Some(Decision::Wait(waiting_for, longest, classification)) => {
+            Some(Decision::Wait(queued, classification)) => {
                 let admitted = Admitted { held: Held::Nothing, flow: flow(), classification: Some(classification) };
-                return Admit::Wait(waiting_for, longest, admitted);
+                return Admit::Wait(queued, admitted);
             }
             Some(Decision::Reject(classification)) => return Admit::Refused(Some(classification)),
             // No schema matched: the in-flight limits below.

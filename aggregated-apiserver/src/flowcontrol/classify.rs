@@ -13,6 +13,7 @@ use k8s_openapi::api::flowcontrol::v1::{
 };
 
 use super::level::{Level, Queuing};
+use super::metrics::FlowLabels;
 use crate::apimachinery::request_info::RequestInfo;
 use crate::auth::authn::UserInfo;
 
@@ -26,6 +27,8 @@ pub struct Classified<'a> {
 /// A FlowSchema, ready to match.
 pub struct Schema {
     pub name: String,
+    /// Its flows' metric labels: the level's name and its own.
+    pub labels: Arc<FlowLabels>,
     /// The UID, as the answer's header carries it.
     pub uid: http::HeaderValue,
     pub level: Arc<PriorityLevel>,
@@ -137,8 +140,11 @@ impl Classifier {
                     Some("ByNamespace") => Distinguisher::ByNamespace,
                     _ => Distinguisher::None,
                 };
+                let name = fs.metadata.name.clone().unwrap_or_default();
+                let labels = Arc::new(FlowLabels { priority_level: level.name.clone(), flow_schema: name.clone() });
                 Some(Schema {
-                    name: fs.metadata.name.clone().unwrap_or_default(),
+                    name,
+                    labels,
                     uid: header(fs.metadata.uid.as_deref()),
                     level,
                     rules: spec.rules.clone().unwrap_or_default(),
@@ -147,6 +153,17 @@ impl Classifier {
             })
             .collect();
         Self { schemas }
+    }
+
+    /// Each limited level that a schema names, with its seats.
+    pub fn seats(&self) -> impl Iterator<Item = (String, usize)> + '_ {
+        let mut seen = std::collections::BTreeMap::new();
+        for schema in &self.schemas {
+            if let Some(level) = &schema.level.limited {
+                seen.insert(schema.level.name.clone(), level.limit());
+            }
+        }
+        seen.into_iter()
     }
 
     fn level(&self, name: &str) -> Option<&Arc<PriorityLevel>> {

@@ -17,6 +17,7 @@
 
 mod classify;
 mod level;
+pub mod metrics;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +28,8 @@ use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use kube::runtime::reflector::Store;
 use kube::Client;
 
-pub use level::{Ticket, Waiting};
+use level::{Ticket, Waiting};
+use metrics::{FlowControlMetrics, FlowLabels, Rejection};
 
 use crate::apimachinery::request_info::RequestInfo;
 use crate::auth::authn::UserInfo;
@@ -45,6 +47,7 @@ pub struct FlowControl {
     longest_wait: Duration,
     classifier: ArcSwap<Classifier>,
     synced: Synced,
+    metrics: Arc<FlowControlMetrics>,
 }
 
 /// What classified a request: the UIDs its answer carries.
@@ -56,22 +59,70 @@ pub struct Classification {
 
 /// What became of a request.
 pub enum Decision {
-    /// It runs now, holding `ticket` (None: an exempt level) until answered.
-    Run(Option<Ticket>, Classification),
-    /// It waits for a seat, at most `longest`.
-    Wait(Waiting, Duration, Classification),
+    /// It runs now, holding its seat until answered.
+    Run(Seat, Classification),
+    /// It waits for a seat.
+    Wait(Queued, Classification),
     Reject(Classification),
+}
+
+/// A running request's place at its level (none at an exempt level): freed,
+/// and counted as finished, when it drops.
+pub struct Seat {
+    _ticket: Option<Ticket>,
+    flow: Arc<FlowLabels>,
+    metrics: Arc<FlowControlMetrics>,
+}
+
+impl Seat {
+    fn new(ticket: Option<Ticket>, flow: Arc<FlowLabels>, metrics: Arc<FlowControlMetrics>) -> Self {
+        metrics.started(&flow);
+        Self { _ticket: ticket, flow, metrics }
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        self.metrics.finished(&self.flow);
+    }
+}
+
+/// A request waiting in its queue.
+pub struct Queued {
+    waiting: Waiting,
+    longest: Duration,
+    since: std::time::Instant,
+    flow: Arc<FlowLabels>,
+    metrics: Arc<FlowControlMetrics>,
+}
+
+impl Queued {
+    /// Its seat once one is free, or None when it has waited as long as a
+    /// request may.
+    pub async fn seat(self) -> Option<Seat> {
+        let Queued { waiting, longest, since, flow, metrics } = self;
+        let ticket = waiting.seat(longest).await;
+        metrics.dequeued(&flow, since.elapsed(), ticket.is_some());
+        match ticket {
+            Some(ticket) => Some(Seat::new(Some(ticket), flow, metrics)),
+            None => {
+                metrics.rejected(&flow, Rejection::TimeOut);
+                None
+            }
+        }
+    }
 }
 
 impl FlowControl {
     /// Follows the cluster's FlowSchemas and PriorityLevelConfigurations,
     /// sharing `seats` among the levels.
-    pub fn start(client: Client, seats: usize, longest_wait: Duration) -> Arc<Self> {
+    pub fn start(client: Client, seats: usize, longest_wait: Duration, metrics: Arc<FlowControlMetrics>) -> Arc<Self> {
         let flow_control = Arc::new(Self {
             seats,
             longest_wait,
             classifier: ArcSwap::from_pointee(Classifier::default()),
             synced: Synced::new("flow control configuration", 2),
+            metrics,
         });
         let following = flow_control.clone();
         tokio::spawn(async move {
@@ -85,6 +136,7 @@ impl FlowControl {
             return;
         }
         let classifier = Classifier::new(&schemas.state(), &levels.state(), self.seats, &self.classifier.load());
+        self.metrics.nominal_seats(classifier.seats());
         self.classifier.store(Arc::new(classifier));
         tracing::debug!(
             schemas = schemas.state().len(),
@@ -109,13 +161,23 @@ impl FlowControl {
             flow_schema_uid: classified.schema.uid.clone(),
             priority_level_uid: classified.schema.level.uid.clone(),
         };
+        let flow = classified.schema.labels.clone();
+        let metrics = self.metrics.clone();
         let Some(level) = &classified.schema.level.limited else {
-            return Some(Decision::Run(None, classification));
+            return Some(Decision::Run(Seat::new(None, flow, metrics), classification));
         };
         Some(match level.admit(&(classified.schema.name.as_str(), classified.distinguisher)) {
-            level::Admission::Now(ticket) => Decision::Run(Some(ticket), classification),
-            level::Admission::Queued(waiting) => Decision::Wait(waiting, self.longest_wait, classification),
-            level::Admission::Rejected => Decision::Reject(classification),
+            level::Admission::Now(ticket) => Decision::Run(Seat::new(Some(ticket), flow, metrics), classification),
+            level::Admission::Queued(waiting) => {
+                metrics.queued(&flow);
+                let since = std::time::Instant::now();
+                Decision::Wait(Queued { waiting, longest: self.longest_wait, since, flow, metrics }, classification)
+            }
+            level::Admission::Rejected => {
+                let why = if level.queuing().is_some() { Rejection::QueueFull } else { Rejection::ConcurrencyLimit };
+                metrics.rejected(&flow, why);
+                Decision::Reject(classification)
+            }
         })
     }
 }

@@ -29,6 +29,7 @@ pub struct Metrics {
     kube: PromRegistry,
     audit: AuditMetrics,
     admission: Arc<AdmissionMetrics>,
+    flow_control: Arc<crate::flowcontrol::metrics::FlowControlMetrics>,
     /// The registry's prefix, for the computed gauges written beside it.
     prefix: String,
     /// Requests by verb, resource and code, and their latencies.
@@ -81,11 +82,14 @@ impl Metrics {
         audit.register(&mut kube);
         let admission = Arc::new(AdmissionMetrics::default());
         admission.register(&mut kube);
+        let flow_control = Arc::new(crate::flowcontrol::metrics::FlowControlMetrics::default());
+        flow_control.register(&mut kube);
         Self {
             registry,
             kube,
             audit,
             admission,
+            flow_control,
             prefix,
             requests,
             watches,
@@ -97,6 +101,11 @@ impl Metrics {
     /// The admission metrics (`apiserver_admission_*`, `apiserver_validating_admission_policy_*`).
     pub fn admission(&self) -> Arc<AdmissionMetrics> {
         self.admission.clone()
+    }
+
+    /// API Priority and Fairness's metrics (`apiserver_flowcontrol_*`).
+    pub fn flow_control(&self) -> Arc<crate::flowcontrol::metrics::FlowControlMetrics> {
+        self.flow_control.clone()
     }
 
     /// The audit counters (`apiserver_audit_*`).

@@ -119,6 +119,7 @@ impl App {
                 client.clone(),
                 (limits.max_requests_inflight + limits.max_mutating_requests_inflight).max(1),
                 limits.request_timeout / 4,
+                metrics.flow_control(),
             )),
             _ => None,
         };

@@ -160,6 +160,36 @@ async fn requests_run_wait_or_are_refused_as_their_priority_level_says() {
     for write in holders.into_iter().chain(queuers).chain(queued) {
         assert_eq!(write.await.unwrap(), 201);
     }
+
+    // Counted under kube's metric names.
+    let (cert, key) = files(&cp, "adminCertFile", "adminKeyFile");
+    let admin = client_with_identity(&server, &cert, &key);
+    let metrics = admin.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let sample = |series: &str| crate::common::metric_sample(&metrics, series);
+    let flow = |name: &str| format!("priority_level=\"{name}\",flow_schema=\"{name}\"");
+    for (series, value) in [
+        (
+            format!(
+                "apiserver_flowcontrol_rejected_requests_total{{{},reason=\"concurrency-limit\"}}",
+                flow("apf-reject")
+            ),
+            1.0,
+        ),
+        (format!("apiserver_flowcontrol_rejected_requests_total{{{},reason=\"queue-full\"}}", flow("apf-queue")), 1.0),
+        (format!("apiserver_flowcontrol_dispatched_requests_total{{{}}}", flow("apf-queue")), seats as f64 + 2.0),
+        (
+            format!(
+                "apiserver_flowcontrol_request_wait_duration_seconds_count{{{},execute=\"true\"}}",
+                flow("apf-queue")
+            ),
+            2.0,
+        ),
+        (format!("apiserver_flowcontrol_current_executing_requests{{{}}}", flow("apf-queue")), 0.0),
+        (format!("apiserver_flowcontrol_current_inqueue_requests{{{}}}", flow("apf-queue")), 0.0),
+        ("apiserver_flowcontrol_nominal_limit_seats{priority_level=\"apf-reject\"}".to_string(), seats as f64),
+    ] {
+        assert_eq!(sample(&series), Some(value), "{series} in\n{metrics}");
+    }
     for name in ["apf-reject", "apf-queue"] {
         cp.kubectl(&["delete", "flowschema,prioritylevelconfiguration", name]);
     }

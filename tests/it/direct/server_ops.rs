@@ -130,6 +130,22 @@ async fn sigterm_ends_watches_and_exits_cleanly() {
     assert!(s.log().contains("shutting down"), "{}", s.log());
 }
 
+/// A create on an HTTP/1.1 connection of its own whose body stops after 10
+/// bytes: in flight until the rest (`body[10..]`) is written.
+async fn slow_create(s: &Server) -> (tokio_rustls::client::TlsStream<tokio::net::TcpStream>, Vec<u8>) {
+    use tokio::io::AsyncWriteExt as _;
+    let mut slow = common::connect(s, &common::connector(&s.ca_file, &[b"http/1.1"])).await.unwrap();
+    let body = serde_json::to_vec(&llama("slow", 1.0, 1.0)).unwrap();
+    let head = format!(
+        "POST {GROUP_PATH}/namespaces/default/llamas HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    slow.write_all(head.as_bytes()).await.unwrap();
+    slow.write_all(&body[..10]).await.unwrap();
+    slow.flush().await.unwrap();
+    (slow, body)
+}
+
 /// kube-apiserver's shutdown sequence: on SIGTERM /readyz fails at once
 /// while requests, new connections and watches are still served for
 /// --shutdown-delay-duration; then new connections are refused and watches
@@ -137,7 +153,7 @@ async fn sigterm_ends_watches_and_exits_cleanly() {
 /// 429 with Retry-After instead of losing its connection.
 #[tokio::test]
 async fn sigterm_fails_readyz_serves_through_the_delay_then_answers_what_is_left() {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::io::AsyncReadExt as _;
     let mut s = Server::start(&["--shutdown-delay-duration", "5s", "--shutdown-grace", "2"]).await;
     let watch = s.client.get(format!("{}?watch=true", s.llamas("default", ""))).send().await.unwrap();
     assert_eq!(watch.status(), 200);
@@ -155,15 +171,7 @@ async fn sigterm_fails_readyz_serves_through_the_delay_then_answers_what_is_left
         }
     });
     // A create whose body is still arriving when the grace ends.
-    let mut slow = common::connect(&s, &common::connector(&s.ca_file, &[b"http/1.1"])).await.unwrap();
-    let body = serde_json::to_vec(&llama("slow", 1.0, 1.0)).unwrap();
-    let head = format!(
-        "POST {GROUP_PATH}/namespaces/default/llamas HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    slow.write_all(head.as_bytes()).await.unwrap();
-    slow.write_all(&body[..10]).await.unwrap();
-    slow.flush().await.unwrap();
+    let (mut slow, _) = slow_create(&s).await;
 
     let pid = s.pid().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
@@ -217,15 +225,7 @@ async fn with_send_retry_after_new_requests_are_told_to_retry_while_in_flight_on
     ])
     .await;
     // A create whose body is still arriving after the delay.
-    let mut slow = common::connect(&s, &common::connector(&s.ca_file, &[b"http/1.1"])).await.unwrap();
-    let body = serde_json::to_vec(&llama("slow", 1.0, 1.0)).unwrap();
-    let head = format!(
-        "POST {GROUP_PATH}/namespaces/default/llamas HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    slow.write_all(head.as_bytes()).await.unwrap();
-    slow.write_all(&body[..10]).await.unwrap();
-    slow.flush().await.unwrap();
+    let (mut slow, body) = slow_create(&s).await;
 
     let pid = s.pid().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());

@@ -334,6 +334,7 @@ const DIRECT: &str = "farm-apiserver direct (memory)";
 const AGGREGATED: &str = "farm-apiserver via aggregator (memory)";
 const ETCD: &str = "farm-apiserver direct (etcd)";
 const ETCD_ENCRYPTED: &str = "farm-apiserver direct (etcd, aesgcm at rest)";
+const TRACED: &str = "farm-apiserver direct (memory, every request traced)";
 const COMPARED: &str = "farm-apiserver direct (memory), compared (SPEED_COMPARE_*)";
 const GET: &str = "GET one Llama";
 const GET_OLD: &str = "GET one Llama in v1alpha (converted)";
@@ -378,6 +379,19 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
             .to_vec();
     encrypted_args.extend(["--encryption-provider-config".into(), encryption_config.display().to_string()]);
     let on_etcd_encrypted = farm(cp, None, &cfg.server_env, &encrypted_args).await?;
+    // The same as `memory`, sampling every request into a collector.
+    let collector = common::otlp::Collector::start();
+    let tracing_config = std::env::temp_dir().join(format!("farm-speed-tracing-{}.yaml", std::process::id()));
+    std::fs::write(
+        &tracing_config,
+        format!(
+            "apiVersion: apiserver.config.k8s.io/v1\nkind: TracingConfiguration\nendpoint: 127.0.0.1:{}\nsamplingRatePerMillion: 1000000\n",
+            collector.port
+        ),
+    )?;
+    let traced_server =
+        farm(cp, None, &cfg.server_env, &["--tracing-config-file".into(), tracing_config.display().to_string()])
+            .await?;
     let compared_server = match cfg.compares() {
         true => {
             let env = cfg.compare_env.as_deref().unwrap_or(&cfg.server_env);
@@ -425,6 +439,14 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
         pid: on_etcd_encrypted.pid(),
         ..direct.clone()
     };
+    let traced = Target {
+        key: "traced",
+        name: TRACED,
+        addr: SocketAddr::from(([127, 0, 0, 1], traced_server.port)),
+        tls: client_tls(&std::fs::read(&traced_server.ca_file)?)?,
+        pid: traced_server.pid(),
+        ..direct.clone()
+    };
     let compared = match &compared_server {
         Some(s) => Some(Target {
             key: "compared",
@@ -440,7 +462,7 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
     wait_serving(&aggregated, LIST_NS).await?;
 
     eprintln!("{} seeding {} Llamas on each store", stamp(), cfg.llamas);
-    for t in [&direct, &etcd, &etcd_encrypted, &crd].into_iter().chain(compared.as_ref()) {
+    for t in [&direct, &etcd, &etcd_encrypted, &traced, &crd].into_iter().chain(compared.as_ref()) {
         let op = Op::Create { collection: t.collection(LIST_NS), prefix: "llama".into() };
         load(t, &op, 8, Stop::Count(cfg.llamas as u64)).await?;
     }
@@ -481,7 +503,7 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
         case(
             &cfg.pace,
             GET,
-            &beside(compared.as_ref(), &[&minimal, &direct, &aggregated, &etcd, &etcd_encrypted, &crd]),
+            &beside(compared.as_ref(), &[&minimal, &direct, &aggregated, &etcd, &etcd_encrypted, &traced, &crd]),
             |t| Op::Get(one(t)),
         )
         .await?,
@@ -524,6 +546,9 @@ async fn run(cfg: &Config, out: &mut String) -> Result<()> {
     let rss_after = common::rss_mib(memory.pid());
 
     report(cfg, &rows, out, &load_before, &load_after, (rss_idle, rss_after), started.elapsed())?;
+    // Spans still in the traced server's batch are not counted.
+    let exported = collector.spans().len();
+    std::fmt::Write::write_fmt(out, format_args!("The traced server exported {exported} spans to the collector.\n"))?;
     if let Some(dir) = &cfg.charts {
         charts(dir, &rows)?;
     }
@@ -643,6 +668,11 @@ fn report(
         Some(0.9),
     )?;
     line("GET one, etcd with aesgcm at rest / plain etcd", rate(GET, ETCD_ENCRYPTED) / rate(GET, ETCD), Some(0.9))?;
+    line(
+        "GET one, every request traced / not traced (goal: at least 0.9)",
+        rate(GET, TRACED) / rate(GET, DIRECT),
+        Some(0.9),
+    )?;
     line("creates, direct memory / CRD", rate(CREATE, DIRECT) / rate(CREATE, CRD), None)?;
     line("watch event latency p50, CRD / direct (x faster)", p50(WATCH, CRD) / p50(WATCH, DIRECT), None)?;
     line("watch event latency p50, CRD / etcd (x faster)", p50(WATCH, CRD) / p50(WATCH, ETCD), None)?;

@@ -72,6 +72,8 @@ pub struct InFlight {
     watches: Arc<WatchSlots>,
     /// With API Priority and Fairness on.
     flow_control: Option<Arc<FlowControl>>,
+    /// The served kinds, whose object counts size a list's seats.
+    resources: Option<Arc<crate::endpoints::handlers::ServedKinds>>,
 }
 
 /// The slots of read-only or of mutating requests, and who holds them.
@@ -160,10 +162,15 @@ struct Slot {
 }
 
 impl InFlight {
-    pub fn new(limits: Limits, flow_control: Option<Arc<FlowControl>>) -> Self {
+    pub fn new(
+        limits: Limits,
+        flow_control: Option<Arc<FlowControl>>,
+        resources: Option<Arc<crate::endpoints::handlers::ServedKinds>>,
+    ) -> Self {
         let class = |n: usize| (n > 0).then(|| Class::new(n));
         Self {
             flow_control,
+            resources,
             read: class(limits.max_read),
             mutating: class(limits.max_mutating),
             watches: Arc::new(WatchSlots {
@@ -327,7 +334,16 @@ fn admit(inflight: &InFlight, req: &Request) -> Admit {
     let flow = || user.map(|u| Arc::from(u.name.as_str()));
     if let Some(flow_control) = inflight.flow_control.as_ref().filter(|fc| fc.in_force()) {
         let anonymous = crate::auth::authn::UserInfo::default();
-        match flow_control.decide(user.unwrap_or(&anonymous), info) {
+        let objects = || {
+            let reg = inflight.resources.as_ref()?.find(info.api_group(), info.api_version(), info.resource())?;
+            Some(reg.store.len())
+        };
+        let limit = || {
+            let query = crate::apimachinery::options::params::Query::parse(req.uri().query()).ok()?;
+            query.get("limit")?.parse().ok()
+        };
+        let width = crate::flowcontrol::width(objects, info, if info.verb == "list" { limit() } else { None });
+        match flow_control.decide(user.unwrap_or(&anonymous), info, width) {
             Some(Decision::Run(seat, classification)) => {
                 let held = Held::Seat(seat);
                 return Admit::Now(Admitted { held, flow: flow(), classification: Some(classification) });
@@ -456,7 +472,8 @@ mod tests {
 
     #[test]
     fn watch_slots_count_per_server_and_per_user_and_free_on_drop() {
-        let inflight = InFlight::new(Limits { max_watches: 3, max_watches_per_user: 2, ..Default::default() }, None);
+        let inflight =
+            InFlight::new(Limits { max_watches: 3, max_watches_per_user: 2, ..Default::default() }, None, None);
         let slots = &inflight.watches;
         let a1 = slots.acquire(Some("alice"));
         let a2 = slots.acquire(Some("alice"));

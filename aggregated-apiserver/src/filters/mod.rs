@@ -175,6 +175,7 @@ impl Filters {
                     max_watches_per_user: limits.max_watches_per_user,
                 },
                 flow_control,
+                Some(resources.clone()),
             )),
             authorization: guard.map(|guard| {
                 Arc::new(authorization::Authorization { authorizer: guard.authz.clone(), always_allow, resources })

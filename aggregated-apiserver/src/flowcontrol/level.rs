@@ -1,5 +1,7 @@
 //! One priority level's seats and queues (k8s.io/apiserver's
-//! `queueset`): a request runs when the level has a free seat; otherwise it
+//! `queueset`): a request takes as many seats as its estimated work (its
+//! width: one, or more for a large list), and runs when the level has that
+//! many free; otherwise it
 //! waits in one of the level's queues, chosen by shuffle sharding from its
 //! flow, or is rejected when that queue is full or the level does not queue.
 //! A freed seat goes to the queues in turn, so that one flow's backlog
@@ -32,8 +34,10 @@ pub struct Level {
 
 #[derive(Default)]
 struct State {
+    /// Seats taken by the requests running.
     executing: usize,
-    queues: Vec<VecDeque<oneshot::Sender<()>>>,
+    /// Waiting requests: how to give each its seats, and how many it takes.
+    queues: Vec<VecDeque<(oneshot::Sender<()>, usize)>>,
     /// The queue the next freed seat is offered to first.
     next: usize,
 }
@@ -48,34 +52,38 @@ pub enum Admission {
     Rejected,
 }
 
-/// A request's seat; freeing it gives it to the next queued request.
-pub struct Ticket(Arc<Level>);
+/// A request's seats; freeing them gives them to the queued requests.
+pub struct Ticket {
+    level: Arc<Level>,
+    width: usize,
+}
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.0.release();
+        self.level.release(self.width);
     }
 }
 
-/// A queued request's wait for its seat.
+/// A queued request's wait for its seats.
 pub struct Waiting {
     level: Arc<Level>,
+    width: usize,
     seat: oneshot::Receiver<()>,
 }
 
 impl Waiting {
     /// The seat, or None when none came within `longest`.
     pub async fn seat(self, longest: Duration) -> Option<Ticket> {
-        let Waiting { level, mut seat } = self;
+        let Waiting { level, width, mut seat } = self;
         match tokio::time::timeout(longest, &mut seat).await {
-            Ok(Ok(())) => Some(Ticket(level)),
+            Ok(Ok(())) => Some(Ticket { level, width }),
             Ok(Err(_)) => None,
             Err(_) => {
                 // A seat given between the timeout and now is this request's:
                 // taken back, not lost.
                 seat.close();
                 match seat.try_recv() {
-                    Ok(()) => drop(Ticket(level)),
+                    Ok(()) => drop(Ticket { level, width }),
                     Err(_) => level.forget_departed(),
                 }
                 None
@@ -106,13 +114,15 @@ impl Level {
         self.queuing
     }
 
-    /// Admits a request of `flow`.
-    pub fn admit(self: &Arc<Self>, flow: &impl Hash) -> Admission {
+    /// Admits a request of `flow` that takes `width` seats (at most the
+    /// level's, so that every request can run).
+    pub fn admit(self: &Arc<Self>, flow: &impl Hash, width: usize) -> Admission {
+        let width = width.clamp(1, self.limit);
         let mut state = self.lock();
         let nobody_waits = state.queues.iter().all(VecDeque::is_empty);
-        if state.executing < self.limit && nobody_waits {
-            state.executing += 1;
-            return Admission::Now(Ticket(self.clone()));
+        if state.executing + width <= self.limit && nobody_waits {
+            state.executing += width;
+            return Admission::Now(Ticket { level: self.clone(), width });
         }
         let Some(queuing) = self.queuing else { return Admission::Rejected };
         let queue = shortest_of_hand(&state.queues, queuing.hand_size, flow_hash(flow));
@@ -120,29 +130,35 @@ impl Level {
             return Admission::Rejected;
         }
         let (give, seat) = oneshot::channel();
-        state.queues[queue].push_back(give);
-        Admission::Queued(Waiting { level: self.clone(), seat })
+        state.queues[queue].push_back((give, width));
+        Admission::Queued(Waiting { level: self.clone(), width, seat })
     }
 
-    /// A seat is free: it goes to the next queue in turn that has a request
-    /// still waiting.
-    fn release(&self) {
+    /// Seats are free: they go to the queues in turn, to the request at the
+    /// head of the next queue that has one still waiting, once there are
+    /// enough for it.
+    fn release(&self, width: usize) {
         let mut state = self.lock();
-        state.executing = state.executing.saturating_sub(1);
+        state.executing = state.executing.saturating_sub(width);
         self.dispatch(&mut state);
     }
 
     fn dispatch(&self, state: &mut State) {
         let count = state.queues.len();
-        while state.executing < self.limit {
+        loop {
             let Some(queue) = (0..count).map(|i| (state.next + i) % count).find(|&q| !state.queues[q].is_empty())
             else {
                 return;
             };
+            let width = state.queues[queue].front().map_or(1, |(_, width)| *width);
+            if state.executing + width > self.limit {
+                // Its turn waits for more seats; the later ones wait behind it.
+                return;
+            }
             state.next = (queue + 1) % count;
-            if let Some(waiter) = state.queues[queue].pop_front() {
+            if let Some((waiter, width)) = state.queues[queue].pop_front() {
                 if waiter.send(()).is_ok() {
-                    state.executing += 1;
+                    state.executing += width;
                 }
             }
         }
@@ -153,7 +169,7 @@ impl Level {
     fn forget_departed(&self) {
         let mut state = self.lock();
         for queue in &mut state.queues {
-            queue.retain(|waiter| !waiter.is_closed());
+            queue.retain(|(waiter, _)| !waiter.is_closed());
         }
     }
 }
@@ -229,10 +245,10 @@ mod tests {
     async fn seats_then_queues_then_rejection() {
         let level = Level::new(1, Some(Queuing { queues: 4, hand_size: 1, queue_length_limit: 1 }));
         let (a, b) = two_flows(4);
-        let Admission::Now(first) = level.admit(&a) else { panic!("the free seat") };
-        let a1 = queued(level.admit(&a));
-        assert!(matches!(level.admit(&a), Admission::Rejected), "a's queue is full");
-        let b1 = queued(level.admit(&b));
+        let Admission::Now(first) = level.admit(&a, 1) else { panic!("the free seat") };
+        let a1 = queued(level.admit(&a, 1));
+        assert!(matches!(level.admit(&a, 1), Admission::Rejected), "a's queue is full");
+        let b1 = queued(level.admit(&b, 1));
         assert_eq!(counts(&level), (1, 2));
         drop(first);
         let (a1, b1) = tokio::join!(a1.seat(Duration::from_millis(200)), b1.seat(Duration::from_millis(200)));
@@ -246,10 +262,10 @@ mod tests {
     fn freed_seats_go_to_the_queues_in_turn() {
         let level = Level::new(1, Some(Queuing { queues: 2, hand_size: 1, queue_length_limit: 10 }));
         let (a, b) = two_flows(2);
-        let Admission::Now(first) = level.admit(&a) else { panic!("the free seat") };
+        let Admission::Now(first) = level.admit(&a, 1) else { panic!("the free seat") };
         let mut waiting: Vec<(String, Waiting)> = Vec::new();
         for flow in [&a, &a, &a, &b] {
-            waiting.push((flow.clone(), queued(level.admit(flow))));
+            waiting.push((flow.clone(), queued(level.admit(flow, 1))));
         }
         let mut served = Vec::new();
         let mut seat = first;
@@ -258,7 +274,7 @@ mod tests {
             let next = waiting.iter_mut().position(|(_, w)| w.seat.try_recv().is_ok()).expect("a seat was given");
             let (flow, w) = waiting.remove(next);
             served.push(flow);
-            seat = Ticket(w.level);
+            seat = Ticket { level: w.level, width: 1 };
         }
         drop(seat);
         assert!(served[..2].contains(&b), "b's one request waits for at most one of a's: {served:?}");
@@ -266,12 +282,31 @@ mod tests {
     }
 
     #[test]
+    fn a_wide_request_runs_once_its_seats_are_free() {
+        let level = Level::new(4, Some(Queuing { queues: 1, hand_size: 1, queue_length_limit: 10 }));
+        let Admission::Now(one) = level.admit(&"a", 1) else { panic!("a free seat") };
+        let Admission::Now(two) = level.admit(&"a", 2) else { panic!("two free seats") };
+        let mut wide = queued(level.admit(&"b", 3));
+        assert_eq!(counts(&level), (3, 1));
+        drop(one);
+        assert!(wide.seat.try_recv().is_err(), "two of its three seats are free");
+        drop(two);
+        assert!(wide.seat.try_recv().is_ok(), "its three seats are free");
+        assert_eq!(counts(&level), (3, 0));
+        let Admission::Now(capped) = level.admit(&"c", 1) else { panic!("the fourth seat") };
+        drop(capped);
+        let Admission::Queued(_) = level.admit(&"d", 100) else {
+            panic!("wider than the level: it waits for all of it")
+        };
+    }
+
+    #[test]
     fn a_level_that_does_not_queue_rejects_past_its_seats() {
         let level = Level::new(2, None);
-        let held: Vec<_> = (0..2).map(|_| level.admit(&"x")).collect();
+        let held: Vec<_> = (0..2).map(|_| level.admit(&"x", 1)).collect();
         assert!(held.iter().all(|a| matches!(a, Admission::Now(_))));
-        assert!(matches!(level.admit(&"y"), Admission::Rejected));
+        assert!(matches!(level.admit(&"y", 1), Admission::Rejected));
         drop(held);
-        assert!(matches!(level.admit(&"y"), Admission::Now(_)));
+        assert!(matches!(level.admit(&"y", 1), Admission::Now(_)));
     }
 }

@@ -8,10 +8,11 @@
 //! answer names the schema and level by UID (`X-Kubernetes-PF-FlowSchema-UID`,
 //! `X-Kubernetes-PF-PriorityLevel-UID`), as kube's does.
 //!
-//! What kube has and this does not: seats borrowed between levels
-//! (`lendablePercent`, `borrowingLimitPercent`), a request's width in seats
-//! from its estimated work (every request takes one seat), and the status
-//! conditions kube-apiserver writes on the objects (they are its to write).
+//! A list takes kube's estimate of its work in seats ([`width`]). What kube
+//! has and this does not: seats borrowed between levels (`lendablePercent`,
+//! `borrowingLimitPercent`), extra seats for a write by the watchers it
+//! wakes, and the status conditions kube-apiserver writes on the objects
+//! (they are its to write).
 //! Until the configuration is read, and in a cluster that does not serve
 //! `flowcontrol.apiserver.k8s.io/v1`, the in-flight limits apply instead.
 
@@ -151,10 +152,11 @@ impl FlowControl {
         self.synced.all()
     }
 
-    /// Classifies the request and decides it; None when no schema matches
+    /// Classifies the request, which takes `width` seats (see [`width`]),
+    /// and decides it; None when no schema matches
     /// (a cluster without kube's mandatory catch-all): the in-flight limits
     /// apply to it.
-    pub fn decide(&self, user: &UserInfo, info: &RequestInfo) -> Option<Decision> {
+    pub fn decide(&self, user: &UserInfo, info: &RequestInfo, width: usize) -> Option<Decision> {
         let classifier = self.classifier.load();
         let classified = classifier.classify(user, info)?;
         let classification = Classification {
@@ -166,7 +168,7 @@ impl FlowControl {
         let Some(level) = &classified.schema.level.limited else {
             return Some(Decision::Run(Seat::new(None, flow, metrics), classification));
         };
-        Some(match level.admit(&(classified.schema.name.as_str(), classified.distinguisher)) {
+        Some(match level.admit(&(classified.schema.name.as_str(), classified.distinguisher), width) {
             level::Admission::Now(ticket) => Decision::Run(Seat::new(Some(ticket), flow, metrics), classification),
             level::Admission::Queued(waiting) => {
                 metrics.queued(&flow);
@@ -182,10 +184,41 @@ impl FlowControl {
     }
 }
 
+/// kube's work estimate of a request, in seats (k8s.io/apiserver
+/// `listWorkEstimator`): a list takes one seat per 100 objects it may read
+/// (all of the resource's, or its `limit`), at least one and at most ten;
+/// every other request one.
+pub fn width(objects: impl FnOnce() -> Option<usize>, info: &RequestInfo, limit: Option<usize>) -> usize {
+    const OBJECTS_PER_SEAT: usize = 100;
+    const MAXIMUM_SEATS: usize = 10;
+    if info.verb != crate::apimachinery::request_info::RequestVerb::Resource(crate::Verb::List) {
+        return 1;
+    }
+    let Some(stored) = objects() else { return 1 };
+    let read = limit.filter(|&l| l > 0).map_or(stored, |l| l.min(stored));
+    read.div_ceil(OBJECTS_PER_SEAT).clamp(1, MAXIMUM_SEATS)
+}
+
 impl Classification {
     /// Names the schema and level in `headers`.
     pub fn write(&self, headers: &mut http::HeaderMap) {
         headers.insert(FLOW_SCHEMA_UID, self.flow_schema_uid.clone());
         headers.insert(PRIORITY_LEVEL_UID, self.priority_level_uid.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_takes_a_seat_per_hundred_objects_it_may_read_up_to_ten() {
+        let list = crate::apimachinery::request_info::classify(&http::Method::GET, "/apis/g/v1/widgets", None);
+        let get = crate::apimachinery::request_info::classify(&http::Method::GET, "/apis/g/v1/widgets/w", None);
+        let of = |stored: usize, limit: Option<usize>| width(|| Some(stored), &list, limit);
+        assert_eq!((of(0, None), of(100, None), of(101, None), of(950, None), of(50_000, None)), (1, 1, 2, 10, 10));
+        assert_eq!((of(5_000, Some(250)), of(50, Some(500)), of(5_000, Some(0))), (3, 1, 10));
+        assert_eq!(width(|| Some(50_000), &get, None), 1);
+        assert_eq!(width(|| None, &list, None), 1, "a resource this server does not serve");
     }
 }

@@ -334,6 +334,11 @@ fn dev_overlay_carries_ca_bundle_hardened_pod_and_rbac() {
                 vec!["list", "watch"]
             ),
             (vec![""], vec!["services"], vec!["get"]),
+            (
+                vec!["flowcontrol.apiserver.k8s.io"],
+                vec!["flowschemas", "prioritylevelconfigurations"],
+                vec!["list", "watch"]
+            ),
         ]
     );
     let reader = find(items, "RoleBinding", "farm-apiserver-auth-reader");

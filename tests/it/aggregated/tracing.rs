@@ -167,6 +167,18 @@ async fn a_trusted_callers_trace_goes_on_through_the_aggregator_to_webhooks() {
     };
     assert_eq!((linked.name.as_str(), linked.parent_span_id.as_str()), (path.as_str(), ""), "{linked:#?}");
     assert_ne!(linked.trace_id, alices);
+    // In that trace, alice's request is authorized with a SubjectAccessReview
+    // whose trace kube-apiserver continues (farm-apiserver's own identity is
+    // trusted there).
+    let sar = "POST /apis/authorization.k8s.io/v1/subjectaccessreviews";
+    let own = collector
+        .wait_for("the review of alice's request", &linked.trace_id, |spans| {
+            named(spans, FARM, "SubjectAccessReview").is_some() && named(spans, KUBE, sar).is_some()
+        })
+        .await;
+    let review = named(&own, FARM, "SubjectAccessReview").unwrap();
+    assert!(ancestors(&own, review).contains(&linked.span_id), "{review:#?} is not under {linked:#?}");
+    assert_eq!(named(&own, KUBE, sar).unwrap().parent_span_id, review.span_id, "{own:#?}");
 }
 
 /// The span IDs above `span`, its parent first.

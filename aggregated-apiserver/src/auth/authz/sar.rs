@@ -3,7 +3,7 @@
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec, SubjectAccessReviewStatus,
 };
-use kube::api::{Api, PostParams};
+use kube::api::PostParams;
 
 use super::{AccessReviewer, Attributes, Decision, User};
 use crate::auth::review::ReviewError;
@@ -11,12 +11,24 @@ use crate::auth::review::ReviewError;
 /// Reviews access with the cluster: `POST
 /// /apis/authorization.k8s.io/v1/subjectaccessreviews`.
 pub struct KubeAccessReviewer {
-    api: Api<SubjectAccessReview>,
+    client: kube::Client,
 }
 
 impl KubeAccessReviewer {
     pub fn new(client: kube::Client) -> Self {
-        Self { api: Api::all(client) }
+        Self { client }
+    }
+
+    /// Posts the review with the trace context of the request it is for, if
+    /// that request is traced.
+    async fn send(&self, review: &SubjectAccessReview) -> Result<SubjectAccessReview, ReviewError> {
+        let body = serde_json::to_vec(review)
+            .map_err(|e| ReviewError { message: format!("encoding the review: {e}"), retriable: false })?;
+        let mut request = kube::core::Request::new("/apis/authorization.k8s.io/v1/subjectaccessreviews")
+            .create(&PostParams::default(), body)
+            .map_err(|e| ReviewError::from_kube(&kube::Error::BuildRequest(e)))?;
+        request.headers_mut().extend(crate::trace::headers_for(&opentelemetry::Context::current()));
+        self.client.request::<SubjectAccessReview>(request).await.map_err(|e| ReviewError::from_kube(&e))
     }
 }
 
@@ -24,8 +36,11 @@ impl KubeAccessReviewer {
 impl AccessReviewer for KubeAccessReviewer {
     async fn review(&self, user: &User, attrs: &Attributes) -> Result<Decision, ReviewError> {
         let review = review_request(user, attrs);
-        let answer = self.api.create(&PostParams::default(), &review).await.map_err(|e| ReviewError::from_kube(&e))?;
-        Ok(decision_from_status(answer.status.as_ref()))
+        // A span of the request's trace, which kube-apiserver's continues.
+        let span = crate::trace::child("SubjectAccessReview", opentelemetry::trace::SpanKind::Client, Vec::new);
+        let answer = crate::trace::run_in(&span, self.send(&review)).await;
+        crate::trace::end(span, answer.as_ref().err().map(|e| e.message.as_str()));
+        Ok(decision_from_status(answer?.status.as_ref()))
     }
 }
 

@@ -13,7 +13,7 @@ use k8s_openapi::api::flowcontrol::v1::{
 };
 
 use super::level::{Level, Queuing};
-use super::metrics::FlowLabels;
+use super::metrics::{FlowControlMetrics, FlowLabels, FlowMetrics};
 use crate::apimachinery::request_info::RequestInfo;
 use crate::auth::authn::UserInfo;
 
@@ -27,8 +27,8 @@ pub struct Classified<'a> {
 /// A FlowSchema, ready to match.
 pub struct Schema {
     pub name: String,
-    /// Its flows' metric labels: the level's name and its own.
-    pub labels: Arc<FlowLabels>,
+    /// Its flows' counters, labelled by the level's name and its own.
+    pub metrics: Arc<FlowMetrics>,
     /// The UID, as the answer's header carries it.
     pub uid: http::HeaderValue,
     pub level: Arc<PriorityLevel>,
@@ -69,12 +69,14 @@ impl Classifier {
     /// among the limited levels in proportion to their nominal concurrency
     /// shares (kube's `nominalCL = ceil(serverCL * shares / Σ shares)`).
     /// `previous` keeps the seats and queues of levels whose configuration is
-    /// unchanged, so a change elsewhere drops no waiting request.
+    /// unchanged, so a change elsewhere drops no waiting request; each
+    /// schema's counters are taken from `metrics`.
     pub fn new(
         schemas: &[Arc<FlowSchema>],
         levels: &[Arc<PriorityLevelConfiguration>],
         seats: usize,
         previous: &Classifier,
+        metrics: &FlowControlMetrics,
     ) -> Self {
         let shares = |plc: &PriorityLevelConfiguration| -> i32 {
             let spec = level_spec(plc);
@@ -141,10 +143,11 @@ impl Classifier {
                     _ => Distinguisher::None,
                 };
                 let name = fs.metadata.name.clone().unwrap_or_default();
-                let labels = Arc::new(FlowLabels { priority_level: level.name.clone(), flow_schema: name.clone() });
+                let labels = FlowLabels { priority_level: level.name.clone(), flow_schema: name.clone() };
+                let metrics = Arc::new(metrics.flow(labels));
                 Some(Schema {
                     name,
-                    labels,
+                    metrics,
                     uid: header(fs.metadata.uid.as_deref()),
                     level,
                     rules: spec.rules.clone().unwrap_or_default(),
@@ -369,7 +372,7 @@ mod tests {
                 "limitResponse": {"type": "Queue", "queuing": {"queues": 16, "handSize": 4, "queueLengthLimit": 5}}}}),
             ),
         ];
-        Classifier::new(&schemas, &levels, 400, &Classifier::default())
+        Classifier::new(&schemas, &levels, 400, &Classifier::default(), &FlowControlMetrics::default())
     }
 
     fn schema_of(c: &Classifier, user: &UserInfo, method: &str, path: &str) -> String {
@@ -404,7 +407,7 @@ mod tests {
         let seats = |name: &str| c.level(name).and_then(|l| l.limited.as_ref()).map(|l| l.limit());
         // 400 seats over shares 10 and 30 (the exempt level has none).
         assert_eq!((seats("narrow"), seats("wide"), seats("exempt")), (Some(100), Some(300), None));
-        let again = Classifier::new(&[], &[], 400, &c);
+        let again = Classifier::new(&[], &[], 400, &c, &FlowControlMetrics::default());
         assert!(again.schemas.is_empty());
     }
 }

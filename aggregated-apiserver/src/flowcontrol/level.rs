@@ -38,6 +38,9 @@ struct State {
     executing: usize,
     /// Waiting requests: how to give each its seats, and how many it takes.
     queues: Vec<VecDeque<(oneshot::Sender<()>, usize)>>,
+    /// How many wait in all the queues: admitting and releasing need not
+    /// look at every queue while none waits.
+    waiting: usize,
     /// The queue the next freed seat is offered to first.
     next: usize,
 }
@@ -119,8 +122,7 @@ impl Level {
     pub fn admit(self: &Arc<Self>, flow: &impl Hash, width: usize) -> Admission {
         let width = width.clamp(1, self.limit);
         let mut state = self.lock();
-        let nobody_waits = state.queues.iter().all(VecDeque::is_empty);
-        if state.executing + width <= self.limit && nobody_waits {
+        if state.executing + width <= self.limit && state.waiting == 0 {
             state.executing += width;
             return Admission::Now(Ticket { level: self.clone(), width });
         }
@@ -131,6 +133,7 @@ impl Level {
         }
         let (give, seat) = oneshot::channel();
         state.queues[queue].push_back((give, width));
+        state.waiting += 1;
         Admission::Queued(Waiting { level: self.clone(), width, seat })
     }
 
@@ -145,7 +148,7 @@ impl Level {
 
     fn dispatch(&self, state: &mut State) {
         let count = state.queues.len();
-        loop {
+        while state.waiting > 0 {
             let Some(queue) = (0..count).map(|i| (state.next + i) % count).find(|&q| !state.queues[q].is_empty())
             else {
                 return;
@@ -157,6 +160,7 @@ impl Level {
             }
             state.next = (queue + 1) % count;
             if let Some((waiter, width)) = state.queues[queue].pop_front() {
+                state.waiting -= 1;
                 if waiter.send(()).is_ok() {
                     state.executing += width;
                 }
@@ -171,6 +175,7 @@ impl Level {
         for queue in &mut state.queues {
             queue.retain(|(waiter, _)| !waiter.is_closed());
         }
+        state.waiting = state.queues.iter().map(VecDeque::len).sum();
     }
 }
 

@@ -36,6 +36,30 @@ struct LevelLabels {
     priority_level: String,
 }
 
+/// The counters of one flow schema (and its level).
+pub struct FlowMetrics {
+    pub labels: FlowLabels,
+    dispatched: Counter,
+    executing: Gauge,
+    in_queue: Gauge,
+}
+
+impl FlowMetrics {
+    /// A request starts to run: counted as dispatched and executing.
+    pub fn started(&self) {
+        self.dispatched.inc();
+        self.executing.inc();
+    }
+
+    pub fn finished(&self) {
+        self.executing.dec();
+    }
+
+    pub fn queued(&self) {
+        self.in_queue.inc();
+    }
+}
+
 /// Why a request was refused (kube's `reason` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rejection {
@@ -120,6 +144,17 @@ impl FlowControlMetrics {
         );
     }
 
+    /// One flow schema's counters, taken once per configuration so that a
+    /// request counts itself without looking its labels up.
+    pub fn flow(&self, labels: FlowLabels) -> FlowMetrics {
+        FlowMetrics {
+            dispatched: self.dispatched.get_or_create(&labels).clone(),
+            executing: self.executing.get_or_create(&labels).clone(),
+            in_queue: self.in_queue.get_or_create(&labels).clone(),
+            labels,
+        }
+    }
+
     pub fn rejected(&self, flow: &FlowLabels, why: Rejection) {
         let labels = RejectedLabels {
             priority_level: flow.priority_level.clone(),
@@ -129,26 +164,12 @@ impl FlowControlMetrics {
         self.rejected.get_or_create(&labels).inc();
     }
 
-    /// A request starts to run: counted as dispatched and executing.
-    pub fn started(&self, flow: &FlowLabels) {
-        self.dispatched.get_or_create(flow).inc();
-        self.executing.get_or_create(flow).inc();
-    }
-
-    pub fn finished(&self, flow: &FlowLabels) {
-        self.executing.get_or_create(flow).dec();
-    }
-
-    pub fn queued(&self, flow: &FlowLabels) {
-        self.in_queue.get_or_create(flow).inc();
-    }
-
-    /// A queued request leaves its queue after `waited`, to run or not.
-    pub fn dequeued(&self, flow: &FlowLabels, waited: Duration, runs: bool) {
-        self.in_queue.get_or_create(flow).dec();
+    /// A queued request of `flow` leaves its queue after `waited`, to run or not.
+    pub fn dequeued(&self, flow: &FlowMetrics, waited: Duration, runs: bool) {
+        flow.in_queue.dec();
         let labels = WaitLabels {
-            priority_level: flow.priority_level.clone(),
-            flow_schema: flow.flow_schema.clone(),
+            priority_level: flow.labels.priority_level.clone(),
+            flow_schema: flow.labels.flow_schema.clone(),
             execute: if runs { "true" } else { "false" },
         };
         self.wait.get_or_create(&labels).observe(waited.as_secs_f64());

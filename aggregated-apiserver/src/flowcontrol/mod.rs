@@ -30,7 +30,7 @@ use kube::runtime::reflector::Store;
 use kube::Client;
 
 use level::{Ticket, Waiting};
-use metrics::{FlowControlMetrics, FlowLabels, Rejection};
+use metrics::{FlowControlMetrics, FlowMetrics, Rejection};
 
 use crate::apimachinery::request_info::RequestInfo;
 use crate::auth::authn::UserInfo;
@@ -71,20 +71,19 @@ pub enum Decision {
 /// and counted as finished, when it drops.
 pub struct Seat {
     _ticket: Option<Ticket>,
-    flow: Arc<FlowLabels>,
-    metrics: Arc<FlowControlMetrics>,
+    flow: Arc<FlowMetrics>,
 }
 
 impl Seat {
-    fn new(ticket: Option<Ticket>, flow: Arc<FlowLabels>, metrics: Arc<FlowControlMetrics>) -> Self {
-        metrics.started(&flow);
-        Self { _ticket: ticket, flow, metrics }
+    fn new(ticket: Option<Ticket>, flow: Arc<FlowMetrics>) -> Self {
+        flow.started();
+        Self { _ticket: ticket, flow }
     }
 }
 
 impl Drop for Seat {
     fn drop(&mut self) {
-        self.metrics.finished(&self.flow);
+        self.flow.finished();
     }
 }
 
@@ -93,7 +92,7 @@ pub struct Queued {
     waiting: Waiting,
     longest: Duration,
     since: std::time::Instant,
-    flow: Arc<FlowLabels>,
+    flow: Arc<FlowMetrics>,
     metrics: Arc<FlowControlMetrics>,
 }
 
@@ -105,9 +104,9 @@ impl Queued {
         let ticket = waiting.seat(longest).await;
         metrics.dequeued(&flow, since.elapsed(), ticket.is_some());
         match ticket {
-            Some(ticket) => Some(Seat::new(Some(ticket), flow, metrics)),
+            Some(ticket) => Some(Seat::new(Some(ticket), flow)),
             None => {
-                metrics.rejected(&flow, Rejection::TimeOut);
+                metrics.rejected(&flow.labels, Rejection::TimeOut);
                 None
             }
         }
@@ -136,14 +135,11 @@ impl FlowControl {
         if !self.synced.all() {
             return;
         }
-        let classifier = Classifier::new(&schemas.state(), &levels.state(), self.seats, &self.classifier.load());
+        let (schemas, levels) = (schemas.state(), levels.state());
+        let classifier = Classifier::new(&schemas, &levels, self.seats, &self.classifier.load(), &self.metrics);
         self.metrics.nominal_seats(classifier.seats());
         self.classifier.store(Arc::new(classifier));
-        tracing::debug!(
-            schemas = schemas.state().len(),
-            levels = levels.state().len(),
-            "flow control configuration changed"
-        );
+        tracing::debug!(schemas = schemas.len(), levels = levels.len(), "flow control configuration changed");
     }
 
     /// Whether the configuration has been read: until then, the in-flight
@@ -163,21 +159,21 @@ impl FlowControl {
             flow_schema_uid: classified.schema.uid.clone(),
             priority_level_uid: classified.schema.level.uid.clone(),
         };
-        let flow = classified.schema.labels.clone();
-        let metrics = self.metrics.clone();
+        let flow = classified.schema.metrics.clone();
         let Some(level) = &classified.schema.level.limited else {
-            return Some(Decision::Run(Seat::new(None, flow, metrics), classification));
+            return Some(Decision::Run(Seat::new(None, flow), classification));
         };
         Some(match level.admit(&(classified.schema.name.as_str(), classified.distinguisher), width) {
-            level::Admission::Now(ticket) => Decision::Run(Seat::new(Some(ticket), flow, metrics), classification),
+            level::Admission::Now(ticket) => Decision::Run(Seat::new(Some(ticket), flow), classification),
             level::Admission::Queued(waiting) => {
-                metrics.queued(&flow);
+                flow.queued();
                 let since = std::time::Instant::now();
+                let metrics = self.metrics.clone();
                 Decision::Wait(Queued { waiting, longest: self.longest_wait, since, flow, metrics }, classification)
             }
             level::Admission::Rejected => {
                 let why = if level.queuing().is_some() { Rejection::QueueFull } else { Rejection::ConcurrencyLimit };
-                metrics.rejected(&flow, why);
+                self.metrics.rejected(&flow.labels, why);
                 Decision::Reject(classification)
             }
         })

@@ -755,7 +755,15 @@ fn remove_matching(v: &mut Value, pattern: &[&str]) {
                 remove_matching(x, rest);
             }
         }
-        Value::Array(a) if !rest.is_empty() => {
+        // An array's element is blanked, not removed, so the elements after it keep their indices.
+        Value::Array(a) if rest.is_empty() => {
+            if *first == "*" {
+                a.iter_mut().for_each(|x| *x = Value::Null);
+            } else if let Some(x) = first.parse::<usize>().ok().and_then(|i| a.get_mut(i)) {
+                *x = Value::Null;
+            }
+        }
+        Value::Array(a) => {
             if *first == "*" {
                 a.iter_mut().for_each(|x| remove_matching(x, rest));
             } else if let Some(x) = first.parse::<usize>().ok().and_then(|i| a.get_mut(i)) {

@@ -277,9 +277,11 @@ where
         match &self.filters.tracing {
             // Boxed: a traced request carries its span's context anyway, and
             // the tracing filter's state would otherwise be carried by every
-            // request's future.
-            Some(tracing) => Either::Left(trace::trace(tracing, req, move |req| self.policy_evaluated(req)).boxed()),
-            None => Either::Right(self.policy_evaluated(req)),
+            // request's future. A request that cannot be sampled skips both.
+            Some(tracing) if trace::may_trace(tracing, &req) => {
+                Either::Left(trace::trace(tracing, req, move |req| self.policy_evaluated(req)).boxed())
+            }
+            _ => Either::Right(self.policy_evaluated(req)),
         }
     }
 

@@ -17,6 +17,18 @@ use crate::audit::AuditContext;
 use crate::auth::authn::request_user;
 use crate::trace::{trusts, FutureExt as _, Tracing};
 
+/// Whether `req` may be sampled by `tracing`: when not, [`trace`] only runs
+/// the rest of the chain, and the chain need not make room for a span.
+pub fn may_trace(tracing: &Tracing, req: &Request) -> bool {
+    tracing.may_sample(req.headers(), trusted(req))
+}
+
+/// Whether the caller's trace is continued: only a `system:masters` or
+/// `system:monitoring` user's.
+fn trusted(req: &Request) -> bool {
+    request_user(req.extensions()).is_some_and(|user| trusts(&user.groups))
+}
+
 /// Runs the rest of the chain within the request's span, and ends the span
 /// with the answer's code.
 pub fn trace<'a, N: Next + 'a>(
@@ -24,7 +36,7 @@ pub fn trace<'a, N: Next + 'a>(
     req: Request,
     next: N,
 ) -> impl Future<Output = Response> + Send + 'a {
-    let trusted = request_user(req.extensions()).is_some_and(|user| trusts(&user.groups));
+    let trusted = trusted(&req);
     if !tracing.may_sample(req.headers(), trusted) {
         return Either::Left(next.run(req));
     }

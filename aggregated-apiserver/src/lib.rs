@@ -65,7 +65,7 @@ pub use error::{Error, Result};
 pub use registry::conversion::Convert;
 pub use registry::custom_resource::CustomResourceKind;
 pub use registry::encode::KindIndexer;
-pub use registry::kind::{Cell, Column, Kind, OtherVersions};
+pub use registry::kind::{Cell, Column, Kind, OtherVersions, ScalePaths};
 pub use registry::Registry;
 pub use server::dev_certs::{write_cert_bundle, ServingCertPaths};
 pub use server::health::{Check, DetailedCheck, FnCheck};

@@ -42,8 +42,11 @@ pub struct Requester<'a> {
 pub struct Attributes<'a> {
     pub operation: Operation,
     pub names: &'a Names,
-    /// `""`, or `status` for a write to the status subresource.
+    /// `""`, or the subresource written (`status`, `scale`).
     pub subresource: &'a str,
+    /// Whether the objects are the `autoscaling/v1` Scales of `/scale`, not
+    /// objects of the kind.
+    pub scale: bool,
     /// `""` for a cluster-scoped kind.
     pub namespace: &'a str,
     /// `""` while a create has only a generateName.

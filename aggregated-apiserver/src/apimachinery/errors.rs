@@ -209,6 +209,14 @@ impl ApiError {
         Self::internal(format!("Internal error occurred: {err}"))
     }
 
+    /// kube's `NewInternalError` as a registry answers it: [`Self::internal_error`]
+    /// with the error as its one cause.
+    pub fn internal_error_cause(err: impl std::fmt::Display) -> Self {
+        let why = err.to_string();
+        let causes = Some(vec![cause("", why.clone(), "")]);
+        Self::internal_error(why).with_details(StatusDetails { causes, ..Default::default() })
+    }
+
     pub fn service_unavailable(message: impl Into<String>) -> Self {
         let mut e = Self::new(503, Reason::ServiceUnavailable, message);
         e.retry_after = Some(1);

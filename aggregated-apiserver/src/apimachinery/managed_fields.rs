@@ -194,6 +194,17 @@ impl ManagedFields {
         self.entries.is_empty()
     }
 
+    /// Nobody owns the field at `path` any more (`spec.replicas` →
+    /// `["spec", "replicas"]`); an entry left owning nothing goes.
+    pub fn release(&mut self, path: &[&str]) {
+        let mut released = FieldSet::new();
+        released.insert(&path.iter().map(|f| PathElement::Field(f.to_string())).collect::<Vec<_>>());
+        for entry in &mut self.entries {
+            entry.set = entry.set.difference(&released);
+        }
+        self.entries.retain(|e| !e.set.is_empty());
+    }
+
     /// The `metadata.managedFields` list, in kube's order: appliers first,
     /// then by time, manager, API version and subresource.
     pub fn encode(&self) -> Value {
@@ -350,7 +361,9 @@ pub struct FieldManager<'a> {
     /// resource of a kind with a status subresource; spec for /status).
     pub reset: FieldSet,
     pub writer: Writer,
-    pub now: Time,
+    /// The time the writer's entry records; none for a write through a
+    /// scale subresource, whose entries kube maps back to the object without one.
+    pub now: Option<Time>,
     /// The kind's versions, when it has several.
     pub versions: Option<&'a Versions>,
 }
@@ -387,7 +400,7 @@ impl FieldManager<'_> {
             operation,
             api_version: self.writer.api_version.clone(),
             subresource: self.writer.subresource.clone(),
-            time: Some(self.now.clone()),
+            time: self.now.clone(),
             set,
         }
     }
@@ -506,7 +519,7 @@ impl FieldManager<'_> {
             }
         }
         // The applier's time moves only when the apply changed the object.
-        let time = if typed::equal(&merged, live) { previous.and_then(|e| e.time) } else { Some(self.now.clone()) };
+        let time = if typed::equal(&merged, live) { previous.and_then(|e| e.time) } else { self.now.clone() };
         if let Some(i) = managed.position(&my_id) {
             managed.entries[i].time = time;
         }
@@ -629,7 +642,7 @@ mod tests {
             shape,
             reset: reset_fields(true, false),
             writer: Writer { manager: name.into(), api_version: "g/v".into(), subresource: String::new() },
-            now: now(),
+            now: Some(now()),
             versions: None,
         }
     }

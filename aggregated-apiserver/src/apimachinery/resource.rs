@@ -2,6 +2,12 @@
 //! version, kind and plural (a CRD's `names`), and the verbs kube-apiserver
 //! spells in discovery and authorization. Every layer speaks these words.
 
+/// The group, version and kind of what a scale subresource serves: an
+/// `autoscaling/v1` Scale, whatever the kind scaled.
+pub(crate) const SCALE_GROUP: &str = "autoscaling";
+pub(crate) const SCALE_VERSION: &str = "v1";
+pub(crate) const SCALE_KIND: &str = "Scale";
+
 /// The names under which a kind is served: a CRD's `group`, `version` and
 /// `names`.
 #[derive(Debug, Clone, Copy)]

@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use crate::apimachinery::resource::{Verb, SCALE_GROUP, SCALE_KIND, SCALE_VERSION};
 use crate::apimachinery::version::compare_kube_aware;
 use crate::endpoints::static_doc::StaticDoc;
 use crate::registry::Registry;
@@ -164,8 +165,20 @@ fn doc_response(doc: &StaticDoc, content_type: &'static str, headers: &HeaderMap
     doc.respond(content_type, "public", headers)
 }
 
+/// The kind's verbs in the order kube-apiserver lists a CRD's.
 fn verbs(r: &Registry) -> Vec<&'static str> {
-    r.kind.verbs().iter().map(|v| v.as_str()).collect()
+    const ORDER: [Verb; 8] = [
+        Verb::Delete,
+        Verb::DeleteCollection,
+        Verb::Get,
+        Verb::List,
+        Verb::Patch,
+        Verb::Create,
+        Verb::Update,
+        Verb::Watch,
+    ];
+    let served = r.kind.verbs();
+    ORDER.iter().filter(|v| served.contains(v)).map(|v| v.as_str()).collect()
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -200,6 +213,20 @@ fn resource_list_entries(r: &Registry) -> Vec<APIResource> {
             version: None,
         });
     }
+    if r.kind.scale().is_some() {
+        out.push(APIResource {
+            name: format!("{}/scale", n.plural),
+            singular_name: String::new(),
+            namespaced: r.kind.namespaced(),
+            kind: SCALE_KIND.to_string(),
+            verbs: strings(&["get", "patch", "update"]),
+            short_names: None,
+            categories: None,
+            storage_version_hash: None,
+            group: Some(SCALE_GROUP.to_string()),
+            version: Some(SCALE_VERSION.to_string()),
+        });
+    }
     out
 }
 
@@ -215,9 +242,19 @@ fn aggregated_resource(r: &Registry) -> Value {
         "shortNames": n.short_names,
         "categories": n.categories,
     });
+    let mut subresources = Vec::new();
     if r.kind.has_status_subresource() {
-        v["subresources"] =
-            json!([{ "subresource": "status", "responseKind": response_kind, "verbs": ["get", "patch", "update"] }]);
+        subresources.push(
+            json!({ "subresource": "status", "responseKind": response_kind, "verbs": ["get", "patch", "update"] }),
+        );
+    }
+    if r.kind.scale().is_some() {
+        let scale = json!({ "group": SCALE_GROUP, "version": SCALE_VERSION, "kind": SCALE_KIND });
+        subresources
+            .push(json!({ "subresource": "scale", "responseKind": scale, "verbs": ["get", "patch", "update"] }));
+    }
+    if !subresources.is_empty() {
+        v["subresources"] = Value::Array(subresources);
     }
     v
 }

@@ -236,6 +236,7 @@ async fn dispatch(
     let part = match info.subresource() {
         "" => Part::Main,
         "status" if kind.has_status_subresource() => Part::Status,
+        "scale" if kind.scale().is_some() => Part::Scale,
         // An unknown subresource: kube's CRD handler answers NotFound for the named object.
         _ => return Err(ApiError::not_found(target)),
     };
@@ -256,7 +257,7 @@ async fn dispatch(
         }
         verb => verb,
     };
-    if part == Part::Status && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
+    if part != Part::Main && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
         return Err(ApiError::method_not_allowed(target.without_name(), verb.as_str()));
     }
     if !kind.supports(verb) {
@@ -278,6 +279,12 @@ async fn dispatch(
         audit: parts.extensions.get::<AuditContext>(),
     };
     match verb {
+        Verb::Get if part == Part::Scale => {
+            let encoding = negotiation::plain_encoding(accept);
+            let rv = Rv::parse(query.get("resourceVersion"))?;
+            let scale = reg.get_scale(ns, name, rv).await?;
+            encoded(200, scale, "application/json", &[], encoding)
+        }
         Verb::Get => {
             let (output, encoding) = negotiation::negotiate(accept, Shape::Object)?;
             let rv = Rv::parse(query.get("resourceVersion"))?;

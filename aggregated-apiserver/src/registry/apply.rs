@@ -26,9 +26,11 @@ impl Registry {
             writer: Writer {
                 manager: manager.to_string(),
                 api_version: self.kind.names().api_version(),
-                subresource: if part == Part::Status { "status".into() } else { String::new() },
+                subresource: part.subresource().into(),
             },
-            now,
+            // kube's scale handler gives the entries it maps back from a
+            // Scale the object's time for that manager, which it never had.
+            now: (part != Part::Scale).then_some(now),
             versions: self.versions.as_deref(),
         })
     }
@@ -67,7 +69,19 @@ impl Registry {
         if let Some(m) = old_plain.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("managedFields");
         }
-        let tracked = self.field_manager(part, manager)?.update(&old_plain, next, base);
+        let mut tracked = self.field_manager(part, manager)?.update(&old_plain, next, base);
+        if let (Ok(managed), Some(paths), Part::Scale) = (&mut tracked, self.kind.scale(), part) {
+            // A Scale of 0 replicas does not carry them (Go's omitempty):
+            // kube's field manager sees them removed, and nobody owns them.
+            let path: Vec<&str> = paths.spec_replicas.trim_start_matches('.').split('.').collect();
+            let mut at = Some(&*next);
+            for field in &path {
+                at = at.and_then(|v| v.get(field));
+            }
+            if at.and_then(Value::as_i64) == Some(0) {
+                managed.release(&path);
+            }
+        }
         set_managed_fields(next, tracked.ok().as_ref())
     }
 

@@ -1,8 +1,8 @@
 //! A kind described by a CustomResourceDefinition: the description kube's
 //! `#[derive(CustomResource)]` writes for a Rust type ([`CustomResourceKind::of`]),
 //! or any CRD read from a file. Names, scope, schema (its CEL rules
-//! included), printer columns, selectable fields and the status subresource
-//! come from the definition, and are served as kube-apiserver serves the
+//! included), printer columns, selectable fields and the status and scale
+//! subresources come from the definition, and are served as kube-apiserver serves the
 //! CRD; hooks that take the typed object add what a schema cannot say.
 
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use crate::apimachinery::resource::Names;
 use crate::apimachinery::version::compare_kube_aware;
 use crate::error::{Error, Result};
 use crate::registry::conversion::Hub;
-use crate::registry::kind::{Cell, Column, Kind, OtherVersions};
+use crate::registry::kind::{Cell, Column, Kind, OtherVersions, ScalePaths};
 
 type Check = dyn Fn(&Value) -> Vec<FieldError> + Send + Sync;
 type PrepareCreate = dyn Fn(&mut Value) + Send + Sync;
@@ -64,6 +64,7 @@ pub struct CustomResourceKind {
     deprecation_warning: Option<String>,
     namespaced: bool,
     status: bool,
+    scale: Option<ScalePaths>,
     schema: Value,
     columns: &'static [Column],
     selectable_fields: &'static [&'static str],
@@ -272,6 +273,11 @@ fn describe(crd: &CustomResourceDefinition) -> std::result::Result<CustomResourc
         deprecation_warning: version.deprecation_warning.clone(),
         namespaced,
         status: version.subresources.as_ref().is_some_and(|s| s.status.is_some()),
+        scale: version.subresources.as_ref().and_then(|s| s.scale.as_ref()).map(|scale| ScalePaths {
+            spec_replicas: scale.spec_replicas_path.clone(),
+            status_replicas: scale.status_replicas_path.clone(),
+            label_selector: scale.label_selector_path.clone(),
+        }),
         schema,
         columns: keep_all(columns(version)?),
         selectable_fields: keep_all(
@@ -326,6 +332,10 @@ impl Kind for CustomResourceKind {
 
     fn has_status_subresource(&self) -> bool {
         self.status
+    }
+
+    fn scale(&self) -> Option<&ScalePaths> {
+        self.scale.as_ref()
     }
 
     fn schema(&self) -> Value {

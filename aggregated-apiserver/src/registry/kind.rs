@@ -67,6 +67,43 @@ pub(crate) const CREATION_TIMESTAMP: &str = ".metadata.creationTimestamp";
 
 const AGE_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 
+/// The paths of a kind's scale subresource, as a CRD's
+/// `subresources.scale` states them (JSON paths such as `.spec.replicas`).
+///
+/// ```
+/// use aggregated_apiserver::ScalePaths;
+///
+/// let scale = ScalePaths::new(".spec.replicas", ".status.replicas").with_label_selector(".status.selector");
+/// assert_eq!(scale.spec_replicas, ".spec.replicas");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// The desired replicas, under `.spec`: the Scale's `spec.replicas`.
+    pub spec_replicas: String,
+    /// The observed replicas, under `.status`: the Scale's `status.replicas`.
+    pub status_replicas: String,
+    /// A label selector in its string form, under `.status` or `.spec`: the
+    /// Scale's `status.selector`, which a HorizontalPodAutoscaler reads.
+    pub label_selector: Option<String>,
+}
+
+impl ScalePaths {
+    /// Replicas read and written at `spec_replicas`, observed at `status_replicas`.
+    pub fn new(spec_replicas: &str, status_replicas: &str) -> Self {
+        Self {
+            spec_replicas: spec_replicas.to_string(),
+            status_replicas: status_replicas.to_string(),
+            label_selector: None,
+        }
+    }
+
+    /// The selector is read at `path`.
+    pub fn with_label_selector(mut self, path: &str) -> Self {
+        self.label_selector = Some(path.to_string());
+        self
+    }
+}
+
 /// A kind served by this server: what it is called, what its objects hold,
 /// and the rules a write must pass beyond its schema. Only [`Kind::names`]
 /// and [`Kind::schema`] are required; see the crate's [`prelude`](crate::prelude)
@@ -90,6 +127,13 @@ pub trait Kind: Send + Sync + 'static {
     /// ignores status changes and `/status` changes only status.
     fn has_status_subresource(&self) -> bool {
         false
+    }
+
+    /// Where its `/scale` subresource reads and writes replicas, when it has
+    /// one: then `<plural>/scale` serves an `autoscaling/v1` Scale, as a
+    /// CRD's scale subresource does, for `kubectl scale` and autoscalers.
+    fn scale(&self) -> Option<&ScalePaths> {
+        None
     }
 
     /// The OpenAPI v3 schema of the whole object (structural, as a CRD's).

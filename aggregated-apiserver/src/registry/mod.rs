@@ -15,6 +15,7 @@ mod delete;
 pub mod encode;
 pub mod kind;
 mod read;
+mod scale;
 mod strategy;
 mod validate;
 pub(crate) mod version_store;
@@ -85,6 +86,8 @@ pub struct WriteOutcome {
 pub enum Part {
     Main,
     Status,
+    /// `/scale`: the object's desired replicas, read and written as a Scale.
+    Scale,
 }
 
 impl Part {
@@ -93,6 +96,7 @@ impl Part {
         match self {
             Part::Main => "",
             Part::Status => "status",
+            Part::Scale => "scale",
         }
     }
 }
@@ -217,6 +221,7 @@ impl Registry {
             operation,
             names: self.kind.names(),
             subresource: part.subresource(),
+            scale: part == Part::Scale,
             namespace: if self.kind.namespaced() { ns } else { "" },
             name,
             object,

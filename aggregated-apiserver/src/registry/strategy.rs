@@ -83,7 +83,7 @@ pub(super) fn prepare_for_update(
             keep_status(&mut next, new.get("status"));
             next
         }
-        Part::Main => {
+        Part::Main | Part::Scale => {
             let mut next = new;
             if kind.has_status_subresource() {
                 keep_status(&mut next, old.get("status"));
@@ -101,7 +101,7 @@ pub(super) fn prepare_for_update(
     meta.remove("selfLink");
     meta.insert("resourceVersion".into(), json!(resource_version.to_string()));
     drop_empty_meta_fields(&mut next);
-    if part == Part::Main {
+    if part != Part::Status {
         kind.prepare_for_update(&mut next, old);
         if spec_changed(old, &next) {
             let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;

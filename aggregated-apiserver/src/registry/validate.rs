@@ -5,6 +5,7 @@
 
 use serde_json::{json, Value};
 
+use super::scale::validate_scale_paths;
 use super::{meta_str, Part, Registry};
 use crate::apimachinery::errors::ApiResult;
 use crate::apimachinery::field_error::{FieldError, FieldErrorKind};
@@ -29,9 +30,12 @@ impl Registry {
             errs.extend(update_errs);
         }
         errs.extend(match part {
-            Part::Main => validate_against_schema(obj, &self.schema),
+            Part::Main | Part::Scale => validate_against_schema(obj, &self.schema),
             Part::Status => validate_status_against_schema(obj, &self.schema),
         });
+        if let Some(paths) = self.kind.scale() {
+            errs.extend(validate_scale_paths(obj, paths, part != Part::Status));
+        }
         let mut warnings = Vec::new();
         if let Some(rules) = &self.rules {
             // As apiextensions' strategy: the rules run unless an error

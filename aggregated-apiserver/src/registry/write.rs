@@ -358,6 +358,9 @@ impl Registry {
         wopts: &WriteOptions,
         user: Requester<'_>,
     ) -> ApiResult<WriteOutcome> {
+        if part == Part::Scale {
+            return self.update_scale(ns, name, body, wopts, user).await;
+        }
         let mut warnings = Vec::new();
         let work = self.write_work(raw.len());
         let mut obj =
@@ -418,6 +421,9 @@ impl Registry {
         wopts: &WriteOptions,
         user: Requester<'_>,
     ) -> ApiResult<WriteOutcome> {
+        if part == Part::Scale {
+            return self.patch_scale(ns, name, patch, body_bytes, wopts, user).await;
+        }
         let mut warnings = Vec::new();
         let input_bytes = body_bytes + patch.growth_bytes();
         let mut out = self
@@ -669,19 +675,31 @@ impl Registry {
         .await?;
         let before_admission = proposed.pointer("/metadata/managedFields").cloned();
         let options = write_options_object(Operation::Update, wopts);
+        // A write to /scale shows admission Scales: the object is kept
+        // aside, and takes the replicas a mutating plugin leaves.
+        let (shown, aside, old_scale) = match part {
+            Part::Scale => {
+                (self.scale_for_admission(&proposed)?, Some(proposed), Some(self.scale_for_admission(&old)?))
+            }
+            _ => (proposed, None, None),
+        };
         let mut attributes = self.attributes(
             Operation::Update,
             part,
             ns,
             name,
-            Some(proposed),
-            Some(&old),
+            Some(shown),
+            Some(old_scale.as_ref().unwrap_or(&old)),
             options,
             wopts.dry_run,
             user,
         );
         admission.mutate(&mut attributes).await?;
         let mut mutated = attributes.object.take().unwrap_or(Value::Null);
+        if let Some(mut obj) = aside {
+            self.take_admitted_scale(mutated, &mut obj)?;
+            mutated = obj;
+        }
         let mut warnings = std::mem::take(&mut attributes.warnings);
         // Validation sees what would be stored (the stored object itself
         // for a write that changes nothing, which kube validates too), lent
@@ -698,10 +716,19 @@ impl Registry {
             Ok::<_, ApiError>(lent)
         })
         .await?;
-        attributes.object = Some(next);
-        admission.validate(&mut attributes).await.map_err(|e| e.with_warnings(warnings.clone()))?;
+        let decision = match part {
+            Part::Scale => {
+                attributes.object = Some(self.scale_for_admission(&next)?);
+                admission.validate(&mut attributes).await.map_err(|e| e.with_warnings(warnings.clone()))?;
+                rebuild(next)
+            }
+            _ => {
+                attributes.object = Some(next);
+                admission.validate(&mut attributes).await.map_err(|e| e.with_warnings(warnings.clone()))?;
+                rebuild(attributes.object.take().unwrap_or(Value::Null))
+            }
+        };
         warnings.append(&mut attributes.warnings);
-        let decision = rebuild(attributes.object.take().unwrap_or(Value::Null));
         Ok((decision, warnings))
     }
 

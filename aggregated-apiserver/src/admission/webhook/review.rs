@@ -9,6 +9,7 @@
 //! of numbers, where Go webhooks send base64 (both are accepted here, as Go's
 //! decoder accepts both).
 
+use crate::apimachinery::resource::{SCALE_GROUP, SCALE_KIND, SCALE_VERSION};
 use std::collections::BTreeMap;
 
 use base64::Engine;
@@ -82,7 +83,10 @@ pub fn request_value(uid: &str, attributes: &Attributes<'_>) -> Value {
 
 fn review<'a>(version: &str, uid: &'a str, attributes: &'a Attributes<'_>) -> Review<'a> {
     let names = attributes.names;
-    let kind = GroupVersionKind { group: names.group, version: names.version, kind: names.kind };
+    let kind = match attributes.scale {
+        true => GroupVersionKind { group: SCALE_GROUP, version: SCALE_VERSION, kind: SCALE_KIND },
+        false => GroupVersionKind { group: names.group, version: names.version, kind: names.kind },
+    };
     let resource = GroupVersionResource { group: names.group, version: names.version, resource: names.plural };
     let user = attributes.user;
     // Go's omitempty on each field.

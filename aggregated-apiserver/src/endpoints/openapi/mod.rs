@@ -26,7 +26,7 @@ use serde_json::{json, Map, Value};
 
 use self::gnostic::Spec;
 use self::serve::Encoded;
-use crate::apimachinery::resource::{Names, Verb};
+use crate::apimachinery::resource::{Names, Verb, SCALE_GROUP, SCALE_KIND, SCALE_VERSION};
 use crate::endpoints::static_doc::StaticDoc;
 use crate::registry::Registry;
 
@@ -42,6 +42,9 @@ fn meta_ref(v3: bool, name: &str) -> Value {
     json!({ "$ref": format!("{}{META}.{name}", if v3 { "#/components/schemas/" } else { "#/definitions/" }) })
 }
 
+/// The schema a scale subresource's operations name.
+const SCALE_SCHEMA: &str = "io.k8s.api.autoscaling.v1.Scale";
+
 fn kind_ref(v3: bool, name: &str) -> Value {
     json!({ "$ref": format!("{}{name}", if v3 { "#/components/schemas/" } else { "#/definitions/" }) })
 }
@@ -51,7 +54,7 @@ fn kind_ref(v3: bool, name: &str) -> Value {
 /// generated from k8s-openapi's types, which hold kube's descriptions (what
 /// `kubectl explain widget.metadata` shows), types, formats and `required`, with
 /// the few things its generator leaves out put back by [`kube_additions`].
-fn meta_schemas(v3: bool) -> Map<String, Value> {
+fn meta_schemas(v3: bool, scale: bool) -> Map<String, Value> {
     let mut settings = SchemaSettings::draft07();
     settings.definitions_path = if v3 { "/components/schemas" } else { "/definitions" }.into();
     settings.meta_schema = None;
@@ -68,6 +71,10 @@ fn meta_schemas(v3: bool) -> Map<String, Value> {
     generator.subschema_for::<metav1::Status>();
     generator.subschema_for::<metav1::DeleteOptions>();
     generator.subschema_for::<metav1::Patch>();
+    if scale {
+        // What a scale subresource reads and writes.
+        generator.subschema_for::<k8s_openapi::api::autoscaling::v1::Scale>();
+    }
     let mut schemas = generator.take_definitions(false);
     for (name, path, key, value, only_v3) in kube_additions() {
         if only_v3 && !v3 {
@@ -429,8 +436,44 @@ fn add_paths(paths: &mut Map<String, Value>, r: &Registry, v3: bool) {
                 ),
             );
         }
-        st.insert("parameters".into(), Value::Array(named_common));
+        st.insert("parameters".into(), Value::Array(named_common.clone()));
         paths.insert(format!("{base}{ns_prefix}/{}/{{name}}/status", n.plural), Value::Object(st));
+    }
+    if r.kind.scale().is_some() {
+        let scale = kind_ref(v3, SCALE_SCHEMA);
+        let mut sc = Map::new();
+        sc.insert(
+            "get".into(),
+            w.operation("get", &format!("read{gv}{scope}{}Scale", n.kind), vec![], None, scale.clone(), false),
+        );
+        sc.insert(
+            "put".into(),
+            w.operation(
+                "put",
+                &format!("replace{gv}{scope}{}Scale", n.kind),
+                write_params(v3),
+                Some(scale.clone()),
+                scale.clone(),
+                false,
+            ),
+        );
+        sc.insert(
+            "patch".into(),
+            w.operation(
+                "patch",
+                &format!("patch{gv}{scope}{}Scale", n.kind),
+                write_params(v3),
+                Some(meta_ref(v3, "Patch")),
+                scale,
+                true,
+            ),
+        );
+        for op in sc.values_mut() {
+            op["x-kubernetes-group-version-kind"] =
+                json!({ "group": SCALE_GROUP, "kind": SCALE_KIND, "version": SCALE_VERSION });
+        }
+        sc.insert("parameters".into(), Value::Array(named_common));
+        paths.insert(format!("{base}{ns_prefix}/{}/{{name}}/scale", n.plural), Value::Object(sc));
     }
     if r.kind.namespaced() && has(Verb::List) {
         let mut all = Map::new();
@@ -447,7 +490,7 @@ fn add_paths(paths: &mut Map<String, Value>, r: &Registry, v3: bool) {
 }
 
 fn schemas(regs: &[&Arc<Registry>], v3: bool) -> Map<String, Value> {
-    let mut out = meta_schemas(v3);
+    let mut out = meta_schemas(v3, regs.iter().any(|r| r.kind.scale().is_some()));
     for r in regs {
         let n = r.kind.names();
         out.insert(schema_name(n, n.kind), object_schema(r, v3));
@@ -526,7 +569,8 @@ mod tests {
     #[test]
     fn meta_schemas_are_complete_and_carry_kubes_additions() {
         for v3 in [false, true] {
-            let schemas = meta_schemas(v3);
+            let schemas = meta_schemas(v3, true);
+            assert!(schemas.contains_key(SCALE_SCHEMA), "{:?}", schemas.keys().collect::<Vec<_>>());
             let prefix = if v3 { "#/components/schemas/" } else { "#/definitions/" };
             let mut found = Vec::new();
             schemas.values().for_each(|s| refs(s, &mut found));

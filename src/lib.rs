@@ -1,8 +1,10 @@
 //! farm-apiserver: a Kubernetes aggregated API server for farm.example.com,
 //! built on the `aggregated-apiserver` library, which knows no kind. This
-//! crate is that library plus two kinds, each one file describing itself:
+//! crate is that library plus three kinds, each one file describing itself:
 //!
 //! * [`llama`]: Llamas, objects this server owns and stores;
+//! * [`herd`]: Herds of llamas, stored too, sized through their scale
+//!   subresource;
 //! * [`farmpod`]: FarmPods, a read-only view of the cluster's Pods fed by one
 //!   shared watch.
 //!
@@ -11,6 +13,7 @@
 //! and one line in [`serve_kinds`].
 
 pub mod farmpod;
+pub mod herd;
 pub mod llama;
 pub mod options;
 pub mod process;
@@ -19,10 +22,11 @@ use std::sync::Arc;
 
 use aggregated_apiserver::{DetailedCheck, Gauge, Kind, Registry, Setup};
 
-/// Adds Llamas and FarmPods to what the server serves; starts the Pod watch
+/// Adds Llamas, Herds and FarmPods to what the server serves; starts the Pod watch
 /// when a cluster is configured.
 pub async fn serve_kinds(setup: &mut Setup, pod_namespaces: Vec<String>) -> aggregated_apiserver::Result<()> {
     setup.stored(Arc::new(llama::kind()?))?;
+    setup.stored(Arc::new(herd::kind()?))?;
 
     let (pod_cache, client) = match &setup.cluster {
         Ok(client) => (Arc::new(farmpod::PodCache::default()), Some(client.clone())),

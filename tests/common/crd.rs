@@ -45,26 +45,46 @@ pub fn conversion_webhook() -> &'static WebhookServer {
     HOOK.get_or_init(|| futures::executor::block_on(WebhookServer::start(&[])))
 }
 
+/// The Herd CRD in API group `group`: the definition farm-apiserver serves
+/// Herds from (`Herd::crd()`: status and scale subresources), moved to `group`.
+pub fn herd_crd(group: &str) -> String {
+    use farm_apiserver::herd::Herd;
+    use kube::core::CustomResourceExt;
+    let mut crd = Herd::crd();
+    crd.metadata.name = Some(format!("herds.{group}"));
+    crd.spec.group = group.to_string();
+    serde_json::to_string(&crd).expect("a CustomResourceDefinition encodes")
+}
+
 /// Installs the Llama CRD in `group` and waits until it is Established.
 pub fn install_llama_crd(cp: &ControlPlane, group: &str) -> Result<(), String> {
+    install(cp, &format!("llamas.{group}"), &llama_crd(group))
+}
+
+/// Installs the Herd CRD in `group` and waits until it is Established.
+pub fn install_herd_crd(cp: &ControlPlane, group: &str) -> Result<(), String> {
+    install(cp, &format!("herds.{group}"), &herd_crd(group))
+}
+
+/// Installs the CRD `name` defined by `crd` and waits until it is Established.
+fn install(cp: &ControlPlane, name: &str, crd: &str) -> Result<(), String> {
     // Tests of one binary may install it at the same moment: one create wins,
     // and the other's apply, tried again, finds it and updates it.
-    let crd = llama_crd(group);
     let mut refused = None;
     for _ in 0..3 {
-        let out = super::kubectl_stdin(&cp.kubeconfig, &["apply", "-f", "-"], Some(&crd));
+        let out = super::kubectl_stdin(&cp.kubeconfig, &["apply", "-f", "-"], Some(crd));
         refused = (!out.0).then_some(out);
         if refused.is_none() {
             break;
         }
     }
     if let Some(out) = refused {
-        return Err(format!("installing CRD llamas.{group}: {out:?}"));
+        return Err(format!("installing CRD {name}: {out:?}"));
     }
-    let out = cp.kubectl(&["wait", "--for=condition=Established", &format!("crd/llamas.{group}"), "--timeout=60s"]);
+    let out = cp.kubectl(&["wait", "--for=condition=Established", &format!("crd/{name}"), "--timeout=60s"]);
     if out.0 {
         Ok(())
     } else {
-        Err(format!("CRD llamas.{group} not Established: {out:?}"))
+        Err(format!("CRD {name} not Established: {out:?}"))
     }
 }

@@ -207,6 +207,16 @@ async fn answer(
         "/label" => {
             json_patch(&review, json!([{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}]))
         }
+        // For Scales: replicas doubled, and more than 10 refused.
+        "/double-replicas" => {
+            let replicas = object["spec"]["replicas"].as_i64().unwrap_or(0);
+            json_patch(&review, json!([{"op": "replace", "path": "/spec/replicas", "value": replicas * 2}]))
+        }
+        "/cap-replicas" if object["spec"]["replicas"].as_i64().unwrap_or(0) > 10 => review_answer(
+            &review,
+            json!({"allowed": false, "status": {"code": 403, "reason": "Forbidden", "message": "a herd of more than 10 is not welcome"}}),
+        ),
+        "/cap-replicas" => review_answer(&review, json!({"allowed": true})),
         "/bad-schema" => json_patch(&review, json!([{"op": "replace", "path": "/spec/weight", "value": "heavy"}])),
         "/break-managed-fields" => json_patch(
             &review,

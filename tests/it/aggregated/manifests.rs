@@ -370,10 +370,13 @@ fn dev_overlay_carries_ca_bundle_hardened_pod_and_rbac() {
         }
     }
     let view = &find(items, "ClusterRole", "farm-apiserver:aggregate-to-view")["rules"][0];
-    assert_eq!(strings(&view["resources"]), ["llamas", "llamas/status", "farmpods"]);
+    assert_eq!(
+        strings(&view["resources"]),
+        ["llamas", "llamas/status", "herds", "herds/status", "herds/scale", "farmpods"]
+    );
     assert_eq!(strings(&view["verbs"]), ["get", "list", "watch"]);
     let edit = &find(items, "ClusterRole", "farm-apiserver:aggregate-to-edit")["rules"][0];
-    assert_eq!(strings(&edit["resources"]), ["llamas"]);
+    assert_eq!(strings(&edit["resources"]), ["llamas", "herds", "herds/scale"]);
     assert_eq!(strings(&edit["verbs"]), ["create", "update", "patch", "delete", "deletecollection"]);
 }
 

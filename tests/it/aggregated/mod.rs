@@ -10,6 +10,7 @@ mod chart;
 mod farmpods;
 mod filters;
 mod flowcontrol;
+mod herds;
 mod llamas;
 mod manifests;
 mod migration;

@@ -11,5 +11,6 @@ mod cel;
 mod crd;
 pub mod mutating_policies;
 mod openapi;
+mod scale;
 mod versions;
 mod webhook_tls;

@@ -34,7 +34,7 @@ async fn discovery_documents() {
         let resources = version["resources"].as_array().unwrap().iter();
         (version["version"].clone(), resources.map(|r| r["resource"].as_str().unwrap().to_string()).collect::<Vec<_>>())
     };
-    assert_eq!(in_version(0), (json!("v1beta1"), vec!["llamas".to_string()]));
+    assert_eq!(in_version(0), (json!("v1beta1"), vec!["llamas".to_string(), "herds".to_string()]));
     assert_eq!(in_version(1), (json!("v1alpha"), vec!["llamas".to_string(), "farmpods".to_string()]));
     let res = &v["items"][0]["versions"][0]["resources"][0];
     assert_eq!(res["resource"], "llamas");
@@ -43,6 +43,17 @@ async fn discovery_documents() {
     assert_eq!(res["shortNames"], json!(["ll"]));
     assert!(res["categories"].as_array().unwrap().contains(&json!("farm")));
     assert_eq!(res["subresources"][0]["subresource"], "status");
+    // A Herd's scale subresource answers an autoscaling/v1 Scale.
+    let herds = &v["items"][0]["versions"][0]["resources"][1];
+    assert_eq!(
+        herds["subresources"],
+        json!([
+            {"subresource": "status", "responseKind": {"group": "farm.example.com", "version": "v1beta1", "kind": "Herd"},
+                "verbs": ["get", "patch", "update"]},
+            {"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                "verbs": ["get", "patch", "update"]}
+        ])
+    );
     let r =
         s.client.get(s.url("/apis")).header("Accept", AGGREGATED).header("If-None-Match", &etag).send().await.unwrap();
     assert_eq!(r.status(), 304);
@@ -62,6 +73,13 @@ async fn discovery_documents() {
         assert!(verbs.contains(&verb), "{verb} in {verbs:?}");
     }
     assert!(v["resources"].as_array().unwrap().iter().any(|r| r["name"] == "llamas/status"));
+    let v: Value = s.client.get(s.url("/apis/farm.example.com/v1beta1")).send().await.unwrap().json().await.unwrap();
+    let scale = v["resources"].as_array().unwrap().iter().find(|r| r["name"] == "herds/scale").unwrap();
+    assert_eq!(
+        *scale,
+        json!({"name": "herds/scale", "singularName": "", "namespaced": true, "group": "autoscaling", "version": "v1",
+            "kind": "Scale", "verbs": ["get", "patch", "update"]})
+    );
 
     let v: Value = s.client.get(s.url("/api")).send().await.unwrap().json().await.unwrap();
     assert_eq!(v["kind"], "APIVersions");

@@ -13,6 +13,7 @@ pub mod etcd;
 pub mod fuzz;
 pub mod helm;
 pub mod identity;
+pub mod jaeger;
 pub mod otlp;
 pub mod podman;
 pub mod relay;

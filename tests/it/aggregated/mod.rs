@@ -11,6 +11,7 @@ mod farmpods;
 mod filters;
 mod flowcontrol;
 mod herds;
+mod jaeger;
 mod llamas;
 mod manifests;
 mod migration;

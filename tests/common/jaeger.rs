@@ -98,8 +98,10 @@ impl Jaeger {
         let dir = tempfile::Builder::new().prefix("farm-jaeger-").tempdir().expect("tempdir");
         let (otlp_port, query_port, query_grpc_port) = (free_port(), free_port(), free_port());
         // Jaeger v2's all-in-one (cmd/jaeger/internal/all-in-one.yaml), cut
-        // to what the tests use: nothing listens but these three ports, and
-        // spans are stored as they arrive (no batch processor to wait for).
+        // to what the tests use: nothing listens but these three ports, spans
+        // are stored as they arrive (no batch processor to wait for), and the
+        // query extension does not trace itself (it would export to
+        // localhost:4317, and wait 10 s at exit for that export to fail).
         let config = format!(
             r#"service:
   extensions: [jaeger_storage, jaeger_query]
@@ -119,6 +121,7 @@ extensions:
         memory:
           max_traces: 100000
   jaeger_query:
+    enable_tracing: false
     storage:
       traces: memory_store
     http:

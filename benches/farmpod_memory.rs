@@ -80,7 +80,7 @@ impl Heap {
 }
 
 fn store() -> Arc<MemoryStore> {
-    let kind = Arc::new(FarmPodKind { cache: Arc::new(PodCache::default()) });
+    let kind = Arc::new(FarmPodKind { cache: Arc::new(PodCache::default()), subresources: Vec::new() });
     Arc::new(MemoryStore::new(Arc::new(KindIndexer(kind)), 10_000, 4096))
 }
 
@@ -117,7 +117,7 @@ fn measure(n: usize) -> String {
     row(&mut out, "FarmPod as a serde_json tree (transient)", tree, n);
 
     // Its index (labels, selectable fields, table cells, uid).
-    let indexer = KindIndexer(Arc::new(FarmPodKind { cache: Arc::new(PodCache::default()) }));
+    let indexer = KindIndexer(Arc::new(FarmPodKind { cache: Arc::new(PodCache::default()), subresources: Vec::new() }));
     let before = heap();
     let indexes: Vec<_> = trees.iter().map(|(_, v)| indexer.index(v)).collect();
     let index = heap().since(before);
@@ -140,7 +140,7 @@ fn measure(n: usize) -> String {
 
     // The same store without history tells what the history holds.
     let bare = Arc::new(MemoryStore::new(
-        Arc::new(KindIndexer(Arc::new(FarmPodKind { cache: Arc::new(PodCache::default()) }))),
+        Arc::new(KindIndexer(Arc::new(FarmPodKind { cache: Arc::new(PodCache::default()), subresources: Vec::new() }))),
         1,
         4096,
     ));

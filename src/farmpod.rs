@@ -19,8 +19,9 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{json, Map, Value};
 
-use aggregated_apiserver::storage::{MemoryStore, ObjectKey, StoreError};
-use aggregated_apiserver::{Cell, Column, Kind, Names, Verb};
+use aggregated_apiserver::storage::{MemoryStore, ObjectKey, Store as _, StoreError};
+use aggregated_apiserver::{Cell, Column, Kind, Names, StreamResult, Streamed, Subresource, SubresourceRequest, Verb};
+use http_body_util::BodyExt as _;
 
 /// The annotation pointing back to the Pod's uid.
 pub const POD_UID_ANNOTATION: &str = "farm.example.com/pod-uid";
@@ -177,6 +178,84 @@ impl PodCache {
 
 pub struct FarmPodKind {
     pub cache: Arc<PodCache>,
+    /// `log`, when there is a cluster to read logs from.
+    pub subresources: Vec<Subresource>,
+}
+
+/// The query parameters `pods/log` takes, passed on to it as sent.
+const LOG_PARAMETERS: [&str; 9] = [
+    "container",
+    "follow",
+    "previous",
+    "sinceSeconds",
+    "sinceTime",
+    "timestamps",
+    "tailLines",
+    "limitBytes",
+    "insecureSkipTLSVerifyBackend",
+];
+
+/// `farmpods/{name}/log`: the Pod's container log, streamed from the Pod
+/// API's `pods/log` with the server's credentials, as it comes (following,
+/// when asked). A caller must also be allowed `pods/log` of that Pod (the
+/// authorizer checks it: [`FarmPodKind::also_requires`]); `pods` is the
+/// view, for the FarmPod's own 404.
+pub fn log_subresource(client: Client, pods: Arc<MemoryStore>) -> Subresource {
+    Subresource::stream("log", move |request| {
+        let (client, pods) = (client.clone(), pods.clone());
+        async move { pod_log(&client, &pods, request).await }
+    })
+}
+
+async fn pod_log(client: &Client, pods: &MemoryStore, request: SubresourceRequest) -> StreamResult {
+    if !matches!(pods.get(&ObjectKey::new(&request.namespace, &request.name)), Ok(Some(_))) {
+        let mut status = kube::core::Status::failure(
+            &format!("farmpods.{} \"{}\" not found", NAMES.group, request.name),
+            "NotFound",
+        );
+        status.code = 404;
+        status.details = Some(kube::core::response::StatusDetails {
+            name: request.name.clone(),
+            group: NAMES.group.into(),
+            kind: NAMES.plural.into(),
+            uid: String::new(),
+            causes: Vec::new(),
+            retry_after_seconds: 0,
+        });
+        return Err(status);
+    }
+    let passed: Vec<(&str, &str)> = request
+        .query
+        .iter()
+        .filter(|(key, _)| LOG_PARAMETERS.contains(&key.as_str()))
+        .map(|(key, value)| (key.as_str(), value.as_str()))
+        .collect();
+    let query = serde_urlencoded::to_string(&passed).unwrap_or_default();
+    let path = format!("/api/v1/namespaces/{}/pods/{}/log?{query}", request.namespace, request.name);
+    let internal = |why: String| {
+        let mut status = kube::core::Status::failure(&format!("reading the Pod's log: {why}"), "InternalError");
+        status.code = 500;
+        status
+    };
+    let sent = http::Request::get(path).body(kube::client::Body::empty()).map_err(|e| internal(e.to_string()))?;
+    let answer = client.send(sent).await.map_err(|e| internal(e.to_string()))?;
+    let content_type = answer
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("text/plain")
+        .to_string();
+    if !answer.status().is_success() {
+        // The Pod API's refusal (no such container, a bad option), as it wrote it.
+        let code = answer.status().as_u16();
+        let body = answer.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let mut status: kube::core::Status =
+            serde_json::from_slice(&body).unwrap_or_else(|_| internal(String::from_utf8_lossy(&body).into_owned()));
+        status.code = code;
+        return Err(status);
+    }
+    let body = answer.into_body().into_data_stream().map(|chunk| chunk.map_err(std::io::Error::other));
+    Ok(Streamed { content_type, body: body.boxed() })
 }
 
 impl Kind for FarmPodKind {
@@ -244,6 +323,10 @@ impl Kind for FarmPodKind {
 
     fn also_requires(&self) -> &'static [(&'static str, &'static str)] {
         &[("", "pods")]
+    }
+
+    fn subresources(&self) -> &[Subresource] {
+        &self.subresources
     }
 
     fn unavailable(&self) -> Option<String> {

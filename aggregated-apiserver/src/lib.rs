@@ -66,6 +66,7 @@ pub use registry::conversion::Convert;
 pub use registry::custom_resource::CustomResourceKind;
 pub use registry::encode::KindIndexer;
 pub use registry::kind::{Cell, Column, Kind, OtherVersions, ScalePaths};
+pub use registry::subresource::{StreamResult, Streamed, Subresource, SubresourceRequest};
 pub use registry::Registry;
 pub use server::dev_certs::{write_cert_bundle, ServingCertPaths};
 pub use server::health::{Check, DetailedCheck, FnCheck};

@@ -227,6 +227,22 @@ fn resource_list_entries(r: &Registry) -> Vec<APIResource> {
             version: Some(SCALE_VERSION.to_string()),
         });
     }
+    for sub in r.kind.subresources() {
+        let (group, version, kind) = sub.response_kind.unwrap_or((n.group, n.version, n.kind));
+        let elsewhere = (group, version) != (n.group, n.version);
+        out.push(APIResource {
+            name: format!("{}/{}", n.plural, sub.name),
+            singular_name: String::new(),
+            namespaced: r.kind.namespaced(),
+            kind: kind.to_string(),
+            verbs: sub.verbs.iter().map(|v| v.as_str().to_string()).collect(),
+            short_names: None,
+            categories: None,
+            storage_version_hash: None,
+            group: elsewhere.then(|| group.to_string()),
+            version: elsewhere.then(|| version.to_string()),
+        });
+    }
     out
 }
 
@@ -252,6 +268,12 @@ fn aggregated_resource(r: &Registry) -> Value {
         let scale = json!({ "group": SCALE_GROUP, "version": SCALE_VERSION, "kind": SCALE_KIND });
         subresources
             .push(json!({ "subresource": "scale", "responseKind": scale, "verbs": ["get", "patch", "update"] }));
+    }
+    for sub in r.kind.subresources() {
+        let (group, version, kind) = sub.response_kind.unwrap_or((n.group, n.version, n.kind));
+        let verbs: Vec<&str> = sub.verbs.iter().map(|v| v.as_str()).collect();
+        let response_kind = json!({ "group": group, "version": version, "kind": kind });
+        subresources.push(json!({ "subresource": sub.name, "responseKind": response_kind, "verbs": verbs }));
     }
     if !subresources.is_empty() {
         v["subresources"] = Value::Array(subresources);

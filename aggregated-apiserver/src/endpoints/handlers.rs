@@ -33,6 +33,7 @@ use crate::endpoints::warnings::{warning_header, warning_headers};
 use crate::endpoints::watch::{self, WatchJob};
 use crate::heavy;
 use crate::registry::encode::{self, IncludeObject, ListMeta};
+use crate::registry::subresource::{Subresource, SubresourceRequest};
 use crate::registry::{DeleteOutcome, Part, Registry, WatchStart, WriteOutcome};
 use crate::storage::StoredObject;
 
@@ -232,6 +233,9 @@ async fn dispatch(
         return Ok(page_not_found());
     }
     let target = Target { group: names.group, kind: names.kind, resource: names.plural, name: info.name() };
+    if let Some(sub) = kind.subresources().iter().find(|s| s.name == info.subresource()) {
+        return serve_subresource(&res, &reg, sub, &info, req).await;
+    }
     // Segments after the subresource are ignored, as kube's request info does.
     let part = match info.subresource() {
         "" => Part::Main,
@@ -414,6 +418,56 @@ async fn dispatch(
             let list = ObjectListBody::new(reg.kind.names(), &meta, items);
             encoded(200, list.into_bytes(), "application/json", &warnings, negotiation::plain_encoding(accept))
         }
+    }
+}
+
+/// A request to a subresource the kind serves with its own function: the
+/// function's stream, ended when the server shuts down.
+async fn serve_subresource(
+    res: &ServedKinds,
+    reg: &Registry,
+    sub: &Subresource,
+    info: &RequestInfo,
+    req: http::Request<Body>,
+) -> ApiResult<Response> {
+    let names = reg.kind.names();
+    let target = Target { group: names.group, kind: names.kind, resource: names.plural, name: info.name() };
+    let verb = match info.verb {
+        RequestVerb::Resource(verb) => verb,
+        _ => return Err(ApiError::method_not_allowed(target.without_name(), "")),
+    };
+    if info.name().is_empty() || !sub.verbs.contains(&verb) {
+        return Err(ApiError::method_not_allowed(target.without_name(), verb.as_str()));
+    }
+    if let Some(why) = reg.kind.unavailable() {
+        return Err(ApiError::service_unavailable(why));
+    }
+    let query = Query::parse(req.uri().query())?;
+    let user = request_user(req.extensions()).map(UserInfo::to_api).unwrap_or_default();
+    let request = SubresourceRequest {
+        namespace: info.namespace().to_string(),
+        name: info.name().to_string(),
+        query: query.into_pairs(),
+        user,
+    };
+    let streamed = (sub.serve)(request).await.map_err(refused_by_kind)?;
+    let shutdown = res.shutdown.clone().cancelled_owned();
+    let body = streamed.body.take_until(shutdown);
+    let mut resp = respond(200, Bytes::new(), &streamed.content_type, &[]);
+    *resp.body_mut() = Body::from_stream(body);
+    Ok(resp)
+}
+
+/// A kind's function's refusal, answered as the Status it wrote.
+fn refused_by_kind(status: kube::core::Status) -> ApiError {
+    let code = if status.code == 0 { 500 } else { status.code };
+    let value = serde_json::to_value(&status).unwrap_or_default();
+    match serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>(value) {
+        Ok(mut status) => {
+            status.code = Some(i32::from(code));
+            ApiError::from_status(status)
+        }
+        Err(_) => ApiError::internal(status.message),
     }
 }
 

@@ -325,11 +325,14 @@ where
     })
 }
 
-/// Whether a request is long-running (kube's `LongRunningRequestCheck`): only
-/// watches here. Long-running requests have no deadline and are not counted by
-/// the in-flight limits (watches have caps of their own).
+/// Whether a request is long-running (kube's `LongRunningRequestCheck`): a
+/// watch, or a request to a subresource kube names long-running (a log, a
+/// connection to an object). Long-running requests have no deadline and are
+/// not counted by the in-flight limits (they take a slot of the watches' cap).
 pub fn is_long_running(info: &crate::apimachinery::request_info::RequestInfo) -> bool {
-    info.is_resource_request && info.verb == RequestVerb::Resource(Verb::Watch)
+    const LONG_RUNNING_SUBRESOURCES: [&str; 5] = ["attach", "exec", "proxy", "log", "portforward"];
+    info.is_resource_request
+        && (info.verb == RequestVerb::Resource(Verb::Watch) || LONG_RUNNING_SUBRESOURCES.contains(&info.subresource()))
 }
 
 /// Classifies the request once (kube's `WithRequestInfo`); every filter after

@@ -3,6 +3,7 @@
 //! registry and endpoints do the rest. Nothing in this crate knows any
 //! particular kind.
 
+use crate::registry::subresource::Subresource;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -136,6 +137,12 @@ pub trait Kind: Send + Sync + 'static {
         None
     }
 
+    /// The subresources it serves with its own functions (a log that
+    /// streams, ...), beyond `/status` and `/scale`.
+    fn subresources(&self) -> &[Subresource] {
+        &[]
+    }
+
     /// The OpenAPI v3 schema of the whole object (structural, as a CRD's).
     fn schema(&self) -> Value;
 
@@ -168,7 +175,8 @@ pub trait Kind: Send + Sync + 'static {
     }
 
     /// Resources, as (API group, resource), that a caller must also be allowed
-    /// to read, with the same verb and namespace, for a read of this kind: a
+    /// to read, with the same verb, namespace, name and subresource, for a
+    /// read of this kind: a
     /// view of other objects must not become a way around their RBAC (the
     /// server reads them with its own credentials). For delegated authorization
     /// to check alongside the kind itself (declared now, enforced by it).

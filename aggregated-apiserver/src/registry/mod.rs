@@ -17,6 +17,7 @@ pub mod kind;
 mod read;
 mod scale;
 mod strategy;
+pub mod subresource;
 mod validate;
 pub(crate) mod version_store;
 mod write;

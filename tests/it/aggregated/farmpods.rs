@@ -141,3 +141,38 @@ async fn farmpods_survive_a_cut_upstream_and_catch_up() {
     let metrics = client.get(s.url("/metrics")).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("farm_apiserver_pod_cache_staleness_seconds 0\n"), "{metrics}");
 }
+
+/// `farmpods/{name}/log` answers as the Pod's `pods/log` does, through the
+/// aggregator; a FarmPod that does not exist is the view's 404; discovery
+/// lists the subresource. (A caller allowed FarmPods' logs but not the
+/// Pods' is refused: `security.rs`.)
+#[tokio::test]
+async fn a_farmpods_log_is_its_pods_log_for_who_may_read_it() {
+    let reg = cluster::shared().await;
+    let cp = reg.cp;
+    let ns = namespace(cp, "e2e-farmpod-log");
+    let pods: Api<Pod> = Api::namespaced(cp.client().await, &ns);
+    pods.create(&PostParams::default(), &pod("web-1", json!({"app": "web"}), "node-a")).await.unwrap();
+    eventually("web-1 in the view", Duration::from_secs(10), || cp.kubectl(&["get", "farmpod", "web-1", "-n", &ns]).0)
+        .await;
+    let raw = |path: &str| cp.kubectl(&["get", "--raw", path]);
+    let pod_log = format!("/api/v1/namespaces/{ns}/pods/web-1/log?container=app");
+    let farmpod_log = format!("/apis/farm.example.com/v1alpha/namespaces/{ns}/farmpods/web-1/log?container=app");
+    // No kubelet runs this Pod: both answer the same refusal, the Pod API's words passed on.
+    let (direct, through) = (raw(&pod_log), raw(&farmpod_log));
+    assert_eq!((through.0, &through.1), (direct.0, &direct.1), "farmpods/log: {through:?}\npods/log: {direct:?}");
+    assert_eq!(through.2, direct.2, "the same error, in the same words");
+    let missing = raw(&format!("/apis/farm.example.com/v1alpha/namespaces/{ns}/farmpods/nobody/log"));
+    assert!(!missing.0 && missing.2.contains("farmpods.farm.example.com \"nobody\" not found"), "{missing:?}");
+
+    let discovery = ok(cp.kubectl(&["get", "--raw", "/apis/farm.example.com/v1alpha"]));
+    let discovery: Value = serde_json::from_str(&discovery).unwrap();
+    let log = discovery["resources"].as_array().unwrap().iter().find(|r| r["name"] == "farmpods/log");
+    assert_eq!(
+        log,
+        Some(
+            &json!({"name": "farmpods/log", "singularName": "", "namespaced": true, "kind": "FarmPod", "verbs": ["get"]})
+        ),
+        "{discovery}"
+    );
+}

@@ -318,6 +318,7 @@ fn dev_overlay_carries_ca_bundle_hardened_pod_and_rbac() {
         rules,
         [
             (vec![""], vec!["pods"], vec!["get", "list", "watch"]),
+            (vec![""], vec!["pods/log"], vec!["get"]),
             (vec![""], vec!["namespaces"], vec!["get", "list", "watch"]),
             (vec!["authentication.k8s.io"], vec!["tokenreviews"], vec!["create"]),
             (vec!["authorization.k8s.io"], vec!["subjectaccessreviews"], vec!["create"]),
@@ -372,7 +373,7 @@ fn dev_overlay_carries_ca_bundle_hardened_pod_and_rbac() {
     let view = &find(items, "ClusterRole", "farm-apiserver:aggregate-to-view")["rules"][0];
     assert_eq!(
         strings(&view["resources"]),
-        ["llamas", "llamas/status", "herds", "herds/status", "herds/scale", "farmpods"]
+        ["llamas", "llamas/status", "herds", "herds/status", "herds/scale", "farmpods", "farmpods/log"]
     );
     assert_eq!(strings(&view["verbs"]), ["get", "list", "watch"]);
     let edit = &find(items, "ClusterRole", "farm-apiserver:aggregate-to-edit")["rules"][0];

@@ -130,6 +130,52 @@ subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: farm-user}}]
     assert_eq!(anonymous.get(reg.server.url("/readyz")).send().await.unwrap().status(), 200);
 }
 
+/// A FarmPod's log is its Pod's: a user allowed `farmpods/log` but not
+/// `pods/log` is refused by farm-apiserver, in kube's words for the Pod's
+/// log, though the aggregator let the request through.
+#[tokio::test]
+async fn a_farmpods_log_needs_its_pods_log() {
+    let reg = secured().await;
+    let cp = reg.cp;
+    let ns = namespace(cp, "sec-farmpod-log");
+    cp.apply(&format!(
+        "apiVersion: v1
+kind: Pod
+metadata: {{name: web-1, namespace: {ns}}}
+spec:
+  nodeName: node-a
+  containers: [{{name: app, image: busybox:1.36}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: farmpod-log-reader, namespace: {ns}}}
+rules:
+- {{apiGroups: [''], resources: [pods], verbs: [get]}}
+- {{apiGroups: [farm.example.com], resources: [farmpods, farmpods/log], verbs: [get]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: farm-user-farmpod-logs, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: farmpod-log-reader}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: farm-user}}]
+"
+    ));
+    cluster::wait_until_allowed(
+        cp,
+        &["get", "farmpods.farm.example.com", "--subresource=log", "--as=farm-user", "-n", &ns],
+    )
+    .await;
+    let path = format!("/apis/farm.example.com/v1alpha/namespaces/{ns}/farmpods/web-1/log");
+    let out = common::kubectl(&cp.user_kubeconfig, &["get", "--raw", &path]);
+    assert!(
+        !out.0
+            && out.2.contains(&format!(
+                "pods \"web-1\" is forbidden: User \"farm-user\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"{ns}\""
+            )),
+        "{out:?}"
+    );
+}
+
 #[tokio::test]
 async fn forged_identities_are_refused() {
     let reg = secured().await;

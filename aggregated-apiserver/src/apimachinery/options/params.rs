@@ -20,6 +20,11 @@ impl Query {
 
     /// The first value of a parameter: kube's conversions of a single-valued
     /// option read `values[0]` and ignore the rest.
+    /// The parameters, in the order sent.
+    pub fn into_pairs(self) -> Vec<(String, String)> {
+        self.0
+    }
+
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }

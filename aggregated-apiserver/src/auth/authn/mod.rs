@@ -121,6 +121,19 @@ pub struct UserInfo {
     pub extra: BTreeMap<String, Vec<String>>,
 }
 
+impl UserInfo {
+    /// The user as the Kubernetes API writes one (`authentication.k8s.io/v1`).
+    pub fn to_api(&self) -> k8s_openapi::api::authentication::v1::UserInfo {
+        let non_empty = |s: &String| (!s.is_empty()).then(|| s.clone());
+        k8s_openapi::api::authentication::v1::UserInfo {
+            username: non_empty(&self.name),
+            uid: non_empty(&self.uid),
+            groups: (!self.groups.is_empty()).then(|| self.groups.clone()),
+            extra: (!self.extra.is_empty()).then(|| self.extra.clone()),
+        }
+    }
+}
+
 /// The user a request is served as (authenticated, then impersonated), as
 /// the authentication filter puts it in the request's extensions. Shared: a
 /// user remembered for a connection or cached for a token is not copied per

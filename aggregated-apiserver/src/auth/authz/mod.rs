@@ -156,7 +156,8 @@ impl<'a> AttributesRef<'a> {
     }
 
     /// The same request against another resource, e.g. the `pods` (group "")
-    /// behind a view of Pods: same verb, namespace and name, no subresource. The
+    /// behind a view of Pods: same verb, namespace, name and subresource (a
+    /// view's `log` is its Pod's `pods/log`). The
     /// version is kept when the group is unchanged, is `v1` for the core group
     /// and empty (any version; RBAC ignores it) otherwise. The path is cleared:
     /// a review of a resource request does not look at it.
@@ -168,8 +169,7 @@ impl<'a> AttributesRef<'a> {
         } else {
             ""
         };
-        AttributesRef { api_group, api_version, resource, subresource: "", path: "", resource_request: true, ..self }
-            .to_owned()
+        AttributesRef { api_group, api_version, resource, path: "", resource_request: true, ..self }.to_owned()
     }
 
     /// The bytes a client controls, as the webhook authorizer counts them.
@@ -665,8 +665,8 @@ mod tests {
     #[test]
     fn for_resource_pods() {
         let fp = Attributes {
-            path: "/apis/example.com/v1alpha/namespaces/ns/podviews/p/status".into(),
-            ..res("get", "podviews", "status", "ns", "p")
+            path: "/apis/example.com/v1alpha/namespaces/ns/podviews/p/log".into(),
+            ..res("get", "podviews", "log", "ns", "p")
         };
         assert_eq!(
             fp.view().for_resource("", "pods"),
@@ -675,7 +675,7 @@ mod tests {
                 api_group: String::new(),
                 api_version: "v1".into(),
                 resource: "pods".into(),
-                subresource: String::new(),
+                subresource: "log".into(),
                 namespace: "ns".into(),
                 name: "p".into(),
                 path: String::new(),

@@ -472,8 +472,20 @@ fn add_paths(paths: &mut Map<String, Value>, r: &Registry, v3: bool) {
             op["x-kubernetes-group-version-kind"] =
                 json!({ "group": SCALE_GROUP, "kind": SCALE_KIND, "version": SCALE_VERSION });
         }
-        sc.insert("parameters".into(), Value::Array(named_common));
+        sc.insert("parameters".into(), Value::Array(named_common.clone()));
         paths.insert(format!("{base}{ns_prefix}/{}/{{name}}/scale", n.plural), Value::Object(sc));
+    }
+    for sub in r.kind.subresources() {
+        // A stream of text, as kube documents `pods/log`.
+        let mut capitalized = sub.name.to_string();
+        if let Some(first) = capitalized.get_mut(..1) {
+            first.make_ascii_uppercase();
+        }
+        let op_id = format!("read{gv}{scope}{}{capitalized}", n.kind);
+        let mut st = Map::new();
+        st.insert("get".into(), w.operation("get", &op_id, vec![], None, json!({ "type": "string" }), false));
+        st.insert("parameters".into(), Value::Array(named_common.clone()));
+        paths.insert(format!("{base}{ns_prefix}/{}/{{name}}/{}", n.plural, sub.name), Value::Object(st));
     }
     if r.kind.namespaced() && has(Verb::List) {
         let mut all = Map::new();

@@ -19,7 +19,7 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{json, Map, Value};
 
-use aggregated_apiserver::storage::{MemoryStore, ObjectKey, Store as _, StoreError};
+use aggregated_apiserver::storage::{MemoryStore, ObjectKey, StoreError};
 use aggregated_apiserver::{Cell, Column, Kind, Names, StreamResult, Streamed, Subresource, SubresourceRequest, Verb};
 use http_body_util::BodyExt as _;
 
@@ -198,32 +198,15 @@ const LOG_PARAMETERS: [&str; 9] = [
 /// `farmpods/{name}/log`: the Pod's container log, streamed from the Pod
 /// API's `pods/log` with the server's credentials, as it comes (following,
 /// when asked). A caller must also be allowed `pods/log` of that Pod (the
-/// authorizer checks it: [`FarmPodKind::also_requires`]); `pods` is the
-/// view, for the FarmPod's own 404.
-pub fn log_subresource(client: Client, pods: Arc<MemoryStore>) -> Subresource {
+/// authorizer checks it: [`FarmPodKind::also_requires`]).
+pub fn log_subresource(client: Client) -> Subresource {
     Subresource::stream("log", move |request| {
-        let (client, pods) = (client.clone(), pods.clone());
-        async move { pod_log(&client, &pods, request).await }
+        let client = client.clone();
+        async move { pod_log(&client, request).await }
     })
 }
 
-async fn pod_log(client: &Client, pods: &MemoryStore, request: SubresourceRequest) -> StreamResult {
-    if !matches!(pods.get(&ObjectKey::new(&request.namespace, &request.name)), Ok(Some(_))) {
-        let mut status = kube::core::Status::failure(
-            &format!("farmpods.{} \"{}\" not found", NAMES.group, request.name),
-            "NotFound",
-        );
-        status.code = 404;
-        status.details = Some(kube::core::response::StatusDetails {
-            name: request.name.clone(),
-            group: NAMES.group.into(),
-            kind: NAMES.plural.into(),
-            uid: String::new(),
-            causes: Vec::new(),
-            retry_after_seconds: 0,
-        });
-        return Err(status);
-    }
+async fn pod_log(client: &Client, request: SubresourceRequest) -> StreamResult {
     let passed: Vec<(&str, &str)> = request
         .query
         .iter()

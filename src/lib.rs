@@ -36,16 +36,12 @@ pub async fn serve_kinds(setup: &mut Setup, pod_namespaces: Vec<String>) -> aggr
             (farmpod::PodCache::disabled(format!("{e:#}")), None)
         }
     };
-    // The store indexes FarmPods by the kind's fields; the kind served also
-    // reads logs, which looks FarmPods up in that store.
-    let indexed: Arc<dyn Kind> = Arc::new(farmpod::FarmPodKind { cache: pod_cache.clone(), subresources: Vec::new() });
-    let pod_store = setup.memory_store(&indexed);
-    let mut subresources = Vec::new();
+    let subresources = client.iter().map(|client| farmpod::log_subresource(client.clone())).collect();
+    let farmpod: Arc<dyn Kind> = Arc::new(farmpod::FarmPodKind { cache: pod_cache.clone(), subresources });
+    let pod_store = setup.memory_store(&farmpod);
     if let Some(client) = client {
-        subresources.push(farmpod::log_subresource(client.clone(), pod_store.clone()));
         farmpod::spawn_pod_watch(client, pod_namespaces, pod_store.clone(), pod_cache.clone());
     }
-    let farmpod: Arc<dyn Kind> = Arc::new(farmpod::FarmPodKind { cache: pod_cache.clone(), subresources });
     setup.serve(Arc::new(Registry::new(farmpod, pod_store)?));
     let (cache, detail) = (pod_cache.clone(), pod_cache.clone());
     setup.ready_check(Arc::new(DetailedCheck(

@@ -3,7 +3,7 @@
 //! memory (or in etcd with `--storage etcd`), with every verb, watch,
 //! server-side apply, Table output for `kubectl get`, discovery and OpenAPI
 //! for `kubectl explain`, a CEL validation rule in its schema, and rules of
-//! its own in Rust.
+//! its own in Rust, and a subresource that streams (`greetings/{name}/say`).
 //!
 //! Each version is its Rust type: kube's `CustomResource` derive describes
 //! it (names, schema, printer columns), as for a CRD, and kube-rs clients use
@@ -22,8 +22,9 @@
 use std::sync::Arc;
 
 use aggregated_apiserver::prelude::*;
-use aggregated_apiserver::with_env_prefix;
+use aggregated_apiserver::{with_env_prefix, Streamed, Subresource};
 use clap::{CommandFactory as _, FromArgMatches as _, Parser};
+use futures::StreamExt as _;
 
 /// `example.com/v2`, the version objects are stored in: what to say is its `text`.
 pub mod v2 {
@@ -108,6 +109,13 @@ fn greetings() -> aggregated_apiserver::Result<CustomResourceKind> {
         })
         // A rule beyond the schema, reported as kube reports field errors (422).
         .validate(move |greeting: &v2::Greeting| at_least_once(greeting.spec.times))
+        // `greetings/{name}/say`: the text, said `times` times, a line at a time.
+        .with_subresource(Subresource::stream("say", |request| async move {
+            let text = request.object["spec"]["text"].as_str().unwrap_or_default().to_string();
+            let times = request.object["spec"]["times"].as_u64().unwrap_or(1);
+            let lines = (0..times).map(move |_| Ok(format!("{text}\n").into()));
+            Ok(Streamed { content_type: "text/plain".into(), body: futures::stream::iter(lines).boxed() })
+        }))
         .with_version::<v2::Greeting, v1::Greeting>(v1)
 }
 

@@ -444,9 +444,12 @@ async fn serve_subresource(
     }
     let query = Query::parse(req.uri().query())?;
     let user = request_user(req.extensions()).map(UserInfo::to_api).unwrap_or_default();
+    let stored = reg.get(info.namespace(), info.name(), Rv::Unset).await?;
+    let object = stored.value().map_err(ApiError::internal_error)?;
     let request = SubresourceRequest {
         namespace: info.namespace().to_string(),
         name: info.name().to_string(),
+        object,
         query: query.into_pairs(),
         user,
     };

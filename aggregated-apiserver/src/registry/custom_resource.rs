@@ -23,6 +23,7 @@ use crate::apimachinery::version::compare_kube_aware;
 use crate::error::{Error, Result};
 use crate::registry::conversion::Hub;
 use crate::registry::kind::{Cell, Column, Kind, OtherVersions, ScalePaths};
+use crate::registry::subresource::Subresource;
 
 type Check = dyn Fn(&Value) -> Vec<FieldError> + Send + Sync;
 type PrepareCreate = dyn Fn(&mut Value) + Send + Sync;
@@ -73,6 +74,8 @@ pub struct CustomResourceKind {
     prepare_update: Option<Arc<PrepareUpdate>>,
     /// The other served versions, and the conversions through this one.
     others: Vec<CustomResourceKind>,
+    /// Subresources served by functions of the application's.
+    subresources: Vec<Subresource>,
     hub: Option<Hub>,
 }
 
@@ -162,6 +165,12 @@ impl CustomResourceKind {
         let mut fields = self.selectable_fields.to_vec();
         fields.extend(paths.iter().map(|p| keep(p.trim_start_matches('.').to_string())));
         self.selectable_fields = keep_all(fields);
+        self
+    }
+
+    /// Serves `subresource` too (a stream such as a log), with the function it holds.
+    pub fn with_subresource(mut self, subresource: Subresource) -> Self {
+        self.subresources.push(subresource);
         self
     }
 
@@ -292,6 +301,7 @@ fn describe(crd: &CustomResourceDefinition) -> std::result::Result<CustomResourc
         prepare_create: None,
         prepare_update: None,
         others: Vec::new(),
+        subresources: Vec::new(),
         hub: None,
     })
 }
@@ -336,6 +346,10 @@ impl Kind for CustomResourceKind {
 
     fn scale(&self) -> Option<&ScalePaths> {
         self.scale.as_ref()
+    }
+
+    fn subresources(&self) -> &[Subresource] {
+        &self.subresources
     }
 
     fn schema(&self) -> Value {

@@ -32,7 +32,7 @@ pub type StreamFn = dyn Fn(SubresourceRequest) -> BoxFuture<'static, StreamResul
 ///
 /// // `<plural>/<name>/hello` streams a greeting, line by line.
 /// let hello = Subresource::stream("hello", |request| async move {
-///     let lines = ["hello\n".to_string(), format!("{}\n", request.name)];
+///     let lines = ["hello\n".to_string(), format!("{}\n", request.object["metadata"]["name"])];
 ///     let body = futures::stream::iter(lines).map(|line| Ok(line.into()));
 ///     Ok(Streamed { content_type: "text/plain".into(), body: body.boxed() })
 /// });
@@ -74,6 +74,9 @@ pub struct SubresourceRequest {
     pub namespace: String,
     /// The object's name.
     pub name: String,
+    /// The object, as it is stored now (in the request's version): a
+    /// subresource of an object that does not exist is the kind's 404.
+    pub object: serde_json::Value,
     /// The query's parameters, decoded, in the order sent.
     pub query: Vec<(String, String)>,
     /// Who asks: the user the request was authenticated (and authorized)

@@ -58,6 +58,13 @@ pub struct Span {
     pub tags: BTreeMap<String, String>,
 }
 
+impl Span {
+    /// The first of `spans` sent by `service` with this name.
+    pub fn named<'a>(spans: &'a [Span], service: &str, name: &str) -> Option<&'a Span> {
+        spans.iter().find(|s| s.service == service && s.name == name)
+    }
+}
+
 /// A running Jaeger, stopped when dropped.
 pub struct Jaeger {
     child: Child,

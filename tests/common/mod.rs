@@ -401,6 +401,11 @@ pub fn rv(v: &Value) -> u64 {
 }
 
 /// The stdout of a kubectl run ([`kubectl`], [`kubectl_stdin`]) that must have succeeded.
+/// `bytes` random bytes in lower-case hex (a trace or span id).
+pub fn random_hex(bytes: usize) -> String {
+    (0..bytes).map(|_| format!("{:02x}", rand::random::<u8>())).collect()
+}
+
 pub fn ok(out: (bool, String, String)) -> String {
     assert!(out.0, "kubectl failed:\nstdout: {}\nstderr: {}", out.1, out.2);
     out.1

@@ -28,6 +28,13 @@ pub struct Span {
     pub links: Vec<(String, String)>,
 }
 
+impl Span {
+    /// The first of `spans` sent by `service` with this name.
+    pub fn named<'a>(spans: &'a [Span], service: &str, name: &str) -> Option<&'a Span> {
+        spans.iter().find(|s| s.service == service && s.name == name)
+    }
+}
+
 pub const SERVER: i32 = 2;
 pub const CLIENT: i32 = 3;
 

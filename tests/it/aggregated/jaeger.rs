@@ -15,14 +15,6 @@ const FARM: &str = "farm-apiserver";
 const KUBE: &str = "apiserver";
 const GROUP_VERSION: &str = "farm.example.com/v1beta1";
 
-fn random_hex(bytes: usize) -> String {
-    (0..bytes).map(|_| format!("{:02x}", rand::random::<u8>())).collect()
-}
-
-fn named<'a>(spans: &'a [Span], service: &str, name: &str) -> Option<&'a Span> {
-    spans.iter().find(|s| s.service == service && s.name == name)
-}
-
 /// The value of one of `span`'s tags.
 fn tag<'a>(span: &'a Span, key: &str) -> Option<&'a str> {
     span.tags.get(key).map(String::as_str)
@@ -77,7 +69,7 @@ async fn jaeger_holds_one_trace_from_kube_apiservers_proxy_span_down_into_farm_a
     let ns = cluster::namespace(&cp, "jaeger");
 
     // cluster-admin creates a Llama through the aggregator in a trace it samples.
-    let (trace, caller) = (random_hex(16), random_hex(8));
+    let (trace, caller) = (crate::common::random_hex(16), crate::common::random_hex(8));
     let url = format!("{}/apis/{GROUP_VERSION}/namespaces/{ns}/llamas", cp.server);
     let llama = json!({"apiVersion": GROUP_VERSION, "kind": "Llama", "metadata": {"name": "traced"}, "spec": {"weightKg": 2, "heightM": 1}});
     let answer =
@@ -91,15 +83,15 @@ async fn jaeger_holds_one_trace_from_kube_apiservers_proxy_span_down_into_farm_a
     let proxy_name = "HTTP POST";
     let spans = jaeger
         .wait_for("kube-apiserver's server and proxy spans and farm-apiserver's server and etcd spans", &trace, |s| {
-            named(s, KUBE, &path).is_some()
-                && named(s, KUBE, proxy_name).is_some()
-                && named(s, FARM, &path).is_some()
-                && named(s, FARM, "Create etcd3").is_some()
+            Span::named(s, KUBE, &path).is_some()
+                && Span::named(s, KUBE, proxy_name).is_some()
+                && Span::named(s, FARM, &path).is_some()
+                && Span::named(s, FARM, "Create etcd3").is_some()
         })
         .await;
 
     // kube-apiserver continues the caller's trace in its server span.
-    let kube_server = named(&spans, KUBE, &path).unwrap();
+    let kube_server = Span::named(&spans, KUBE, &path).unwrap();
     assert_eq!(
         kube_server.parent_span_id, caller,
         "kube-apiserver's server span is the child of the caller's span: {kube_server:#?}"
@@ -111,7 +103,7 @@ async fn jaeger_holds_one_trace_from_kube_apiservers_proxy_span_down_into_farm_a
     );
 
     // The aggregator proxies the request inside a client span of its own.
-    let proxy = named(&spans, KUBE, proxy_name).unwrap();
+    let proxy = Span::named(&spans, KUBE, proxy_name).unwrap();
     assert_eq!(tag(proxy, "span.kind"), Some("client"), "kube-apiserver's proxy span is a client span: {proxy:#?}");
     assert!(
         ancestors(&spans, proxy).contains(&kube_server.span_id),
@@ -131,7 +123,7 @@ async fn jaeger_holds_one_trace_from_kube_apiservers_proxy_span_down_into_farm_a
 
     // farm-apiserver's server span is the child of that proxy span, and its
     // etcd write lies beneath it.
-    let server = named(&spans, FARM, &path).unwrap();
+    let server = Span::named(&spans, FARM, &path).unwrap();
     assert_eq!(
         server.parent_span_id, proxy.span_id,
         "farm-apiserver's server span is the child of kube-apiserver's proxy span: {spans:#?}"
@@ -147,7 +139,7 @@ async fn jaeger_holds_one_trace_from_kube_apiservers_proxy_span_down_into_farm_a
         Some("201"),
         "farm-apiserver's server span records its answer: {server:#?}"
     );
-    let write = named(&spans, FARM, "Create etcd3").unwrap();
+    let write = Span::named(&spans, FARM, "Create etcd3").unwrap();
     assert!(
         ancestors(&spans, write).contains(&server.span_id),
         "farm-apiserver's etcd write lies beneath its server span:\n{write:#?}\n{server:#?}"

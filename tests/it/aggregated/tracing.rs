@@ -17,14 +17,6 @@ use crate::compare::admission::{configuration, install_on, webhook_server, Hook}
 const FARM: &str = "farm-apiserver";
 const KUBE: &str = "apiserver";
 
-fn random_hex(bytes: usize) -> String {
-    (0..bytes).map(|_| format!("{:02x}", rand::random::<u8>())).collect()
-}
-
-fn named<'a>(spans: &'a [Span], service: &str, name: &str) -> Option<&'a Span> {
-    spans.iter().find(|s| s.service == service && s.name == name)
-}
-
 #[tokio::test]
 async fn a_trusted_callers_trace_goes_on_through_the_aggregator_to_webhooks() {
     let collector = Collector::start();
@@ -83,7 +75,8 @@ async fn a_trusted_callers_trace_goes_on_through_the_aggregator_to_webhooks() {
         let llama = json!({"apiVersion": format!("{group}/{VERSION}"), "kind": "Llama", "metadata": {"name": name}, "spec": {"weight": 2, "height": 1}});
         admin.post(url).header("traceparent", traceparent).json(&llama)
     };
-    let (crd_trace, our_trace, caller) = (random_hex(16), random_hex(16), random_hex(8));
+    let (crd_trace, our_trace, caller) =
+        (crate::common::random_hex(16), crate::common::random_hex(16), crate::common::random_hex(8));
     for (group, trace) in [(CRD_GROUP, &crd_trace), (OUR_GROUP, &our_trace)] {
         let answer = create(group, "traced", &format!("00-{trace}-{caller}-01")).send().await.unwrap();
         assert_eq!(answer.status(), 201, "{group}: {}", answer.text().await.unwrap_or_default());
@@ -92,22 +85,25 @@ async fn a_trusted_callers_trace_goes_on_through_the_aggregator_to_webhooks() {
     // kube-apiserver continues the caller's trace: its server span is the caller's child.
     let crd_spans = collector
         .wait_for("kube-apiserver's webhook and etcd spans", &crd_trace, |spans| {
-            named(spans, KUBE, "Call validating webhook").is_some() && named(spans, KUBE, "Create etcd3").is_some()
+            Span::named(spans, KUBE, "Call validating webhook").is_some()
+                && Span::named(spans, KUBE, "Create etcd3").is_some()
         })
         .await;
     let ours = collector
         .wait_for("farm-apiserver's webhook and etcd spans", &our_trace, |spans| {
-            named(spans, FARM, "Call validating webhook").is_some() && named(spans, FARM, "Create etcd3").is_some()
+            Span::named(spans, FARM, "Call validating webhook").is_some()
+                && Span::named(spans, FARM, "Create etcd3").is_some()
         })
         .await;
     let path = format!("POST /apis/{OUR_GROUP}/{VERSION}/namespaces/{{:namespace}}/llamas");
     let kube_server =
-        named(&ours, KUBE, &path).unwrap_or_else(|| panic!("no {path} span of kube-apiserver: {ours:#?}"));
+        Span::named(&ours, KUBE, &path).unwrap_or_else(|| panic!("no {path} span of kube-apiserver: {ours:#?}"));
     assert_eq!((kube_server.parent_span_id.as_str(), kube_server.kind), (caller.as_str(), SERVER));
 
     // farm-apiserver's server span, named as kube names it, is a child of
     // the aggregator's proxy span (a client span of kube-apiserver's).
-    let server = named(&ours, FARM, &path).unwrap_or_else(|| panic!("no {path} span of farm-apiserver: {ours:#?}"));
+    let server =
+        Span::named(&ours, FARM, &path).unwrap_or_else(|| panic!("no {path} span of farm-apiserver: {ours:#?}"));
     assert_eq!(server.kind, SERVER);
     let proxy = ours
         .iter()
@@ -120,8 +116,8 @@ async fn a_trusted_callers_trace_goes_on_through_the_aggregator_to_webhooks() {
 
     // The webhook's span carries what kube's carries, and its ID is the
     // parent the webhook was told of.
-    let kube_call = named(&crd_spans, KUBE, "Call validating webhook").unwrap();
-    let our_call = named(&ours, FARM, "Call validating webhook").unwrap();
+    let kube_call = Span::named(&crd_spans, KUBE, "Call validating webhook").unwrap();
+    let our_call = Span::named(&ours, FARM, "Call validating webhook").unwrap();
     let keys = |s: &Span| s.attributes.keys().cloned().collect::<BTreeSet<_>>();
     assert!(keys(kube_call).is_subset(&keys(our_call)), "kube's {kube_call:#?}\nours {our_call:#?}");
     for key in ["configuration", "webhook", "resource", "subresource", "operation"] {
@@ -134,14 +130,14 @@ async fn a_trusted_callers_trace_goes_on_through_the_aggregator_to_webhooks() {
     assert_eq!(sent, Some(format!("00-{our_trace}-{}-01", our_call.span_id)));
 
     // The etcd write's span names its key, as kube's does.
-    let write = named(&ours, FARM, "Create etcd3").unwrap();
+    let write = Span::named(&ours, FARM, "Create etcd3").unwrap();
     assert_eq!(write.attributes["key"], format!("{prefix}/llamas/{ns}/traced"));
     assert!(ancestors(&ours, write).contains(&server.span_id), "{write:#?} is not under {server:#?}");
 
     // An unprivileged caller (alice, impersonated: kube-apiserver traces the
     // admin who asked, farm-apiserver the user the aggregator forwards)
     // starts a trace of farm-apiserver's own, linked to the one it came with.
-    let alices = random_hex(16);
+    let alices = crate::common::random_hex(16);
     let answer = create(OUR_GROUP, "alices", &format!("00-{alices}-{caller}-01"))
         .header("Impersonate-User", "alice")
         .send()
@@ -173,12 +169,12 @@ async fn a_trusted_callers_trace_goes_on_through_the_aggregator_to_webhooks() {
     let sar = "POST /apis/authorization.k8s.io/v1/subjectaccessreviews";
     let own = collector
         .wait_for("the review of alice's request", &linked.trace_id, |spans| {
-            named(spans, FARM, "SubjectAccessReview").is_some() && named(spans, KUBE, sar).is_some()
+            Span::named(spans, FARM, "SubjectAccessReview").is_some() && Span::named(spans, KUBE, sar).is_some()
         })
         .await;
-    let review = named(&own, FARM, "SubjectAccessReview").unwrap();
+    let review = Span::named(&own, FARM, "SubjectAccessReview").unwrap();
     assert!(ancestors(&own, review).contains(&linked.span_id), "{review:#?} is not under {linked:#?}");
-    assert_eq!(named(&own, KUBE, sar).unwrap().parent_span_id, review.span_id, "{own:#?}");
+    assert_eq!(Span::named(&own, KUBE, sar).unwrap().parent_span_id, review.span_id, "{own:#?}");
 }
 
 /// The span IDs above `span`, its parent first.

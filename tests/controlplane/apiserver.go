@@ -47,6 +47,14 @@ func newAPIServer(ctx context.Context, listener net.Listener, p paths, etcdEndpo
 		"--service-account-key-file=" + p.saPub,
 		"--service-account-signing-key-file=" + p.saKey,
 		"--authorization-mode=Node,RBAC",
+		// Calls to kubelets (pods/log, exec): a client certificate of
+		// system:masters, the kubelet's serving certificate verified with
+		// ca.crt, and the node's InternalIP first (its Hostname, sim-node,
+		// resolves nowhere), as kubeadm configures it.
+		"--kubelet-client-certificate=" + p.kubeletClientCrt,
+		"--kubelet-client-key=" + p.kubeletClientKey,
+		"--kubelet-certificate-authority=" + p.caCrt,
+		"--kubelet-preferred-address-types=" + kubeletAddressTypes,
 		"--service-cluster-ip-range=" + serviceClusterIPRange,
 		// The `kubernetes` service gets no endpoints: Endpoints and
 		// EndpointSlices may not hold loopback addresses, so the lease

@@ -51,6 +51,13 @@ const (
 	userName              = "farm-user"
 	userGroup             = "farm-users"
 	controllerManagerName = "system:kube-controller-manager"
+	// The simulated kubelet's node, and the users it and its scheduler act as.
+	nodeName            = "sim-node"
+	nodeUserName        = "system:node:" + nodeName
+	nodesGroup          = "system:nodes"
+	schedulerName       = "system:kube-scheduler"
+	kubeletClientName   = "kube-apiserver-kubelet-client"
+	kubeletAddressTypes = "InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP"
 )
 
 // Info is what controlplane.json and the READY line contain. All paths are absolute.
@@ -95,7 +102,10 @@ type paths struct {
 	frontProxyCACrt, frontProxyCAKey          string
 	frontProxyClientCrt, frontProxyClientKey  string
 	saKey, saPub                              string
+	kubeletCrt, kubeletKey                    string
+	kubeletClientCrt, kubeletClientKey        string
 	adminKubeconfig, userKubeconfig, kcmKubec string
+	nodeKubeconfig, schedulerKubeconfig       string
 	json                                      string
 	etcdData                                  string
 }
@@ -113,7 +123,10 @@ func newPaths(dir string) paths {
 		frontProxyCACrt: j("front-proxy-ca.crt"), frontProxyCAKey: j("front-proxy-ca.key"),
 		frontProxyClientCrt: j("front-proxy-client.crt"), frontProxyClientKey: j("front-proxy-client.key"),
 		saKey: j("sa.key"), saPub: j("sa.pub"),
+		kubeletCrt: j("kubelet.crt"), kubeletKey: j("kubelet.key"),
+		kubeletClientCrt: j("kubelet-client.crt"), kubeletClientKey: j("kubelet-client.key"),
 		adminKubeconfig: j("admin.kubeconfig"), userKubeconfig: j("user.kubeconfig"), kcmKubec: j("controller-manager.kubeconfig"),
+		nodeKubeconfig: j("node.kubeconfig"), schedulerKubeconfig: j("scheduler.kubeconfig"),
 		json:     j("controlplane.json"),
 		etcdData: j("etcd"),
 	}
@@ -125,7 +138,8 @@ func (p paths) all() []string {
 		p.caCrt, p.caKey, p.apiserverCrt, p.apiserverKey, p.clientCACrt, p.clientCAKey,
 		p.adminCrt, p.adminKey, p.userCrt, p.userKey, p.kcmCrt, p.kcmKey,
 		p.frontProxyCACrt, p.frontProxyCAKey, p.frontProxyClientCrt, p.frontProxyClientKey,
-		p.saKey, p.saPub, p.adminKubeconfig, p.userKubeconfig, p.kcmKubec, p.json, p.etcdData,
+		p.saKey, p.saPub, p.kubeletCrt, p.kubeletKey, p.kubeletClientCrt, p.kubeletClientKey,
+		p.adminKubeconfig, p.userKubeconfig, p.kcmKubec, p.nodeKubeconfig, p.schedulerKubeconfig, p.json, p.etcdData,
 	}
 }
 
@@ -661,6 +675,30 @@ func writeCredentials(p paths, server string) error {
 	if err != nil {
 		return err
 	}
+	// The simulated kubelet: its serving certificate (kube-apiserver verifies
+	// it with ca.crt), the client certificate kube-apiserver presents to it,
+	// and the users it registers its node and binds pods as.
+	kubeletServing, err := servingCA.sign(leafSpec{
+		commonName: nodeName,
+		dnsNames:   []string{nodeName, "localhost"},
+		ips:        []net.IP{net.ParseIP("127.0.0.1")},
+		server:     true,
+	})
+	if err != nil {
+		return err
+	}
+	kubeletClient, err := clientCA.sign(leafSpec{commonName: kubeletClientName, organizations: []string{"system:masters"}})
+	if err != nil {
+		return err
+	}
+	node, err := clientCA.sign(leafSpec{commonName: nodeUserName, organizations: []string{nodesGroup}})
+	if err != nil {
+		return err
+	}
+	scheduler, err := clientCA.sign(leafSpec{commonName: schedulerName})
+	if err != nil {
+		return err
+	}
 	for _, w := range []struct {
 		kp       *keyPair
 		crt, key string
@@ -673,6 +711,8 @@ func writeCredentials(p paths, server string) error {
 		{kcm, p.kcmCrt, p.kcmKey},
 		{frontProxyCA, p.frontProxyCACrt, p.frontProxyCAKey},
 		{frontProxyClient, p.frontProxyClientCrt, p.frontProxyClientKey},
+		{kubeletServing, p.kubeletCrt, p.kubeletKey},
+		{kubeletClient, p.kubeletClientCrt, p.kubeletClientKey},
 	} {
 		if err := w.kp.write(w.crt, w.key); err != nil {
 			return err
@@ -688,6 +728,8 @@ func writeCredentials(p paths, server string) error {
 		{p.adminKubeconfig, adminName, admin},
 		{p.userKubeconfig, userName, user},
 		{p.kcmKubec, controllerManagerName, kcm},
+		{p.nodeKubeconfig, nodeUserName, node},
+		{p.schedulerKubeconfig, schedulerName, scheduler},
 	} {
 		if err := writeKubeconfig(k.file, server, servingCA, k.user, k.kp); err != nil {
 			return err

@@ -2,8 +2,10 @@
 // loopback, for tests and local development: embedded etcd, kube-apiserver
 // (with the aggregator, front-proxy request-header authentication, RBAC) and
 // kube-controller-manager (garbage collector, namespace, service account and
-// service account token controllers, ...). No kubelet, scheduler or nodes: pods
-// are accepted and stay Pending.
+// service account token controllers, ...), and a simulated kubelet with its
+// node, sim-node, that also binds pods to it (see kubelet.go): pods are
+// scheduled, "run" (nothing is executed) and have logs and exec streams. With
+// --no-kubelet there is no node and pods stay Pending.
 //
 // When it is ready it prints one line `READY {json}` on stdout (the same JSON
 // as DIR/controlplane.json); everything else goes to stderr. It stops on
@@ -85,6 +87,8 @@ type Info struct {
 	ServiceAccountPublicKeyFile string   `json:"serviceAccountPublicKeyFile"`
 	ServiceClusterIPRange       string   `json:"serviceClusterIPRange"`
 	EtcdEndpoint                string   `json:"etcdEndpoint"`
+	NodeName                    string   `json:"nodeName,omitempty"`
+	KubeletPort                 int      `json:"kubeletPort,omitempty"`
 	Dir                         string   `json:"dir"`
 	Version                     string   `json:"version"`
 	PID                         int      `json:"pid"`
@@ -163,6 +167,7 @@ type cpOptions struct {
 	etcdOnly       bool // only etcd; its data and dir are kept
 	etcdTLS        bool // etcd-only: clients over HTTPS with client certificates
 	etcdSelfSigned bool // etcd-tls: a serving certificate that is its own CA
+	noKubelet      bool // no simulated kubelet and node
 }
 
 func main() {
@@ -186,6 +191,7 @@ func run() int {
 	fs.DurationVar(&o.startupTimeout, "startup-timeout", 3*time.Minute, "give up if the control plane is not ready within this time")
 	fs.Var(&o.apiserverArgs, "apiserver-arg", "extra kube-apiserver flag, e.g. --apiserver-arg=--feature-gates=Foo=true (repeatable)")
 	fs.Var(&o.kcmArgs, "controller-manager-arg", "extra kube-controller-manager flag (repeatable)")
+	fs.BoolVar(&o.noKubelet, "no-kubelet", false, "run no simulated kubelet: no node, pods stay Pending")
 	fs.BoolVar(&o.etcdOnly, "etcd-only", false, "run only etcd (data in DIR/etcd, kept across runs; needs --dir)")
 	fs.BoolVar(&o.etcdTLS, "etcd-tls", false, "with --etcd-only: serve etcd clients over HTTPS and require client certificates (certificates in DIR/etcd-pki, created if missing)")
 	fs.BoolVar(&o.etcdSelfSigned, "etcd-self-signed-serving", false, "with --etcd-tls: serve a new self-signed CA:TRUE certificate (as openssl req -x509 makes one), given as etcdCAFile")
@@ -295,7 +301,7 @@ func (o cpOptions) validate(fs *flag.FlagSet) error {
 	var err error
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "port", "apiserver-arg", "controller-manager-arg":
+		case "port", "apiserver-arg", "controller-manager-arg", "no-kubelet":
 			if err == nil {
 				err = fmt.Errorf("--%s cannot be used with --etcd-only", f.Name)
 			}
@@ -344,6 +350,7 @@ type controlPlane struct {
 	componentsCancel context.CancelFunc
 	apiserver        *component
 	kcm              *component
+	kubelet          *component
 	failed           chan error // a component failed after start
 }
 
@@ -488,6 +495,21 @@ func (cp *controlPlane) start(ctx context.Context) error {
 	}
 	cp.kcm = goRun(componentsCtx, "kube-controller-manager", cp.failed, kcmRun)
 
+	// The simulated kubelet (and scheduler) of node sim-node, registered
+	// while kube-controller-manager starts.
+	var kubelet *simKubelet
+	if !o.noKubelet {
+		logf("starting the simulated kubelet of node %s", nodeName)
+		kubelet, err = newSimKubelet(p, kubeletVersion())
+		if err != nil {
+			return fmt.Errorf("kubelet: %w", err)
+		}
+		if err := kubelet.start(componentsCtx); err != nil {
+			return fmt.Errorf("kubelet: %w", err)
+		}
+		cp.kubelet = goRun(componentsCtx, "kubelet", cp.failed, func() error { return kubelet.serve(componentsCtx) })
+	}
+
 	if err := waitFor(ctx, cp.failed, "namespace default and service account default/default", func(ctx context.Context) (bool, error) {
 		if _, err := client.CoreV1().Namespaces().Get(ctx, metav1.NamespaceDefault, metav1.GetOptions{}); err != nil {
 			return false, ignoreNotFound(err)
@@ -532,6 +554,9 @@ func (cp *controlPlane) start(ctx context.Context) error {
 		Version:                     version.GitVersion,
 		PID:                         os.Getpid(),
 	}
+	if kubelet != nil {
+		info.NodeName, info.KubeletPort = kubelet.nodeName, kubelet.port
+	}
 	pretty, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
 		return err
@@ -569,6 +594,7 @@ func (cp *controlPlane) shutdown() {
 	if cp.componentsCancel != nil {
 		cp.componentsCancel()
 	}
+	cp.kubelet.wait(time.Second)
 	cp.kcm.wait(3 * time.Second)
 	cp.apiserver.wait(6 * time.Second)
 	if cp.etcd != nil {

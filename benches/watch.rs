@@ -21,8 +21,8 @@
 //! | `WATCH_BENCH_WATCH_BUFFER` | 512 | farm-apiserver's `--watch-buffer` (default 4096): small, so the slow watcher is closed within the minute |
 //!
 //! Setup: one namespace with 100 Llamas (labels `group=g0..g4`) on each server
-//! and 48 Pods (labels `app=a0..a2`, `spec.nodeName` node-0..node-3, no kubelet
-//! so they stay Pending). Each write stamps its send time (unix ns) into the
+//! and 48 Pods (labels `app=a0..a2`, `spec.nodeName` node-0..node-3, nodes
+//! no kubelet serves, so they stay Pending). Each write stamps its send time (unix ns) into the
 //! object: an annotation on Llamas, a label on Pods (FarmPods copy labels,
 //! not annotations). Llama writes go to the server under test, Pod writes
 //! always to kube-apiserver (they reach FarmPods through farm-apiserver's one

@@ -6,7 +6,7 @@
 //! used through the aggregator with kubectl. On the memory store, and as two
 //! replicas on the control plane's own etcd.
 //!
-//! The control plane has no kubelet: podman starts the containers (host
+//! The control plane's kubelet is simulated and runs no container: podman starts the containers (host
 //! network, the control plane listens on loopback) and the Service is an
 //! ExternalName to localhost, as for every other test here.
 

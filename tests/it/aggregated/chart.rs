@@ -7,8 +7,8 @@
 //! survive) and `helm uninstall` (nothing left, the APIService gone); a bad
 //! values file is refused, naming the value.
 //!
-//! No Pod runs in the test control plane (it has no kubelet): these tests check
-//! objects, not running servers. They share the control plane of
+//! The test control plane's kubelet is simulated (its Pods run no
+//! containers): these tests check objects, not running servers. They share the control plane of
 //! aggregated::manifests (one control plane for both).
 
 use std::path::Path;

@@ -176,3 +176,65 @@ async fn a_farmpods_log_is_its_pods_log_for_who_may_read_it() {
         "{discovery}"
     );
 }
+
+/// A Pod the control plane's simulated kubelet runs (tests/controlplane:
+/// its log is its container's args, then a `tick N` line every interval of
+/// its annotation): `farmpods/{name}/log` answers what `pods/log` answers,
+/// with the options passed on, and follows the log until the client goes,
+/// through the aggregator, for kubectl and kube-rs.
+#[tokio::test]
+async fn a_running_pods_log_is_read_and_followed_through_its_farmpod() {
+    let reg = cluster::shared().await;
+    let cp = reg.cp;
+    let ns = namespace(cp, "e2e-farmpod-logs");
+    let client = cp.client().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let talker: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "talker", "annotations": {"sim.farm.example.com/tick-interval": "200ms"}},
+        "spec": {"terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": "busybox:1.36", "args": ["hello", "world"]}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &talker).await.unwrap();
+    eventually("talker Running in the view", Duration::from_secs(30), || {
+        cp.kubectl(&["get", "farmpod", "talker", "-n", &ns]).1.contains("Running")
+    })
+    .await;
+    let pod_log = |query: &str| format!("/api/v1/namespaces/{ns}/pods/talker/log?{query}");
+    let farmpod_log =
+        |query: &str| format!("/apis/farm.example.com/v1alpha/namespaces/{ns}/farmpods/talker/log?{query}");
+    let raw = |path: String| cp.kubectl(&["get", "--raw", &path]);
+
+    // The same answers, the Pod API's options passed on.
+    for query in ["limitBytes=12", "container=main&limitBytes=6", "previous=true", "container=nope"] {
+        let (direct, through) = (raw(pod_log(query)), raw(farmpod_log(query)));
+        assert_eq!(through, direct, "?{query}: farmpods/log, then pods/log");
+    }
+    assert_eq!(raw(farmpod_log("limitBytes=12")).1, "hello\nworld\n");
+    let last = raw(farmpod_log("tailLines=1&timestamps=true")).1;
+    let (stamp, line) = last.trim_end().split_once(' ').unwrap_or_else(|| panic!("{last:?}"));
+    assert!(stamp.ends_with('Z') && line.starts_with("tick "), "one stamped tick: {last:?}");
+
+    // Followed by kube-rs through the aggregator: new ticks arrive until the client goes.
+    let request = http::Request::get(farmpod_log("follow=true&sinceSeconds=1")).body(Vec::new()).unwrap();
+    let mut lines = futures::AsyncBufReadExt::lines(client.request_stream(request).await.unwrap());
+    let mut ticks = Vec::new();
+    while ticks.len() < 5 {
+        let line = tokio::time::timeout(Duration::from_secs(10), futures::StreamExt::next(&mut lines))
+            .await
+            .expect("a tick within 10 s")
+            .expect("the log goes on")
+            .unwrap();
+        if let Some(n) = line.strip_prefix("tick ") {
+            ticks.push(n.parse::<u64>().unwrap());
+        }
+    }
+    assert!(ticks.windows(2).all(|w| w[1] == w[0] + 1), "ticks in order, none lost: {ticks:?}");
+    drop(lines);
+    // kubectl follows it too, until it is stopped.
+    let follow = KubectlStream::start(&cp.kubeconfig, &["get", "--raw", &farmpod_log("follow=true&tailLines=0")]);
+    let first = follow.expect_line(&["tick "], Duration::from_secs(10));
+    let next = first.trim_start_matches("tick ").parse::<u64>().unwrap() + 1;
+    follow.expect_line(&[&format!("tick {next}")], Duration::from_secs(10));
+}

@@ -238,3 +238,44 @@ async fn a_running_pods_log_is_read_and_followed_through_its_farmpod() {
     let next = first.trim_start_matches("tick ").parse::<u64>().unwrap() + 1;
     follow.expect_line(&[&format!("tick {next}")], Duration::from_secs(10));
 }
+
+/// A followed log is long-running, as a watch: the server's shutdown ends it
+/// cleanly (the chunked answer completes), and the server exits.
+#[tokio::test]
+async fn sigterm_ends_a_followed_log_cleanly() {
+    let reg = cluster::shared().await;
+    let cp = reg.cp;
+    let ns = namespace(cp, "e2e-farmpod-log-shutdown");
+    let pods: Api<Pod> = Api::namespaced(cp.client().await, &ns);
+    let talker: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "talker", "annotations": {"sim.farm.example.com/tick-interval": "100ms"}},
+        "spec": {"terminationGracePeriodSeconds": 0, "containers": [{"name": "main", "image": "busybox:1.36"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &talker).await.unwrap();
+    let mut s = Server::start_with_cluster(&[], Some(&cp.kubeconfig)).await;
+    let url = s.url(&format!("/apis/farm.example.com/v1alpha/namespaces/{ns}/farmpods/talker/log?follow=true"));
+    // The server's own view syncs first: until then the log is a 503.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut answer = loop {
+        let r = s.client.get(&url).send().await.unwrap();
+        if r.status() == 200 {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "the log was not served within 30 s: {}", r.status());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let first = tokio::time::timeout(Duration::from_secs(10), answer.chunk()).await.expect("a tick within 10 s");
+    assert!(first.unwrap().is_some(), "the log streams");
+    let rest = tokio::spawn(async move {
+        while let Some(chunk) = answer.chunk().await? {
+            drop(chunk);
+        }
+        Ok::<_, reqwest::Error>(())
+    });
+    let status = s.terminate().await;
+    assert!(status.success(), "exit status {status}\n{}", s.log());
+    let ended = tokio::time::timeout(Duration::from_secs(5), rest).await.expect("the log ended").unwrap();
+    assert!(ended.is_ok(), "the log ended cleanly: {ended:?}");
+}

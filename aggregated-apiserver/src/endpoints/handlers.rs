@@ -284,10 +284,16 @@ async fn dispatch(
     };
     match verb {
         Verb::Get if part == Part::Scale => {
-            let encoding = negotiation::plain_encoding(accept);
+            let (output, encoding) = negotiation::negotiate(accept, Shape::Object)?;
             let rv = Rv::parse(query.get("resourceVersion"))?;
             let scale = reg.get_scale(ns, name, rv).await?;
-            encoded(200, scale, "application/json", &[], encoding)
+            let answer = match output {
+                Output::Json => scale,
+                Output::Metadata(version) => encode::partial_of(version, &scale),
+                Output::Table(version) => encode::scale_table(version, &scale, Utc::now()),
+            };
+            let body = serde_json::to_vec(&answer).map_err(ApiError::internal_error)?;
+            encoded(200, Bytes::from(body), "application/json", &[], encoding)
         }
         Verb::Get => {
             let (output, encoding) = negotiation::negotiate(accept, Shape::Object)?;

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::apimachinery::gofmt::go_float;
 use crate::apimachinery::jsonpath::JsonPath;
-use crate::registry::kind::{field_value, Cell, Column, Kind, CREATION_TIMESTAMP};
+use crate::registry::kind::{field_value, Cell, Column, Kind, AGE_DESCRIPTION, CREATION_TIMESTAMP};
 use crate::storage::{Indexer, ObjectIndex, StoredObject};
 
 /// List metadata as kube-apiserver writes it.
@@ -109,6 +109,33 @@ impl IncludeObject {
 }
 
 const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+
+/// `obj` (any object with metadata) as `PartialObjectMetadata`.
+pub fn partial_of(version: &str, obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": format!("meta.k8s.io/{version}"), "metadata": obj["metadata"]})
+}
+
+/// A Scale as a Table, in the columns kube-apiserver shows a Scale in:
+/// Name, Desired and Available replicas, and Age at `now`.
+pub fn scale_table(version: &str, scale: &Value, now: DateTime<Utc>) -> Value {
+    let created = scale.pointer("/metadata/creationTimestamp").and_then(Value::as_str);
+    let replicas = |at: &str| scale.pointer(at).cloned().unwrap_or(json!(0));
+    let column = |name: &str, type_: &str, format: &str, description: &str| json!({"name": name, "type": type_, "format": format, "description": description, "priority": 0});
+    json!({
+        "kind": "Table", "apiVersion": format!("meta.k8s.io/{version}"),
+        "metadata": {"resourceVersion": scale["metadata"]["resourceVersion"]},
+        "columnDefinitions": [
+            column("Name", "string", "name", NAME_DESCRIPTION),
+            column("Desired", "integer", "", "Number of desired replicas"),
+            column("Available", "integer", "", "Number of actual replicas"),
+            column("Age", "date", "", AGE_DESCRIPTION),
+        ],
+        "rows": [{
+            "cells": [scale["metadata"]["name"], replicas("/spec/replicas"), replicas("/status/replicas"), age(created, now)],
+            "object": partial_of(version, scale),
+        }],
+    })
+}
 
 /// A kind's Table columns: their definitions, and how each stored cell is shown.
 #[derive(Debug, Clone)]

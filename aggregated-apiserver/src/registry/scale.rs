@@ -197,7 +197,7 @@ impl Registry {
     }
 
     /// The Scale of an object read as [`Self::get`] reads it.
-    pub async fn get_scale(&self, ns: &str, name: &str, rv: Rv) -> ApiResult<Bytes> {
+    pub async fn get_scale(&self, ns: &str, name: &str, rv: Rv) -> ApiResult<Value> {
         let paths = self.scale_paths()?;
         let stored = self.get(ns, name, rv).await?;
         let obj = stored.value().map_err(|e| self.store_error(name, e))?;
@@ -206,7 +206,7 @@ impl Registry {
             let why = format!("the spec replicas field {:?} does not exist", paths.spec_replicas);
             return Err(ApiError::internal_error_cause(why));
         }
-        serde_json::to_vec(&scale_value(&scale)?).map(Bytes::from).map_err(ApiError::internal_error)
+        scale_value(&scale)
     }
 
     /// PUT on `/scale`: `body` is a whole Scale.

@@ -37,6 +37,9 @@ async fn kubectl_and_kube_rs_scale_a_herd_through_the_aggregator() {
     let out = cp.kubectl(&["scale", "herd/north", "--current-replicas=2", "--replicas=4", "-n", &ns]);
     assert!(!out.0 && out.2.contains("Expected replicas to be 2, was 3"), "{out:?}");
     ok(cp.kubectl(&["scale", "herd/north", "--current-replicas=3", "--replicas=4", "-n", &ns]));
+    let table = ok(cp.kubectl(&["get", "herd", "north", "-n", &ns, "--subresource=scale"]));
+    let rows: Vec<Vec<&str>> = table.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!((&rows[0][..], &rows[1][..3]), (&["NAME", "DESIRED", "AVAILABLE", "AGE"][..], &["north", "4", "0"][..]));
     let scale = ok(cp.kubectl(&["get", "herd", "north", "-n", &ns, "--subresource=scale", "-o", "json"]));
     let scale: serde_json::Value = serde_json::from_str(&scale).unwrap();
     assert_eq!((&scale["kind"], &scale["spec"]["replicas"]), (&json!("Scale"), &json!(4)), "{scale}");

@@ -165,6 +165,35 @@ fn doc_response(doc: &StaticDoc, content_type: &'static str, headers: &HeaderMap
     doc.respond(content_type, "public", headers)
 }
 
+/// A subresource as discovery lists it (legacy and aggregated alike).
+struct Listed<'a> {
+    name: &'a str,
+    group: &'a str,
+    version: &'a str,
+    kind: &'a str,
+    verbs: Vec<&'static str>,
+}
+
+/// The kind's subresources: status and scale when it has them, then its own.
+fn subresources(r: &Registry) -> Vec<Listed<'_>> {
+    let n = r.kind.names();
+    let written = vec!["get", "patch", "update"];
+    let mut out = Vec::new();
+    if r.kind.has_status_subresource() {
+        out.push(Listed { name: "status", group: n.group, version: n.version, kind: n.kind, verbs: written.clone() });
+    }
+    if r.kind.scale().is_some() {
+        let (group, version, kind) = (SCALE_GROUP, SCALE_VERSION, SCALE_KIND);
+        out.push(Listed { name: "scale", group, version, kind, verbs: written });
+    }
+    for sub in r.kind.subresources() {
+        let (group, version, kind) = sub.response_kind.unwrap_or((n.group, n.version, n.kind));
+        let verbs = sub.verbs.iter().map(|v| v.as_str()).collect();
+        out.push(Listed { name: sub.name, group, version, kind, verbs });
+    }
+    out
+}
+
 /// The kind's verbs in the order kube-apiserver lists a CRD's.
 fn verbs(r: &Registry) -> Vec<&'static str> {
     const ORDER: [Verb; 8] = [
@@ -199,48 +228,19 @@ fn resource_list_entries(r: &Registry) -> Vec<APIResource> {
         group: None,
         version: None,
     }];
-    if r.kind.has_status_subresource() {
-        out.push(APIResource {
-            name: format!("{}/status", n.plural),
-            singular_name: String::new(),
-            namespaced: r.kind.namespaced(),
-            kind: n.kind.to_string(),
-            verbs: strings(&["get", "patch", "update"]),
-            short_names: None,
-            categories: None,
-            storage_version_hash: None,
-            group: None,
-            version: None,
-        });
-    }
-    if r.kind.scale().is_some() {
-        out.push(APIResource {
-            name: format!("{}/scale", n.plural),
-            singular_name: String::new(),
-            namespaced: r.kind.namespaced(),
-            kind: SCALE_KIND.to_string(),
-            verbs: strings(&["get", "patch", "update"]),
-            short_names: None,
-            categories: None,
-            storage_version_hash: None,
-            group: Some(SCALE_GROUP.to_string()),
-            version: Some(SCALE_VERSION.to_string()),
-        });
-    }
-    for sub in r.kind.subresources() {
-        let (group, version, kind) = sub.response_kind.unwrap_or((n.group, n.version, n.kind));
-        let elsewhere = (group, version) != (n.group, n.version);
+    for sub in subresources(r) {
+        let elsewhere = (sub.group, sub.version) != (n.group, n.version);
         out.push(APIResource {
             name: format!("{}/{}", n.plural, sub.name),
             singular_name: String::new(),
             namespaced: r.kind.namespaced(),
-            kind: kind.to_string(),
-            verbs: sub.verbs.iter().map(|v| v.as_str().to_string()).collect(),
+            kind: sub.kind.to_string(),
+            verbs: strings(&sub.verbs),
             short_names: None,
             categories: None,
             storage_version_hash: None,
-            group: elsewhere.then(|| group.to_string()),
-            version: elsewhere.then(|| version.to_string()),
+            group: elsewhere.then(|| sub.group.to_string()),
+            version: elsewhere.then(|| sub.version.to_string()),
         });
     }
     out
@@ -258,23 +258,13 @@ fn aggregated_resource(r: &Registry) -> Value {
         "shortNames": n.short_names,
         "categories": n.categories,
     });
-    let mut subresources = Vec::new();
-    if r.kind.has_status_subresource() {
-        subresources.push(
-            json!({ "subresource": "status", "responseKind": response_kind, "verbs": ["get", "patch", "update"] }),
-        );
-    }
-    if r.kind.scale().is_some() {
-        let scale = json!({ "group": SCALE_GROUP, "version": SCALE_VERSION, "kind": SCALE_KIND });
-        subresources
-            .push(json!({ "subresource": "scale", "responseKind": scale, "verbs": ["get", "patch", "update"] }));
-    }
-    for sub in r.kind.subresources() {
-        let (group, version, kind) = sub.response_kind.unwrap_or((n.group, n.version, n.kind));
-        let verbs: Vec<&str> = sub.verbs.iter().map(|v| v.as_str()).collect();
-        let response_kind = json!({ "group": group, "version": version, "kind": kind });
-        subresources.push(json!({ "subresource": sub.name, "responseKind": response_kind, "verbs": verbs }));
-    }
+    let subresources: Vec<Value> = subresources(r)
+        .into_iter()
+        .map(|sub| {
+            let response_kind = json!({ "group": sub.group, "version": sub.version, "kind": sub.kind });
+            json!({ "subresource": sub.name, "responseKind": response_kind, "verbs": sub.verbs })
+        })
+        .collect();
     if !subresources.is_empty() {
         v["subresources"] = Value::Array(subresources);
     }

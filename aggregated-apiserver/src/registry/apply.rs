@@ -70,17 +70,8 @@ impl Registry {
             m.remove("managedFields");
         }
         let mut tracked = self.field_manager(part, manager)?.update(&old_plain, next, base);
-        if let (Ok(managed), Some(paths), Part::Scale) = (&mut tracked, self.kind.scale(), part) {
-            // A Scale of 0 replicas does not carry them (Go's omitempty):
-            // kube's field manager sees them removed, and nobody owns them.
-            let path: Vec<&str> = paths.spec_replicas.trim_start_matches('.').split('.').collect();
-            let mut at = Some(&*next);
-            for field in &path {
-                at = at.and_then(|v| v.get(field));
-            }
-            if at.and_then(Value::as_i64) == Some(0) {
-                managed.release(&path);
-            }
+        if let (Ok(managed), Part::Scale) = (&mut tracked, part) {
+            self.release_zero_replicas(managed, next);
         }
         set_managed_fields(next, tracked.ok().as_ref())
     }

@@ -16,6 +16,7 @@ use super::{meta_str, Part, Registry, WriteOutcome};
 use crate::admission::Requester;
 use crate::apimachinery::errors::{ApiError, ApiResult};
 use crate::apimachinery::field_error::FieldError;
+use crate::apimachinery::managed_fields::ManagedFields;
 use crate::apimachinery::options::{Rv, WriteOptions};
 use crate::apimachinery::patch::Patch;
 use crate::apimachinery::resource::{SCALE_KIND, SCALE_VERSION};
@@ -305,6 +306,16 @@ impl Registry {
         let (scale, _) = scale_of(&obj, paths).map_err(ApiError::bad_request)?;
         out.body = serde_json::to_vec(&scale_value(&scale)?).map(Bytes::from).map_err(ApiError::internal_error)?;
         Ok(out)
+    }
+
+    /// A Scale of 0 replicas does not carry them (Go's omitempty): kube's
+    /// field manager sees them removed, and nobody owns them after.
+    pub(super) fn release_zero_replicas(&self, managed: &mut ManagedFields, obj: &Value) {
+        if let Some(paths) = self.kind.scale() {
+            if nested_int(obj, &paths.spec_replicas) == Ok(Some(0)) {
+                managed.release(&fields(&paths.spec_replicas).collect::<Vec<_>>());
+            }
+        }
     }
 
     /// What admission is shown of an object written through `/scale`.

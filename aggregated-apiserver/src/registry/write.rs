@@ -716,19 +716,20 @@ impl Registry {
             Ok::<_, ApiError>(lent)
         })
         .await?;
-        let decision = match part {
+        // A write to /scale lends its Scale and keeps the object.
+        let kept = match part {
             Part::Scale => {
                 attributes.object = Some(self.scale_for_admission(&next)?);
-                admission.validate(&mut attributes).await.map_err(|e| e.with_warnings(warnings.clone()))?;
-                rebuild(next)
+                Some(next)
             }
             _ => {
                 attributes.object = Some(next);
-                admission.validate(&mut attributes).await.map_err(|e| e.with_warnings(warnings.clone()))?;
-                rebuild(attributes.object.take().unwrap_or(Value::Null))
+                None
             }
         };
+        admission.validate(&mut attributes).await.map_err(|e| e.with_warnings(warnings.clone()))?;
         warnings.append(&mut attributes.warnings);
+        let decision = rebuild(kept.unwrap_or_else(|| attributes.object.take().unwrap_or(Value::Null)));
         Ok((decision, warnings))
     }
 
